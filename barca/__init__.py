@@ -1,0 +1,35 @@
+"""barca: plain Python functions as a cached dependency graph.
+
+Only the decorators and errors are imported eagerly, so ``import barca`` stays cheap in worker
+processes and notebooks; the engine's functions load on first use.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from barca.decorators import Always, Manual, Schedule, asset, collect, partitions, partitions_from, sensor, sink, task
+from barca.errors import BarcaError, Cancelled, InfrastructureError, StepFailed, UsageError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Always", "BarcaError", "Cancelled", "InfrastructureError", "Manual", "Schedule",
+    "StepFailed", "UsageError", "__version__", "asset", "collect", "get", "history",
+    "list_nodes", "load_ipython_extension", "partitions", "partitions_from", "plan", "run",
+    "sensor", "sink", "sql", "status", "task",
+]
+
+_API = {"get", "run", "status", "list_nodes", "plan", "history", "sql"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from barca import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'barca' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext barca``: register the ``%barca`` magics."""
+    from barca.jupyter.magics import load_ipython_extension as load
+    load(ipython)

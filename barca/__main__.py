@@ -1,0 +1,4 @@
+"""``python -m barca``: the CLI."""
+from barca.cli import main
+
+main()

@@ -1,0 +1,328 @@
+"""The Python API: get / run / status / plan / list_nodes / history. Composes the engine and
+returns result objects (or values); decides nothing itself."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from barca import events as ev
+from barca.errors import StepFailed, UsageError
+from barca.graph import Graph, load_graph
+from barca.planner import Context
+from barca.results import Listing, ListRow, Output, OutputItem, Plan, PhasePlan, RunResult, StatusReport
+from barca.runner import Runner, Selection, check_selection, new_run_id, resolve_refresh, walk_order
+from barca.store import Store
+from barca.types import NodeId, short_name
+from barca.verdicts import plan_row, status_row, step_summary
+
+PREVIEW_BYTES = 2048
+
+
+def _files(files: Iterable[str]) -> tuple[str, ...]:
+    return tuple(str(f) for f in files if f is not None)
+
+
+def _names(value: str | list[str] | tuple[str, ...] | None) -> list[str]:
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else list(value)
+    return [n.strip() for item in items for n in item.split(",") if n.strip()]
+
+
+def _targets(graph: Graph, target: str | list[str] | None, command: str) -> list[NodeId]:
+    names = _names(target)
+    if not names:
+        found = graph.available(command)
+        if not found:
+            what = "task" if command == "run" else "asset or sensor"
+            raise UsageError(f"No {what} found in {', '.join(sorted(graph.files)) or 'the project'}",
+                             "Decorate a function with @asset, @sensor or @task, or pass the "
+                             "pipeline file.")
+        return found
+    out = []
+    for name in names:
+        nid = graph.resolve(name, "Task" if command == "run" else "Asset", command)
+        kind = graph.nodes[nid].kind
+        if command == "get" and kind == "task":
+            raise UsageError(f"'{name}' is a task: tasks always run and are not cached.",
+                             f"Run it with: barca run {name}")
+        if command == "run" and kind != "task":
+            raise UsageError(f"'{name}' is an {kind}, not a task.",
+                             f"Bring it up to date with: barca get {name}")
+        out.append(nid)
+    return out
+
+
+def parse_partition(spec: str | dict[str, Any] | None) -> Selection | None:
+    """``region=emea``, ``region=emea,amer``, ``day=d1,region=amer`` or a JSON object."""
+    if spec is None or spec == "" or spec == {}:
+        return None
+    if isinstance(spec, str) and spec.strip().startswith("{"):
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--partition: not valid JSON ({exc.msg})",
+                             'Write --partition region=emea or --partition \'{"region": "emea"}\'.')
+    dims: dict[str, list[str]] = {}
+    if isinstance(spec, dict):
+        for d, v in spec.items():
+            vals = v if isinstance(v, list) else [v]
+            dims[str(d)] = [str(x) for x in vals]
+        return Selection(dims)
+    current = None
+    for token in str(spec).split(","):
+        token = token.strip()
+        if "=" in token:
+            current, _, value = token.partition("=")
+            current = current.strip()
+            if not current:
+                raise UsageError(f"--partition: '{token}' names no dimension",
+                                 "Write --partition DIM=VALUE[,VALUE], e.g. region=emea.")
+            dims.setdefault(current, []).append(value.strip())
+        elif current is not None and token:
+            dims[current].append(token)
+        else:
+            raise UsageError(f"--partition: '{spec}' is not DIM=VALUE",
+                             "Write --partition DIM=VALUE[,VALUE], e.g. region=emea.")
+    return Selection(dims)
+
+
+class Session:
+    """One command's view of a project: graph, store and planner context."""
+
+    def __init__(self, files: Iterable[str] = (), write: bool = True) -> None:
+        self.graph = load_graph(_files(files))
+        self.store = Store(self.graph.root, create=write)
+        self.ctx = Context(self.graph, self.store)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+# ---------------------------------------------------------------------------- get / run
+
+def materialize(target: str | list[str] | None = None, *files: str, command: str = "get",
+                refresh: str | list[str] | None = None, refresh_all: bool = False,
+                no_cascade: bool = False, partition: str | dict[str, Any] | None = None,
+                on_event: ev.EventCallback = ev.ignore, load_values: bool = False,
+                pool_size: int | None = None) -> RunResult:
+    """Bring targets up to date (or run a task); the RunResult, raising StepFailed on failure."""
+    start = time.perf_counter()
+    sess = Session(files, write=False)
+    try:
+        targets = _targets(sess.graph, target, command)
+        label = ",".join(short_name(t) for t in targets) if target else "all"
+        order = walk_order(sess.ctx, targets)
+        refresh_ids = resolve_refresh(sess.ctx, order, _names(refresh), label)
+        selection = parse_partition(partition)
+        if selection is not None:
+            check_selection(sess.ctx, order, selection, label)
+        sess.store = Store(sess.graph.root, create=True)
+        sess.ctx.store = sess.store
+        runner = Runner(sess.ctx, targets, execute=True, refresh=refresh_ids,
+                        cascade=not no_cascade, refresh_all=refresh_all, selection=selection,
+                        on_event=on_event, pool_size=pool_size)
+        runner.run_id = new_run_id()
+        warnings: list[str] = []
+        if refresh_ids and no_cascade:
+            below = sess.graph.downstream_cone(refresh_ids, set(order)) - set(refresh_ids)
+            if below:
+                warnings.append("--no-cascade: cached dependants were not refreshed: "
+                                + ", ".join(short_name(n) for n in sorted(below)))
+                on_event(ev.Note(warnings[-1]))
+        warnings.extend(runner.w.notes)
+        from barca.executors.process import default_pool_size
+        sess.store.begin_run(runner.run_id, command, label, pool_size or default_pool_size())
+        status = "cancelled"
+        try:
+            w = runner.run()
+            status = "failed" if w.failed else "success"
+        finally:
+            wd = runner.w
+            sess.store.end_run(runner.run_id, status, wd.done, wd.cached, wd.failed)
+        elapsed = time.perf_counter() - start
+        if w.done:
+            on_event(ev.RunEnded(w.done, w.total, elapsed, bool(w.failed)))
+        outputs = tuple(_output(sess, w.states[t], load_values) for t in targets
+                        if t not in w.skipped_fanins)
+        failures = [(s.id, s.error or "", s.traceback or "") for t in w.order
+                    for s in w.states[t].steps.values() if s.action == "failed"]
+        skipped = sum(1 for t in w.order for s in w.states[t].steps.values()
+                      if s.action == "skipped" and s.reason == "upstream_failed")
+        result = RunResult(
+            command=command, run_id=runner.run_id, status=status, elapsed=elapsed,
+            steps_executed=w.done, steps_total=w.total, phases=w.phases,
+            steps=tuple(step_summary(sess.ctx, w.states[t]) for t in w.order),
+            outputs=outputs, warnings=tuple(warnings),
+            failed_node=failures[0][0] if failures else None,
+            error=failures[0][1] if failures else None, skipped_downstream=skipped,
+            verb="ran" if command == "run" else "got", failures=tuple(failures))
+        if failures:
+            more = f" (+{len(failures) - 1} more failed)" if len(failures) > 1 else ""
+            raise StepFailed(
+                f"step '{failures[0][0]}' failed: {failures[0][1]}{more}; "
+                f"{skipped} downstream steps skipped",
+                "Fix the cause and run the same command again: finished keys are cached.",
+                result=result, node=failures[0][0], traceback=failures[0][2])
+        return result
+    finally:
+        sess.close()
+
+
+def _output(sess: Session, ns: Any, load: bool) -> Output:
+    m = sess.graph.nodes[ns.node]
+    items = tuple(OutputItem(s.key, s.path, s.format, s.action == "ran")
+                  for s in ns.steps.values() if s.path)
+    values: Any = None
+    preview = ""
+    root = sess.graph.root
+    if load:
+        values = ({i.key: _read(root, i.path, i.format) for i in items} if m.partitioned
+                  else (_read(root, items[0].path, items[0].format) if items else None))
+    elif items and not m.partitioned and items[0].format == "json":
+        p = root / items[0].path  # type: ignore[operator]
+        try:
+            if p.stat().st_size <= PREVIEW_BYTES:
+                values = json.loads(p.read_bytes())
+                text = json.dumps(values, indent=2, sort_keys=True, ensure_ascii=False)
+                preview = "\n".join("  " + line for line in text.splitlines())
+        except (OSError, ValueError):
+            values = None
+    elif items and m.partitioned and len(items) <= 1000:
+        vals = {}
+        for i in items:
+            if i.format == "json":
+                try:
+                    p = root / i.path  # type: ignore[operator]
+                    if p.stat().st_size <= PREVIEW_BYTES:
+                        vals[i.key] = json.loads(p.read_bytes())
+                except (OSError, ValueError):
+                    pass
+        values = vals
+    return Output(ns.node, m.partitioned, items, values, preview)
+
+
+def _read(root: Path, path: str | None, fmt: str | None) -> Any:
+    from barca.artifacts import deserialize
+    from barca.errors import InfrastructureError
+    if path is None:
+        return None
+    try:
+        return deserialize((root / path).read_bytes(), fmt or "json")
+    except OSError as exc:
+        raise InfrastructureError(f"cannot read {path}: {exc.strerror or exc}",
+                                  "Run the command again to recompute it.", path=path) from None
+
+
+def get(target: str | list[str] | None = None, *files: str, refresh: str | list[str] | None = None,
+        refresh_all: bool = False, no_cascade: bool = False,
+        partition: str | dict[str, Any] | None = None, dry_run: bool = False,
+        on_event: ev.EventCallback = ev.ignore) -> Any:
+    """Bring ``target`` up to date and return its value (a dict of key -> value for a
+    partitioned target); with ``dry_run=True``, the Plan instead."""
+    if dry_run:
+        return plan_run(target, *files, refresh=refresh, refresh_all=refresh_all,
+                        no_cascade=no_cascade, partition=partition)
+    result = materialize(target, *files, refresh=refresh, refresh_all=refresh_all,
+                         no_cascade=no_cascade, partition=partition, on_event=on_event,
+                         load_values=True)
+    return _value(result)
+
+
+def run(task: str, *files: str, refresh: str | list[str] | None = None, refresh_all: bool = False,
+        partition: str | dict[str, Any] | None = None, dry_run: bool = False,
+        on_event: ev.EventCallback = ev.ignore) -> Any:
+    """Run a task (always) and its cone (cache-aware); its return value."""
+    if dry_run:
+        return plan_run(task, *files, command="run", refresh=refresh, refresh_all=refresh_all,
+                        partition=partition)
+    result = materialize(task, *files, command="run", refresh=refresh, refresh_all=refresh_all,
+                         partition=partition, on_event=on_event, load_values=True)
+    return _value(result)
+
+
+def _value(result: RunResult) -> Any:
+    if len(result.outputs) == 1:
+        return result.outputs[0].values
+    return {o.target: o.values for o in result.outputs}
+
+
+# ---------------------------------------------------------------------------- predictions
+
+def _predict(sess: Session, targets: list[NodeId], **kw: Any) -> Any:
+    runner = Runner(sess.ctx, targets, execute=False, **kw)
+    return runner.run()
+
+
+def plan_run(target: str | list[str] | None = None, *files: str, command: str = "get",
+             refresh: str | list[str] | None = None, refresh_all: bool = False,
+             no_cascade: bool = False, partition: str | dict[str, Any] | None = None) -> Plan:
+    """``--dry-run``: what a run would do. Runs nothing, writes nothing."""
+    sess = Session(files, write=False)
+    try:
+        targets = _targets(sess.graph, target, command)
+        label = ",".join(short_name(t) for t in targets) if target else "all"
+        order = walk_order(sess.ctx, targets)
+        refresh_ids = resolve_refresh(sess.ctx, order, _names(refresh), label)
+        selection = parse_partition(partition)
+        if selection is not None:
+            check_selection(sess.ctx, order, selection, label)
+        w = _predict(sess, targets, refresh=refresh_ids, cascade=not no_cascade,
+                     refresh_all=refresh_all, selection=selection)
+        cmd = f"barca {command}" + (f" {','.join(_names(target))}" if target else "")
+        return Plan(cmd, label, tuple(plan_row(sess.ctx, w.states[n]) for n in w.order))
+    finally:
+        sess.close()
+
+
+def status(target: str | None = None, *files: str) -> StatusReport:
+    """One row per node: state, why, last run, shape. Read-only."""
+    sess = Session(files, write=False)
+    try:
+        if target:
+            targets = [sess.graph.resolve(n, "Asset", "status") for n in _names(target)]
+        else:
+            targets = list(sess.graph.order)
+        w = _predict(sess, targets)
+        order = [n for n in sess.graph.order if n in w.states]
+        return StatusReport(tuple(status_row(sess.ctx, w.states[n]) for n in order))
+    finally:
+        sess.close()
+
+
+def list_nodes(*files: str) -> Listing:
+    graph = load_graph(_files(files))
+    return Listing(tuple(
+        ListRow(n, graph.nodes[n].kind, graph.nodes[n].freshness, tuple(graph.upstream[n]),
+                tuple(d.name for d in graph.nodes[n].dims))
+        for n in graph.order))
+
+
+def plan(*files: str, target: str | None = None) -> PhasePlan:
+    """The execution plan: phases, one entry per step (per key), and the pool size."""
+    from barca.executors.process import default_pool_size
+    sess = Session(files, write=False)
+    try:
+        targets = _targets(sess.graph, target, "get") if target else list(sess.graph.order)
+        w = _predict(sess, targets)
+        phases: dict[int, list[dict[str, Any]]] = {}
+        for n in w.order:
+            ns = w.states[n]
+            for s in ns.steps.values():
+                phases.setdefault(sess.graph.phase[n], []).append(
+                    {"id": s.id, "node": n, "kind": sess.graph.nodes[n].kind,
+                     "action": s.action, "reason": s.reason, "run_hash": s.run_hash})
+        return PhasePlan(default_pool_size(), tuple(tuple(phases[k]) for k in sorted(phases)))
+    finally:
+        sess.close()
+
+
+def history(limit: int = 20) -> list[dict[str, Any]]:
+    from barca.discovery import find_root
+    store = Store(find_root(), create=False)
+    try:
+        return store.runs(limit)
+    finally:
+        store.close()

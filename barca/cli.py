@@ -1,0 +1,191 @@
+"""The ``barca`` command: parse, call the engine through ``barca.commands``, render the result.
+
+Heavy libraries are never imported here; a fully cached ``barca get`` touches only the
+standard library and barca's core."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from typing import Any, TextIO
+
+from barca import events as ev
+from barca.errors import BarcaError, Cancelled, StepFailed
+
+
+def _mode(ns: Any) -> str:
+    if getattr(ns, "json", False):
+        return "json"
+    if getattr(ns, "pretty", False):
+        return "pretty"
+    env = os.environ.get("BARCA_OUTPUT", "").lower()
+    if env in ("json", "pretty"):
+        return env
+    return "pretty" if sys.stdout.isatty() else "json"
+
+
+class EventPrinter:
+    """Renders progress events on stderr: one line per event (--agent), or a live bar and the
+    end line (people), or nothing but errors (JSON)."""
+
+    def __init__(self, mode: str, agent: bool, stream: TextIO = sys.stderr) -> None:
+        self.mode, self.agent, self.out = mode, agent, stream
+        self.live = stream.isatty() and not agent and mode == "pretty"
+        self._bar = False
+
+    def _line(self, text: str) -> None:
+        if self._bar:
+            self.out.write("\r\033[K")
+            self._bar = False
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def _step_output(self, step: str, output: str) -> None:
+        if output and self.mode == "pretty" or (output and self.agent):
+            for line in output.rstrip("\n").splitlines():
+                self._line(f"[{step}] {line}")
+
+    def __call__(self, e: ev.Event) -> None:
+        if isinstance(e, ev.Importing):
+            if self.agent:
+                self._line(f"[barca] importing {e.path}")
+        elif isinstance(e, ev.StepCompleted):
+            self._step_output(e.step, e.output)
+            if self.agent:
+                self._line(f"[barca] step:{e.step} completed {e.elapsed:.1f}s ({e.done}/{e.total})")
+            elif self.live:
+                self.out.write(f"\r\033[K[barca] {e.done}/{e.total} steps | {e.step}")
+                self.out.flush()
+                self._bar = True
+        elif isinstance(e, ev.StepCached):
+            if self.agent:
+                self._line(f"[barca] step:{e.step} cached")
+        elif isinstance(e, ev.StepFailedEvent):
+            self._step_output(e.step, e.output)
+            if self.agent or self.mode == "pretty":
+                self._line(f"[barca] step:{e.step} failed: {e.error}")
+        elif isinstance(e, ev.Note):
+            if self.agent or self.mode == "pretty":
+                self._line(f"[barca] note: {e.text}")
+        elif isinstance(e, ev.RunEnded):
+            if self.agent or self.mode == "pretty":
+                word = "failed" if e.failed else "done"
+                self._line(f"[barca] {e.done}/{e.total} steps | {word} in {e.elapsed:.1f}s")
+
+
+def _print_value(res: Any) -> None:
+    from barca.hashing import is_json_value
+    value = res.outputs[0].values if len(res.outputs) == 1 else {
+        o.target: o.values for o in res.outputs}
+
+    def default(v: Any) -> Any:
+        if hasattr(v, "to_dict"):
+            try:
+                return v.to_dict(orient="records")
+            except TypeError:
+                return v.to_dict()
+        raise TypeError(type(v).__name__)
+
+    if not is_json_value(value):
+        try:
+            text = json.dumps(value, default=default, ensure_ascii=False, indent=2)
+        except (TypeError, ValueError) as exc:
+            from barca.errors import StepFailed as SF
+            raise SF(f"the value is a {type(value).__name__} ({exc}) and cannot be printed "
+                     "as JSON", "Use -o path, or barca.get() in Python.") from None
+    else:
+        text = json.dumps(value, ensure_ascii=False, indent=2)
+    print(text)
+
+
+def render(outcome: Any, mode: str) -> None:
+    res, cmd, ns = outcome.result, outcome.command, outcome.args
+    if cmd in ("docs", "version"):
+        sys.stdout.write(res if res.endswith("\n") else res + "\n")
+        return
+    if cmd == "history":
+        if mode == "json":
+            print(json.dumps({"runs": res}, indent=2, default=str))
+        else:
+            from barca.render import text_table
+            import time as _t
+            rows = [[r["run_id"], r["command"] or "", r["target"] or "", r["status"] or "",
+                     str(r["steps_run"] or 0), str(r["steps_cached"] or 0),
+                     _t.strftime("%Y-%m-%d %H:%M:%S UTC", _t.gmtime(r["started_at"]))]
+                    for r in res]
+            print(text_table(["RUN", "COMMAND", "TARGET", "STATUS", "RAN", "CACHED", "STARTED"],
+                             rows))
+        return
+    if getattr(ns, "output", None) == "path" and hasattr(res, "outputs"):
+        for o in res.outputs:
+            for i in sorted(o.items, key=lambda i: i.key):
+                print(f"{i.key}: {i.path}" if o.partitioned else i.path)
+        return
+    if getattr(ns, "output", None) == "value" and hasattr(res, "outputs"):
+        _print_value(res)
+        return
+    if mode == "json":
+        print(res.json_text() if hasattr(res, "json_text") else json.dumps(res, default=str))
+    else:
+        print(str(res))
+
+
+def _error(exc: BarcaError, mode: str, agent: bool) -> None:
+    if mode == "json":
+        sys.stderr.write(exc.json_line() + "\n")
+        return
+    if isinstance(exc, StepFailed):
+        tb = exc.extra.get("traceback")
+        if tb and not agent:
+            sys.stderr.write(tb if tb.endswith("\n") else tb + "\n")
+        sys.stderr.write(f"[barca] run failed: {exc.message} (exit {exc.code})\n")
+        return
+    if isinstance(exc, Cancelled):
+        sys.stderr.write(f"[barca] {exc.message} (exit 130)\n")
+        return
+    sys.stderr.write(str(exc) + "\n")
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def run_cli(argv: list[str] | None = None) -> int:
+    from barca.commands import dispatch, parse
+    argv = list(sys.argv[1:] if argv is None else argv)
+    mode = "json" if "--json" in argv else ("pretty" if "--pretty" in argv else None)
+    agent = "--agent" in argv
+    try:
+        ns = parse(argv)
+        mode = _mode(ns)
+        printer = EventPrinter(mode, getattr(ns, "agent", False))
+        outcome = dispatch(ns, on_event=printer)
+        render(outcome, mode)
+        return 0
+    except StepFailed as exc:
+        mode = mode or _mode(None)
+        if exc.result is not None and mode == "json":
+            print(exc.result.json_text())
+        _error(exc, mode, agent)
+        return exc.code
+    except BarcaError as exc:
+        _error(exc, mode or _mode(None), agent)
+        return exc.code
+    except KeyboardInterrupt:
+        _error(Cancelled("cancelled", "Run the command again to finish."), mode or "pretty", agent)
+        return 130
+
+
+def main(argv: list[str] | None = None) -> None:
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        code = run_cli(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = 0
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""The command grammar (argparse) and its dispatch, shared by the CLI and the ``%barca`` magic.
+
+``parse`` raises ``UsageError`` instead of exiting; ``dispatch`` calls the API and returns a
+result object. Neither prints."""
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from barca import events as ev
+from barca.errors import UsageError
+
+COMMANDS = ("get", "run", "list", "status", "sql", "plan", "history", "docs", "version")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        if "unrecognized arguments" in message or "invalid choice" in message:
+            bad = message.split(":", 1)[-1].strip().split()[0].strip("'")
+            options = [o for a in self._actions for o in a.option_strings]
+            choices = list(COMMANDS) if "invalid choice" in message else options
+            close = difflib.get_close_matches(bad, choices, n=1, cutoff=0.5)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            if "invalid choice" in message:
+                raise UsageError(f"Unknown command '{bad}'.{hint}",
+                                 f"Commands: {', '.join(COMMANDS)}. See `barca --help`.")
+            raise UsageError(f"Unknown option '{bad}' for `{self.prog}`.{hint}",
+                             f"See `{self.prog} --help` for the options it accepts.")
+        raise UsageError(f"{self.prog}: {message}", f"See `{self.prog} --help`.")
+
+
+def _output_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--json", action="store_true", help="print the result as JSON")
+    g.add_argument("--pretty", action="store_true", help="print the result for people")
+
+
+def _run_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("args", nargs="*", metavar="TARGET|FILE",
+                   help="targets (comma-separated) and pipeline files")
+    p.add_argument("--refresh", metavar="A,B", help="recompute these (and what is below them)")
+    p.add_argument("--no-cascade", action="store_true",
+                   help="with --refresh: recompute only the named assets")
+    p.add_argument("--refresh-all", action="store_true", help="recompute everything in the cone")
+    p.add_argument("--partition", metavar="DIM=V[,V]",
+                   help="narrow the run to these keys (or a JSON object)")
+    p.add_argument("--dry-run", action="store_true", help="say what would run; run nothing")
+    p.add_argument("--agent", action="store_true", help="one line per event on stderr")
+    p.add_argument("-o", "--output", choices=("value", "path"),
+                   help="print only the value, or only the artifact path(s)")
+    _output_flags(p)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="barca", description="Run plain Python functions as a cached dependency "
+                "graph. `barca docs` is the manual.")
+    p.add_argument("--version", action="version", version=_version())
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    _run_flags(sub.add_parser("get", help="bring assets up to date and return them"))
+    _run_flags(sub.add_parser("run", help="run a task (always) and its cone"))
+    s = sub.add_parser("list", help="one row per node")
+    s.add_argument("args", nargs="*", metavar="FILE")
+    _output_flags(s)
+    s = sub.add_parser("status", help="one row per node: state, why, last run")
+    s.add_argument("args", nargs="*", metavar="TARGET|FILE")
+    s.add_argument("--widget", action="store_true", help="(notebooks) a live status widget")
+    _output_flags(s)
+    s = sub.add_parser("sql", help="query cached results with DuckDB")
+    s.add_argument("query")
+    s.add_argument("args", nargs="*", metavar="FILE")
+    s.add_argument("--limit", type=int, default=100)
+    s.add_argument("--all", action="store_true")
+    _output_flags(s)
+    s = sub.add_parser("plan", help="the execution plan as JSON")
+    s.add_argument("args", nargs="*", metavar="FILE")
+    s.add_argument("--target")
+    _output_flags(s)
+    s = sub.add_parser("history", help="recent runs")
+    s.add_argument("--limit", type=int, default=20)
+    _output_flags(s)
+    s = sub.add_parser("docs", help="the manual")
+    s.add_argument("topic", nargs="?")
+    sub.add_parser("version", help="the version")
+    return p
+
+
+def _version() -> str:
+    from barca import __version__
+    return f"barca {__version__}"
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    ns = parser().parse_args(argv)
+    if ns.command is None:
+        raise UsageError("No command given.",
+                         f"Commands: {', '.join(COMMANDS)}. See `barca --help`.")
+    return ns
+
+
+def split_target(args: list[str], takes_target: bool = True) -> tuple[str | None, list[str]]:
+    """The first positional is a target unless it names a file or directory."""
+    if not args or not takes_target:
+        return None, list(args)
+    first = args[0]
+    if first.endswith(".py") or os.path.isdir(first) or Path(first).is_file():
+        return None, list(args)
+    return first, list(args[1:])
+
+
+@dataclass
+class Outcome:
+    """What a command produced, for a front end to render."""
+    command: str
+    result: Any
+    args: argparse.Namespace
+
+
+def dispatch(ns: argparse.Namespace, on_event: ev.EventCallback = ev.ignore,
+             load_values: bool = False) -> Outcome:
+    from barca import api
+    cmd = ns.command
+    if cmd in ("get", "run"):
+        target, files = split_target(ns.args)
+        if cmd == "run" and target is None:
+            raise UsageError("barca run needs a task name.", "Write: barca run TASK [files]")
+        if ns.dry_run:
+            res: Any = api.plan_run(target, *files, command=cmd, refresh=ns.refresh,
+                                    refresh_all=ns.refresh_all, no_cascade=ns.no_cascade,
+                                    partition=ns.partition)
+        else:
+            res = api.materialize(target, *files, command=cmd, refresh=ns.refresh,
+                                  refresh_all=ns.refresh_all, no_cascade=ns.no_cascade,
+                                  partition=ns.partition, on_event=on_event,
+                                  load_values=load_values or ns.output == "value")
+        return Outcome(cmd, res, ns)
+    if cmd == "list":
+        return Outcome(cmd, api.list_nodes(*ns.args), ns)
+    if cmd == "status":
+        target, files = split_target(ns.args)
+        return Outcome(cmd, api.status(target, *files), ns)
+    if cmd == "plan":
+        return Outcome(cmd, api.plan(*ns.args, target=ns.target), ns)
+    if cmd == "history":
+        return Outcome(cmd, api.history(ns.limit), ns)
+    if cmd == "sql":
+        return Outcome(cmd, api.sql(ns.query, *ns.args, limit=None if ns.all else ns.limit), ns)
+    if cmd == "docs":
+        from barca.manual import topic_text
+        return Outcome(cmd, topic_text(ns.topic), ns)
+    if cmd == "version":
+        return Outcome(cmd, _version(), ns)
+    raise UsageError(f"Unknown command '{cmd}'.", f"Commands: {', '.join(COMMANDS)}.")

@@ -1,0 +1,370 @@
+"""Finds pipeline files and builds a static (``ast``) model of every node they declare.
+
+Nothing here imports user code: the model is read from the source text.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from barca.decorators import ASSET_ARGS, SENSOR_ARGS
+from barca.errors import UsageError, did_you_mean
+from barca.types import NodeId
+
+KINDS = ("asset", "sensor", "task")
+MARKERS = ("partitions", "partitions_from", "collect")
+SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "tests", "test", "venv", "env",
+             "build", "dist"}
+_IMPORTS_BARCA = re.compile(r"^\s*(from\s+barca[\s.]|import\s+barca\b)", re.M)
+
+
+def find_root(start: str | os.PathLike[str] | None = None) -> Path:
+    """The nearest directory at or above ``start`` holding ``barca.toml``, else ``start``."""
+    here = Path(start or os.getcwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / "barca.toml").is_file():
+            return d
+    return here
+
+
+@dataclass
+class InputRef:
+    param: str
+    ref: str                  # the expression as written: "feed_version", "mod.fn"
+    collect: bool
+    line: int
+    target: NodeId | None = None
+
+
+@dataclass
+class DimSpec:
+    name: str
+    kind: str                 # "list" | "from"
+    line: int
+    keys: list[Any] | None = None   # literal keys, when the source says them statically
+    expr: str | None = None         # the source text, for a key list that must be evaluated
+    source_ref: str | None = None   # partitions_from(<ref>)
+    source: NodeId | None = None
+
+
+@dataclass
+class NodeModel:
+    id: NodeId
+    file: str                 # path relative to the project root, "/"-separated
+    abspath: str
+    function: str
+    kind: str
+    line: int
+    fn: ast.FunctionDef | ast.AsyncFunctionDef
+    params: list[tuple[str, bool]]          # (name, has_default)
+    inputs: list[InputRef] = field(default_factory=list)
+    dims: list[DimSpec] = field(default_factory=list)
+    serializer: str | None = None
+    freshness: str = "always"
+    env: list[str] = field(default_factory=list)
+    retries: int = 0
+    timeout: float | None = None
+    description: str | None = None
+    counted_decorator: list[str] = field(default_factory=list)  # dumps that enter the hash
+    counted_names: set[str] = field(default_factory=set)        # names used by counted args
+    sinks: list[str] = field(default_factory=list)
+
+    @property
+    def partitioned(self) -> bool:
+        return bool(self.dims)
+
+
+@dataclass
+class FileModel:
+    path: str
+    abspath: str
+    source: str
+    tree: ast.Module
+    module: str                               # import name used by workers
+    imports: dict[str, tuple[str, str | None]]  # local name -> (module, attr or None)
+    barca_names: dict[str, str]               # local name -> barca attribute ("asset", ...)
+    barca_modules: set[str]                   # local names bound to the barca module
+    nodes: list[NodeModel] = field(default_factory=list)
+
+
+def find_files(root: Path) -> list[Path]:
+    """Every ``.py`` file under ``root`` that imports barca (hidden dirs, venvs, tests skipped)."""
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS
+                             and not (Path(dirpath, d) / "pyvenv.cfg").exists())
+        for name in sorted(filenames):
+            if name.endswith(".py") and not name.startswith("test_"):
+                p = Path(dirpath, name)
+                try:
+                    text = p.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                if _IMPORTS_BARCA.search(text):
+                    found.append(p)
+    return found
+
+
+def relative_id(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return Path(os.path.relpath(path.resolve(), root)).as_posix()
+
+
+def module_name(rel: str) -> str:
+    """Import name for a pipeline file: ``pipeline.py`` -> ``pipeline``, ``a/b.py`` -> ``a.b``
+    when ``a`` is a package, else the file's stem."""
+    parts = rel[:-3].split("/") if rel.endswith(".py") else rel.split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(p for p in parts if p not in ("", ".."))
+
+
+def syntax_error(path: str, exc: SyntaxError) -> UsageError:
+    line = (exc.text or "").rstrip("\n")
+    caret = " " * max((exc.offset or 1) - 1, 0) + "^"
+    return UsageError(
+        f"{path}:{exc.lineno}:{exc.offset}: SyntaxError: {exc.msg}\n    {line}\n    {caret}",
+        f"Fix the syntax error in {path}; nothing was run and the cache is kept.",
+        file=path, line=exc.lineno, column=exc.offset)
+
+
+def parse_file(path: Path, root: Path) -> FileModel:
+    rel = relative_id(path, root)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"File not found: {path}",
+                         "Pass the path of a pipeline file, relative to the current directory.")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{rel}: not UTF-8 text ({exc.reason})", "Save the file as UTF-8.")
+    try:
+        tree = ast.parse(source, filename=rel)
+    except SyntaxError as exc:
+        raise syntax_error(rel, exc) from None
+    fm = FileModel(rel, str(path.resolve()), source, tree, module_name(rel), {}, {}, set())
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, ast.Import):
+            for a in stmt.names:
+                local = a.asname or a.name.split(".")[0]
+                if a.name == "barca":
+                    fm.barca_modules.add(local)
+                fm.imports[local] = (a.name if a.asname else a.name.split(".")[0], None)
+        elif isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module:
+            for a in stmt.names:
+                local = a.asname or a.name
+                if stmt.module == "barca":
+                    fm.barca_names[local] = a.name
+                fm.imports[local] = (stmt.module, a.name)
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node = _node_from_function(fm, stmt)
+            if node is not None:
+                fm.nodes.append(node)
+    return fm
+
+
+def _barca_attr(fm: FileModel, expr: ast.expr) -> str | None:
+    """The barca attribute an expression names (``asset``, ``partitions``...), if any."""
+    if isinstance(expr, ast.Name):
+        return fm.barca_names.get(expr.id)
+    if (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)
+            and expr.value.id in fm.barca_modules):
+        return expr.attr
+    return None
+
+
+def _fail(fm: FileModel, line: int, message: str, remediation: str) -> UsageError:
+    return UsageError(f"{fm.path}:{line}: {message}", remediation, file=fm.path, line=line)
+
+
+def _node_from_function(fm: FileModel, fn: ast.FunctionDef | ast.AsyncFunctionDef
+                        ) -> NodeModel | None:
+    kind = None
+    call: ast.Call | None = None
+    for dec in fn.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        attr = _barca_attr(fm, target)
+        if attr in KINDS:
+            if kind is not None:
+                raise _fail(fm, dec.lineno, f"'{fn.name}' has two barca decorators "
+                            f"(@{kind} and @{attr})", "Keep exactly one of @asset, @sensor, @task.")
+            kind = attr
+            call = dec if isinstance(dec, ast.Call) else None
+    if kind is None:
+        return None
+    args = fn.args
+    positional = args.posonlyargs + args.args
+    defaults = [False] * (len(positional) - len(args.defaults)) + [True] * len(args.defaults)
+    params = list(zip([a.arg for a in positional], defaults))
+    params += [(a.arg, d is not None) for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    node = NodeModel(id=NodeId(f"{fm.path}:{fn.name}"), file=fm.path, abspath=fm.abspath,
+                     function=fn.name, kind=kind, line=fn.lineno, fn=fn, params=params,
+                     freshness="manual" if kind == "sensor" else "always")
+    accepted = SENSOR_ARGS if kind == "sensor" else ASSET_ARGS
+    if call is not None:
+        if call.args:
+            raise _fail(fm, call.lineno, f"@{kind} takes keyword arguments only",
+                        f"Write @{kind}(inputs=..., ...). Accepted: {', '.join(accepted)}.")
+        for kw in call.keywords:
+            if kw.arg is None:
+                raise _fail(fm, call.lineno, f"@{kind} does not accept **kwargs",
+                            f"Write each argument out. Accepted: {', '.join(accepted)}.")
+            if kw.arg not in accepted:
+                hint = did_you_mean(kw.arg, accepted)
+                extra = (" Sensors observe outside data and take no inputs."
+                         if kind == "sensor" and kw.arg == "inputs" else "")
+                raise _fail(fm, kw.value.lineno,
+                            f"@{kind} got an unexpected argument '{kw.arg}'.{extra}",
+                            f"Accepted arguments: {', '.join(accepted)}.{hint}")
+            _read_argument(fm, node, kw.arg, kw.value)
+    for dec in fn.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        attr = _barca_attr(fm, target)
+        if attr in KINDS:
+            continue
+        if attr == "sink":
+            if (not isinstance(dec, ast.Call) or len(dec.args) != 1
+                    or not isinstance(dec.args[0], ast.Constant)
+                    or not isinstance(dec.args[0].value, str)):
+                raise _fail(fm, dec.lineno, "@sink takes one path as a string",
+                            'Write @sink("out.parquet") or @sink("out/").')
+            node.sinks.append(dec.args[0].value)
+        node.counted_decorator.append(ast.dump(dec, include_attributes=False))
+        node.counted_names |= _names(dec)
+    return node
+
+
+def _names(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+def _ref_text(expr: ast.expr) -> str | None:
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        base = _ref_text(expr.value)
+        return f"{base}.{expr.attr}" if base else None
+    return None
+
+
+def _marker(fm: FileModel, expr: ast.expr) -> tuple[str, ast.expr] | None:
+    """``partitions(x)`` -> ("partitions", x); validates exactly one positional argument."""
+    if isinstance(expr, ast.Call):
+        attr = _barca_attr(fm, expr.func)
+        if attr in MARKERS:
+            if len(expr.args) != 1 or expr.keywords:
+                raise _fail(fm, expr.lineno, f"{attr}() takes exactly one positional argument",
+                            {"partitions": 'Write partitions(["a", "b"]).',
+                             "partitions_from": "Write partitions_from(upstream_asset).",
+                             "collect": "Write collect(partitioned_asset)."}[attr])
+            return attr, expr.args[0]
+    return None
+
+
+def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -> None:
+    line = value.lineno
+    if name == "inputs":
+        if not isinstance(value, ast.Dict):
+            raise _fail(fm, line, "inputs= must be a dict literal",
+                        'Write inputs={"param": upstream_function}.')
+        for k, v in zip(value.keys, value.values):
+            if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+                raise _fail(fm, line, "inputs= keys must be parameter names as strings",
+                            'Write inputs={"param": upstream_function}.')
+            marker = _marker(fm, v)
+            is_collect = False
+            if marker is not None:
+                if marker[0] != "collect":
+                    raise _fail(fm, v.lineno, f"{marker[0]}() belongs in partitions=, "
+                                f"not in inputs=", 'Write partitions={"dim": ' + marker[0] + '(...)}.')
+                is_collect, v = True, marker[1]
+            ref = _ref_text(v)
+            if ref is None:
+                raise _fail(fm, v.lineno, f"inputs['{k.value}'] must name an upstream function",
+                            'Write inputs={"param": upstream_function} or collect(upstream).')
+            node.inputs.append(InputRef(k.value, ref, is_collect, v.lineno))
+        node.counted_names |= set()
+    elif name == "partitions":
+        if not isinstance(value, ast.Dict):
+            raise _fail(fm, line, "partitions= must be a dict literal",
+                        'Write partitions={"dimension": partitions([...])}.')
+        for k, v in zip(value.keys, value.values):
+            if not (isinstance(k, ast.Constant) and isinstance(k.value, str)) or not k.value:
+                raise _fail(fm, line, "partitions= keys must be dimension names as strings",
+                            'Write partitions={"region": partitions(["emea", "amer"])}.')
+            marker = _marker(fm, v)
+            if marker is None or marker[0] == "collect":
+                raise _fail(fm, v.lineno, f"partitions['{k.value}'] must be partitions([...]) "
+                            "or partitions_from(upstream)",
+                            'Write partitions={"' + k.value + '": partitions(["a", "b"])}.')
+            if marker[0] == "partitions":
+                dim = DimSpec(k.value, "list", v.lineno)
+                try:
+                    dim.keys = ast.literal_eval(marker[1])
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    dim.expr = ast.get_source_segment(fm.source, marker[1]) or ast.unparse(marker[1])
+            else:
+                ref = _ref_text(marker[1])
+                if ref is None:
+                    raise _fail(fm, v.lineno, "partitions_from() must name an upstream function",
+                                "Write partitions_from(upstream_function).")
+                dim = DimSpec(k.value, "from", v.lineno, source_ref=ref)
+            node.dims.append(dim)
+    elif name == "serializer":
+        if isinstance(value, ast.Constant) and value.value in ("json", "pickle", "parquet"):
+            node.serializer = value.value
+        elif isinstance(value, ast.Constant):
+            raise _fail(fm, line, f"serializer={value.value!r} is not a known format",
+                        "Use serializer=\"json\", \"pickle\" or \"parquet\".")
+        else:
+            node.serializer = "expr"
+        node.counted_decorator.append("serializer=" + ast.dump(value, include_attributes=False))
+        node.counted_names |= _names(value)
+    elif name == "freshness":
+        text = ast.unparse(value)
+        low = text.lower().strip("'\"")
+        if low.startswith(("always", "barca.always")):
+            node.freshness = "always"
+        elif low.startswith(("manual", "barca.manual")):
+            node.freshness = "manual"
+        elif "schedule" in low:
+            node.freshness = "schedule"
+        else:
+            raise _fail(fm, line, f"freshness={text} is not a freshness",
+                        "Use Always, Manual or Schedule(\"<cron>\") from barca.")
+    elif name == "env":
+        try:
+            env = ast.literal_eval(value)
+        except ValueError:
+            env = None
+        if not (isinstance(env, (list, tuple)) and all(isinstance(e, str) for e in env)):
+            raise _fail(fm, line, "env= must be a literal list of variable names",
+                        'Write env=["API_TOKEN"].')
+        node.env = sorted(set(env))
+    elif name in ("retries", "timeout_seconds"):
+        try:
+            num = ast.literal_eval(value)
+        except ValueError:
+            num = None
+        if isinstance(num, bool) or not isinstance(num, (int, float)) or num < 0:
+            raise _fail(fm, line, f"{name}= must be a non-negative number",
+                        f"Write {name}=3.")
+        if name == "retries":
+            node.retries = int(num)
+        else:
+            node.timeout = float(num)
+    elif name == "description":
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            node.description = value.value
+    elif name == "name":
+        if not (isinstance(value, ast.Constant) and isinstance(value.value, str)
+                and value.value.isidentifier()):
+            raise _fail(fm, line, "name= must be a string that is a valid identifier",
+                        'Write name="daily_prices".')
+        node.id = NodeId(f"{fm.path}:{value.value}")

@@ -1,0 +1,51 @@
+"""What an executor is handed for one step, and what it hands back: small, picklable records."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# An input spec, per parameter:
+#   ("value", v)                      the value itself (a partition key, a dict source's value)
+#   ("artifact", relpath, fmt, sha)   one upstream artifact
+#   ("collect", [(relpath, fmt, sha), ...])  every key of a partitioned upstream, as a list
+#   ("none",)                         an ordering-only parameter (its name starts with "_")
+InputSpec = tuple[Any, ...]
+
+
+@dataclass
+class StepTask:
+    index: int
+    step: str
+    node: str
+    key: str
+    kind: str
+    file: str            # absolute path of the pipeline file
+    module: str
+    function: str
+    run_hash: str
+    serializer: str | None
+    kwargs: dict[str, InputSpec]
+    key_source: bool = False      # its output gives another node's partition keys
+    timeout: float | None = None
+    retries: int = 0
+    sinks: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StepRecord:
+    index: int
+    status: str                   # "success" | "failed"
+    elapsed: float
+    run_hash: str | None = None   # set for a sensor, whose hash folds in the value it returned
+    path: str | None = None
+    format: str | None = None
+    size: int | None = None
+    sha256: str | None = None
+    shape: str | None = None
+    value_hash: str | None = None
+    error: str | None = None
+    traceback: str | None = None
+    output: str = ""
+    keys: list[str] | None = None                 # a key source's keys
+    key_values: dict[str, str] | None = None      # a dict source: key -> value digest
+    key_raw: dict[str, Any] | None = None         # a dict source: key -> value

@@ -1,0 +1,174 @@
+"""The one worker entry point every executor uses: import the pipeline once, run steps, write
+artifacts (atomically), return small records."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import io
+import os
+import sys
+import time
+import traceback as tb
+from pathlib import Path
+from typing import Any, Callable
+
+from barca import artifacts
+from barca.executors.task import StepRecord, StepTask
+from barca.hashing import canonical_json, sensor_run_hash, sha, value_digest
+
+
+class Worker:
+    """State kept by one worker process across steps: imported modules, loaded inputs."""
+
+    def __init__(self, root: str, notify: Callable[[str, Any], None]) -> None:
+        self.root = Path(root)
+        self.notify = notify
+        self.functions: dict[tuple[str, str], Callable[..., Any]] = {}
+        self.values: dict[str, Any] = {}
+        for p in (root,):
+            if p not in sys.path:
+                sys.path.insert(0, p)
+
+    def function(self, task: StepTask) -> Callable[..., Any]:
+        key = (task.file, task.function)
+        fn = self.functions.get(key)
+        if fn is None:
+            mod = sys.modules.get(task.module)
+            if mod is None or os.path.abspath(getattr(mod, "__file__", "") or "") != task.file:
+                self.notify("importing", task.file)
+                d = os.path.dirname(task.file)
+                if d not in sys.path:
+                    sys.path.insert(0, d)
+                spec = importlib.util.spec_from_file_location(task.module, task.file)
+                assert spec is not None and spec.loader is not None
+                mod = importlib.util.module_from_spec(spec)
+                sys.modules[task.module] = mod
+                try:
+                    spec.loader.exec_module(mod)
+                except BaseException:
+                    sys.modules.pop(task.module, None)
+                    raise
+            fn = getattr(mod, task.function)
+            self.functions[key] = fn
+        return fn
+
+    def load(self, relpath: str, fmt: str) -> Any:
+        if relpath in self.values:
+            return self.values[relpath]
+        data = (self.root / relpath).read_bytes()
+        value = artifacts.deserialize(data, fmt)
+        if len(self.values) > 512:
+            self.values.clear()
+        self.values[relpath] = value
+        return value
+
+    def kwargs(self, task: StepTask) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for param, spec in task.kwargs.items():
+            tag = spec[0]
+            if tag == "value":
+                out[param] = spec[1]
+            elif tag == "artifact":
+                out[param] = self.load(spec[1], spec[2])
+            elif tag == "collect":
+                out[param] = [self.load(p, f) for p, f, _ in spec[1]]
+            else:
+                out[param] = None
+        return out
+
+    def run(self, task: StepTask) -> StepRecord:
+        start = time.perf_counter()
+        out = io.StringIO()
+        attempts = task.retries + 1
+        for attempt in range(attempts):
+            try:
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                    fn = self.function(task)
+                    value = fn(**self.kwargs(task))
+                if task.kind == "sensor" and isinstance(value, tuple) and len(value) == 2 \
+                        and isinstance(value[0], bool):
+                    value = value[1]
+                return self.store(task, value, start, out.getvalue())
+            except BaseException as exc:  # a user function's exception is data
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                if attempt + 1 < attempts:
+                    continue
+                return StepRecord(task.index, "failed", time.perf_counter() - start,
+                                  error=f"{type(exc).__name__}: {exc}",
+                                  traceback=tb.format_exc(), output=out.getvalue())
+        raise AssertionError("unreachable")
+
+    def store(self, task: StepTask, value: Any, start: float, output: str) -> StepRecord:
+        rec = StepRecord(task.index, "success", 0.0, output=output)
+        if task.key_source:
+            problem = _key_source_problem(value, rec)
+            if problem:
+                rec.status, rec.error = "failed", problem
+                rec.elapsed = time.perf_counter() - start
+                return rec
+        try:
+            fmt = artifacts.choose_format(value, task.serializer)
+            data = artifacts.serialize(value, fmt)
+        except Exception as exc:
+            rec.status = "failed"
+            rec.error = (f"cannot store the result of {task.step}: a {type(value).__name__} "
+                         f"is not serialisable ({type(exc).__name__}: {exc})")
+            rec.traceback = tb.format_exc()
+            rec.elapsed = time.perf_counter() - start
+            return rec
+        run_hash = task.run_hash
+        if task.kind == "sensor":
+            rec.value_hash = value_digest(value)
+            run_hash = rec.run_hash = sensor_run_hash(task.run_hash, rec.value_hash)
+        rel = artifacts.artifact_relpath(task.node, task.key, run_hash, artifacts.EXT[fmt])
+        artifacts.write_atomic(self.root / rel, data,
+                               fsync=os.environ.get("BARCA_FSYNC", "") not in ("", "0"))
+        self.values[rel] = value
+        rec.path, rec.format, rec.size = rel, fmt, len(data)
+        rec.sha256 = hashlib.sha256(data).hexdigest()
+        rec.shape = artifacts.shape(value)
+        rec.elapsed = time.perf_counter() - start
+        return rec
+
+
+def _key_source_problem(value: Any, rec: StepRecord) -> str | None:
+    try:
+        rec.keys, rec.key_values, rec.key_raw = source_keys(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def source_keys(value: Any) -> tuple[list[str], dict[str, str] | None, dict[str, Any] | None]:
+    """The partition keys a source's output gives: a list's items, or a dict's keys (with each
+    key's value and its digest). ``ValueError`` names what is wrong."""
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = [(k, None) for k in value]
+    else:
+        raise ValueError(f"returned a {type(value).__name__}, but its output gives partition "
+                         "keys: return a list of keys or a dict of key -> value")
+    keys: list[str] = []
+    seen: dict[str, Any] = {}
+    values: dict[str, str] = {}
+    raw: dict[str, Any] = {}
+    is_dict = isinstance(value, dict)
+    for k, v in items:
+        if isinstance(k, bool) or not isinstance(k, (str, int)):
+            raise ValueError(f"partition key {k!r} is a {type(k).__name__}; keys must be strings")
+        s = str(k)
+        if s in seen:
+            raise ValueError(f"partition keys {seen[s]!r} and {k!r} collide (both become {s!r})")
+        seen[s] = k
+        keys.append(s)
+        if is_dict:
+            try:
+                values[s] = sha("json", canonical_json(v))
+            except (TypeError, ValueError):
+                raise ValueError(f"the value of partition key {s!r} is not JSON-writable "
+                                 f"({type(v).__name__})") from None
+            raw[s] = v
+    return keys, (values if is_dict else None), (raw if is_dict else None)

@@ -1,0 +1,313 @@
+"""Result objects: frozen data whose ``to_json()`` is the contract, and the renderings derived
+from it (``__str__`` = the CLI's ``--pretty`` text, ``__rich__``, ``_repr_mimebundle_``)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from barca.render import html_table, plural, rich_table, text_table
+
+
+class _Displayable:
+    """Shared renderings: every result object shows itself the same way everywhere."""
+
+    def to_json(self) -> dict[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        raise NotImplementedError
+
+    def _repr_html_(self) -> str:
+        headers, rows, col, summary = self._table()
+        return html_table(headers, rows, col, summary)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {"text/plain": str(self), "text/html": self._repr_html_(),
+                "application/json": self.to_json()}
+
+    def __rich__(self) -> object:
+        headers, rows, col, summary = self._table()
+        return rich_table(headers, rows, col, summary)
+
+    def json_text(self) -> str:
+        return json.dumps(self.to_json(), indent=2, default=str, ensure_ascii=False)
+
+
+# ---------------------------------------------------------------------------- listing
+
+@dataclass(frozen=True)
+class ListRow:
+    id: str
+    kind: str
+    freshness: str
+    deps: tuple[str, ...]
+    dims: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Listing(_Displayable):
+    rows: tuple[ListRow, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nodes": [{"id": r.id, "name": r.id.rsplit(":", 1)[-1], "kind": r.kind,
+                           "freshness": r.freshness, "deps": list(r.deps),
+                           "partitions": list(r.dims)} for r in self.rows]}
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        return (["NAME", "KIND", "FRESHNESS", "DEPS"],
+                [[r.id, r.kind, r.freshness, ", ".join(r.deps) or "-"] for r in self.rows],
+                None, "")
+
+    def __str__(self) -> str:
+        headers, rows, _, _ = self._table()
+        return text_table(headers, rows, dashes=True)
+
+
+# ---------------------------------------------------------------------------- status
+
+@dataclass(frozen=True)
+class StatusRow:
+    id: str
+    kind: str
+    state: str                 # JSON value: cached, stale, never_run, partial, unknown, always_runs
+    reason: str
+    why: str                   # the WHY cell
+    last_run: str
+    shape: str
+    deps: tuple[str, ...]
+    inputs: tuple[str, ...]
+    partitions: dict[str, Any] | None = None
+    last_materialization: dict[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.id.rsplit(":", 1)[-1]
+
+
+STATE_LABEL = {"never_run": "never-run", "always_runs": "always-runs"}
+SUMMARY_ORDER = (("cached", "cached"), ("stale", "stale"), ("never_run", "never run"),
+                 ("partial", "partial"), ("unknown", "unknown"), ("always_runs", "always run"))
+
+
+@dataclass(frozen=True)
+class StatusReport(_Displayable):
+    rows: tuple[StatusRow, ...]
+
+    def summary(self) -> dict[str, int]:
+        counts = {k: 0 for k, _ in SUMMARY_ORDER}
+        for r in self.rows:
+            counts[r.state] += 1
+        return counts
+
+    def summary_line(self) -> str:
+        s = self.summary()
+        return ", ".join(f"{s[k]} {label}" for k, label in SUMMARY_ORDER)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodes": [{
+                "id": r.id, "name": r.name, "kind": r.kind, "inputs": list(r.inputs),
+                "cache": {"state": r.state, "reason": r.reason, "detail": r.why},
+                "partitions": r.partitions, "last_materialization": r.last_materialization,
+                "shape": None if r.shape == "-" else r.shape,
+            } for r in self.rows],
+            "summary": self.summary(),
+        }
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        rows = [[r.name, r.kind, STATE_LABEL.get(r.state, r.state), r.why, r.last_run, r.shape,
+                 ", ".join(d.rsplit(":", 1)[-1] for d in r.deps) or "-"] for r in self.rows]
+        return (["NAME", "KIND", "STATE", "WHY", "LAST RUN", "SHAPE", "DEPS"], rows, 2,
+                self.summary_line())
+
+    def __str__(self) -> str:
+        headers, rows, _, summary = self._table()
+        return text_table(headers, rows) + "\n\n" + summary
+
+
+# ---------------------------------------------------------------------------- dry run
+
+@dataclass(frozen=True)
+class PlanRow:
+    step: str
+    kind: str
+    action: str                # will run | cached | partial | unknown | skipped
+    reason: str
+    why: str
+    partitions: dict[str, Any] | None
+    will_run: int
+    cached: int
+    unknown: int
+
+
+WHY_WIDTH = 70  # the dry-run WHY column pads to at most this; longer reasons overflow
+
+
+@dataclass(frozen=True)
+class Plan(_Displayable):
+    command: str
+    target: str
+    rows: tuple[PlanRow, ...]
+
+    def summary(self) -> dict[str, int]:
+        return {"will_run": sum(r.will_run for r in self.rows),
+                "cached": sum(r.cached for r in self.rows),
+                "unknown": sum(r.unknown for r in self.rows)}
+
+    def summary_line(self) -> str:
+        s = self.summary()
+        return f"{s['will_run']} will run, {s['cached']} cached, {s['unknown']} unknown"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dry_run": True, "command": self.command, "target": self.target,
+                "steps": [{"id": r.step, "kind": r.kind, "action": r.action, "reason": r.reason,
+                           "detail": r.why, "partitions": r.partitions} for r in self.rows],
+                "summary": self.summary()}
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        return (["STATUS", "WHY", "STEP"], [[r.action, r.why, r.step] for r in self.rows], 0,
+                self.summary_line())
+
+    def title(self) -> str:
+        return f"Dry run: {self.command} (nothing executed, nothing written)"
+
+    def _repr_html_(self) -> str:
+        headers, rows, col, summary = self._table()
+        return html_table(headers, rows, col, summary, title=self.title())
+
+    def __str__(self) -> str:
+        headers, rows, _, summary = self._table()
+        table = text_table(headers, rows, max_widths={1: WHY_WIDTH})
+        return f"{self.title()}\n\n{table}\n\n{summary}"
+
+
+# ---------------------------------------------------------------------------- runs
+
+@dataclass(frozen=True)
+class StepSummary:
+    id: str
+    kind: str
+    status: str                # ran | cached | partial | failed | skipped
+    reason: str
+    detail: str
+    run_hash: str | None
+    partitions: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class OutputItem:
+    key: str
+    path: str | None
+    format: str | None
+    computed: bool
+
+
+@dataclass(frozen=True)
+class Output:
+    target: str
+    partitioned: bool
+    items: tuple[OutputItem, ...]
+    values: Any = None          # filled by the API when it loads values (JSON-able or None)
+    preview: str = ""
+
+
+MAX_KEYS_IN_OUTPUT = 1000
+
+
+@dataclass(frozen=True)
+class RunResult(_Displayable):
+    command: str
+    run_id: str
+    status: str                # success | failed | cancelled
+    elapsed: float
+    steps_executed: int
+    steps_total: int
+    phases: int
+    steps: tuple[StepSummary, ...]
+    outputs: tuple[Output, ...]
+    warnings: tuple[str, ...] = ()
+    failed_node: str | None = None
+    error: str | None = None
+    skipped_downstream: int = 0
+    verb: str = "got"
+    failures: tuple[tuple[str, str, str], ...] = field(default=())  # (step, error, traceback)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "status": self.status, "run_id": self.run_id,
+            "elapsed_seconds": round(self.elapsed, 4), "steps_executed": self.steps_executed,
+            "steps_total": self.steps_total, "phases": self.phases,
+            "steps": [{"id": s.id, "kind": s.kind, "status": s.status, "reason": s.reason,
+                       "detail": s.detail, "run_hash": s.run_hash, "partitions": s.partitions}
+                      for s in self.steps],
+            "final_output": self.final_output(),
+            "warnings": list(self.warnings),
+        }
+        if self.status != "success":
+            out["failed_node"] = self.failed_node
+            out["error"] = self.error
+        return out
+
+    def final_output(self) -> Any:
+        def one(o: Output) -> Any:
+            if not o.partitioned:
+                return o.values if o.values is not None or not o.items else {
+                    "path": o.items[0].path, "format": o.items[0].format}
+            items = o.items
+            out: dict[str, Any] = {}
+            if len(items) > MAX_KEYS_IN_OUTPUT:
+                items = tuple(i for i in items if i.computed)
+            vals = o.values or {}
+            for i in items:
+                out[i.key] = vals.get(i.key, {"path": i.path, "format": i.format})
+            if len(o.items) > MAX_KEYS_IN_OUTPUT:
+                return {"keys": out, "total_keys": len(o.items), "computed_keys": len(items),
+                        "not_shown": len(o.items) - len(items)}
+            return out
+        if len(self.outputs) == 1:
+            return one(self.outputs[0])
+        return {o.target: one(o) for o in self.outputs}
+
+    def headline(self) -> str:
+        names = ", ".join(f"'{o.target.rsplit(':', 1)[-1]}'" for o in self.outputs)
+        return (f"Run {self.run_id} | {self.verb} {names} in {self.elapsed:.3f}s "
+                f"({plural(self.steps_executed, 'step')}, {plural(self.phases, 'phase')})")
+
+    def __str__(self) -> str:
+        lines = [self.headline()]
+        for o in self.outputs:
+            lines.append("")
+            if o.partitioned:
+                lines.extend(f"{i.key}: {i.path}" for i in sorted(o.items, key=lambda i: i.key))
+            elif o.items:
+                lines.append(str(o.items[0].path))
+                if o.preview:
+                    lines.append(o.preview)
+        return "\n".join(lines)
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        return (["STATUS", "STEP", "WHY"], [[s.status, s.id, s.detail] for s in self.steps], 0,
+                self.headline())
+
+
+# ---------------------------------------------------------------------------- barca plan
+
+@dataclass(frozen=True)
+class PhasePlan(_Displayable):
+    pool_size: int
+    phases: tuple[tuple[dict[str, Any], ...], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pool_size": self.pool_size,
+                "phases": [{"phase": i + 1, "steps": list(p)} for i, p in enumerate(self.phases)],
+                "steps_total": sum(len(p) for p in self.phases)}
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        rows = [[str(i + 1), s["id"], s["kind"], s["action"]]
+                for i, p in enumerate(self.phases) for s in p]
+        return (["PHASE", "STEP", "KIND", "ACTION"], rows, 3,
+                f"{plural(len(self.phases), 'phase')}, pool size {self.pool_size}")
+
+    def __str__(self) -> str:
+        return json.dumps(self.to_json(), indent=2)

@@ -1,0 +1,312 @@
+"""Runs a plan: walks the cone node by node in phase order, decides each node's steps with the
+planner, sends the steps that must run to the executor, records results in the store.
+
+The same walk, without executing, predicts the state of every node for ``status`` and
+``--dry-run``."""
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from barca import events as ev
+from barca.errors import Cancelled, UsageError, did_you_mean
+from barca.executors.task import StepRecord, StepTask
+from barca.planner import Context, NodeState, StepState, decide, keys_from_row, source_dim
+from barca.types import NodeId, parse_key, short_name, step_id
+
+
+@dataclass
+class Selection:
+    """``--partition``: the keys a run is narrowed to, by dimension."""
+    dims: dict[str, list[str]]
+
+    def admits(self, key: str) -> bool:
+        kv = parse_key(key)
+        return all(kv[d] in vals for d, vals in self.dims.items() if d in kv)
+
+
+@dataclass
+class Walk:
+    """The outcome of walking a cone: one NodeState per node, in walk order."""
+    order: list[NodeId]
+    states: dict[NodeId, NodeState]
+    forced: set[NodeId]
+    skipped_fanins: list[NodeId] = field(default_factory=list)
+    total: int = 0
+    done: int = 0
+    failed: int = 0
+    cached: int = 0
+    phases: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def walk_order(ctx: Context, targets: list[NodeId]) -> list[NodeId]:
+    cone = ctx.graph.upstream_cone(targets)
+    index = {n: i for i, n in enumerate(ctx.graph.order)}
+    return sorted(cone, key=lambda n: (ctx.graph.phase[n], index[n]))
+
+
+def resolve_refresh(ctx: Context, order: list[NodeId], names: list[str], target_label: str
+                    ) -> list[NodeId]:
+    out: list[NodeId] = []
+    assets = [n for n in order if ctx.graph.nodes[n].kind != "task"]
+    for name in names:
+        match = [n for n in assets if n == name or short_name(n) == name]
+        if len(match) != 1:
+            short = [short_name(n) for n in assets]
+            hint = did_you_mean(name, short)
+            raise UsageError(
+                f"--refresh: no upstream asset named '{name}' in the cone of '{target_label}'."
+                + hint,
+                f"Upstream assets you can refresh: {', '.join(short)}\n"
+                f"Pass several as a comma-separated list: --refresh {','.join(short[:2])}")
+        out.append(match[0])
+    return out
+
+
+def check_selection(ctx: Context, order: list[NodeId], sel: Selection, target_label: str) -> None:
+    dims: dict[str, set[str] | None] = {}
+    for n in order:
+        for d in ctx.graph.nodes[n].dims:
+            keys = ctx.static_keys(n)
+            vals = None if keys is None else {parse_key(k).get(d.name, "") for k in keys}
+            if dims.get(d.name, set()) is not None:
+                dims[d.name] = None if vals is None else (dims.get(d.name) or set()) | vals
+    for d, wanted in sel.dims.items():
+        if d not in dims:
+            raise UsageError(
+                f"--partition: no dimension named '{d}' in the cone of '{target_label}'."
+                + did_you_mean(d, list(dims)),
+                f"Dimensions you can select: {', '.join(sorted(dims)) or '(none: nothing is partitioned)'}"
+                f"\nWrite --partition {next(iter(sorted(dims)), 'dim')}=<key>.")
+        valid = dims[d]
+        if valid is not None:
+            bad = [v for v in wanted if v not in valid]
+            if bad:
+                raise UsageError(
+                    f"--partition: {', '.join(repr(b) for b in bad)} is not a key of dimension "
+                    f"'{d}'." + did_you_mean(bad[0], sorted(valid)),
+                    f"Valid values: {', '.join(sorted(valid))}")
+
+
+class Runner:
+    """One walk over a cone, executing (``get``/``run``) or predicting (``status``/dry run)."""
+
+    def __init__(self, ctx: Context, targets: list[NodeId], *, execute: bool,
+                 refresh: list[NodeId] = (), cascade: bool = True, refresh_all: bool = False,
+                 selection: Selection | None = None, on_event: ev.EventCallback = ev.ignore,
+                 pool_size: int | None = None) -> None:
+        self.ctx = ctx
+        self.graph = ctx.graph
+        self.execute = execute
+        self.on_event = on_event
+        self.selection = selection
+        self.pool_size = pool_size
+        order = walk_order(ctx, targets)
+        forced: set[NodeId] = set(order) if refresh_all else set(refresh)
+        if refresh and cascade:
+            forced = self.graph.downstream_cone(list(refresh), set(order))
+        self.w = Walk(order, {}, forced)
+        self.w.phases = len({self.graph.phase[n] for n in order})
+        self._pool: Any = None
+        self._rows: list[dict[str, Any]] = []
+        self._last_flush = time.monotonic()
+        self.run_id = ""
+
+    # ------------------------------------------------------------------ keys
+    def _keys(self, nid: NodeId) -> tuple[list[str] | None, str]:
+        """The node's keys now, or None with the reason they are not known."""
+        src = source_dim(self.graph, nid)
+        if src is None or not src[1]:
+            keys = self.ctx.static_keys(nid)
+        else:
+            src_state = self.w.states[src[0]]
+            step = src_state.steps.get("")
+            if src_state.out_keys is None and step is not None and step.action == "cached":
+                got = keys_from_row(self.ctx, step.row)
+                if got is not None:
+                    src_state.out_keys, src_state.out_values, src_state.out_raw = got
+            keys = src_state.out_keys
+            if keys is None:
+                return None, (f"partition keys come from the output of "
+                              f"'{short_name(src[0])}', which is not available until it runs")
+        assert keys is not None
+        if self.selection is not None:
+            keys = [k for k in keys if self.selection.admits(k)]
+        return keys, ""
+
+    def _static_count(self, nid: NodeId) -> int:
+        src = source_dim(self.graph, nid)
+        if src is not None and src[1]:
+            return 1
+        keys = self.ctx.static_keys(nid) or []
+        if self.selection is not None:
+            keys = [k for k in keys if self.selection.admits(k)]
+        return len(keys)
+
+    def _narrowed(self, nid: NodeId) -> bool:
+        if self.selection is None:
+            return False
+        dims = {d.name for d in self.graph.nodes[nid].dims}
+        return bool(dims & set(self.selection.dims))
+
+    # ------------------------------------------------------------------ the walk
+    def run(self) -> Walk:
+        w = self.w
+        skip_below: set[NodeId] = set()
+        if self.selection is not None:
+            for nid in w.order:
+                m = self.graph.nodes[nid]
+                if any(i.collect and self._narrowed(i.target) for i in m.inputs):  # type: ignore[arg-type]
+                    w.skipped_fanins.append(nid)
+            skip_below = self.graph.downstream_cone(w.skipped_fanins, set(w.order))
+            if w.skipped_fanins:
+                names = ", ".join(short_name(n) for n in w.skipped_fanins)
+                w.notes.append(f"--partition skips a fan-in that reads every key: {names}. "
+                               "Run without --partition to update it.")
+        w.total = sum(self._static_count(n) for n in w.order if n not in skip_below)
+        if self.execute:
+            for note in w.notes:
+                self.on_event(ev.Note(note))
+        try:
+            for nid in w.order:
+                if nid in skip_below:
+                    ns = NodeState(nid, [""])
+                    ns.steps[""] = StepState(nid, "", action="skipped", reason="partition_selection",
+                                             detail="--partition skips a fan-in that reads every key")
+                    w.states[nid] = ns
+                    continue
+                self._walk_node(nid)
+        except KeyboardInterrupt:
+            raise Cancelled("cancelled: the run was interrupted; finished steps are recorded",
+                            "Run the same command again: it computes only what did not finish.")
+        finally:
+            self._flush()
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+        return w
+
+    def _walk_node(self, nid: NodeId) -> None:
+        w = self.w
+        keys, why = self._keys(nid)
+        if keys is None:
+            src = source_dim(self.graph, nid)
+            src_state = w.states.get(src[0]) if src else None
+            src_step = src_state.steps.get("") if src_state else None
+            ns = NodeState(nid, None, unknown_detail=why)
+            if src_step is not None and src_step.action in ("failed", "skipped"):
+                ns.keys = [""]
+                ns.steps[""] = StepState(nid, "", action="skipped", reason="upstream_failed",
+                                         detail=f"upstream {src_step.id} failed")
+            else:
+                ns.steps[""] = StepState(nid, "", action="unknown", reason="partitions_unknown",
+                                         detail=why)
+            w.states[nid] = ns
+            return
+        src = source_dim(self.graph, nid)
+        if src is not None and src[1]:  # dynamic keys are known now: the total grows
+            w.total += len(keys) - 1
+        ns = decide(self.ctx, nid, keys, w.states, forced=nid in w.forced,
+                    predict=not self.execute)
+        w.states[nid] = ns
+        if not self.execute:
+            return
+        todo = [s for s in ns.steps.values() if s.action == "run"]
+        for s in ns.steps.values():
+            if s.action == "cached":
+                w.cached += 1
+                if not self.graph.nodes[nid].partitioned:
+                    self.on_event(ev.StepCached(s.id))
+        if todo:
+            self._execute(nid, todo)
+        if nid in self.ctx.key_sources:
+            step = ns.steps.get("")
+            if step is not None and step.action in ("ran", "cached") and ns.out_keys is None:
+                got = keys_from_row(self.ctx, step.row) if step.action == "cached" else None
+                if got is not None:
+                    ns.out_keys, ns.out_values, ns.out_raw = got
+
+    # ------------------------------------------------------------------ executing
+    def pool(self) -> Any:
+        if self._pool is None:
+            from barca.executors.process import ProcessPool, default_pool_size
+            size = self.pool_size or default_pool_size()
+            self._pool = ProcessPool(str(self.graph.root), size,
+                                     lambda path: self.on_event(ev.Importing(path)))
+        return self._pool
+
+    def _execute(self, nid: NodeId, steps: list[StepState]) -> None:
+        m = self.graph.nodes[nid]
+        fm = self.graph.files[m.file]
+        def_hash, def_parts = self.ctx.definition(nid)
+        tasks: list[StepTask] = []
+        for i, s in enumerate(steps):
+            tasks.append(StepTask(
+                index=i, step=s.id, node=nid, key=s.key, kind=m.kind, file=fm.abspath,
+                module=fm.module, function=m.function,
+                run_hash=def_hash if m.kind == "sensor" else s.run_hash,  # type: ignore[arg-type]
+                serializer=m.serializer if m.serializer != "expr" else None, kwargs=s.kwargs,
+                key_source=nid in self.ctx.key_sources, timeout=m.timeout, retries=m.retries,
+                sinks=m.sinks))
+        ns = self.w.states[nid]
+
+        def on_record(rec: StepRecord) -> None:
+            s = steps[rec.index]
+            s.elapsed = rec.elapsed
+            if rec.status == "success":
+                s.action = "ran"
+                s.path, s.format, s.sha256, s.shape = rec.path, rec.format, rec.sha256, rec.shape
+                if m.kind == "sensor":
+                    s.run_hash, s.value_hash = rec.run_hash, rec.value_hash
+                    s.parts = dict(def_parts, value=(rec.value_hash or "")[:16])
+                if rec.keys is not None:
+                    ns.out_keys, ns.out_values, ns.out_raw = rec.keys, rec.key_values, rec.key_raw
+                self.w.done += 1
+                self.on_event(ev.StepCompleted(s.id, rec.elapsed, self.w.done, self.w.total,
+                                               rec.output))
+            else:
+                s.action, s.error, s.traceback = "failed", rec.error, rec.traceback
+                self.w.failed += 1
+                self.on_event(ev.StepFailedEvent(s.id, rec.error or "", rec.traceback or "",
+                                                 rec.output))
+            self._rows.append(self._row(nid, s, rec))
+            if len(self._rows) >= 500 or time.monotonic() - self._last_flush > 0.5:
+                self._flush()
+
+        self.pool().run(tasks, on_record)
+        self._flush()
+        self.ctx.forget(nid)
+
+    def _row(self, nid: NodeId, s: StepState, rec: StepRecord) -> dict[str, Any]:
+        import json
+        return {
+            "node": s.id, "asset": nid, "partition": s.key,
+            "run_hash": s.run_hash or "", "path": s.path, "format": s.format,
+            "size": rec.size, "sha256": s.sha256,
+            "parts": json.dumps(s.parts, sort_keys=True) if s.parts else None,
+            "status": "success" if rec.status == "success" else "failed",
+            "error": rec.error, "traceback": rec.traceback, "elapsed": rec.elapsed,
+            "run_id": self.run_id, "created_at": time.time(), "shape": rec.shape,
+            "value_hash": rec.value_hash,
+        }
+
+    def _flush(self) -> None:
+        if self._rows and self.execute:
+            rows, self._rows = self._rows, []
+            self.ctx.store.record(rows)
+        self._last_flush = time.monotonic()
+
+
+def new_run_id() -> str:
+    return f"{int(time.time() * 1000) & 0xFFFFFFFF:08x}{secrets.token_hex(2)}"
+
+
+def pool_size_for_plan() -> int:
+    from barca.executors.process import default_pool_size
+    return default_pool_size()
+
+

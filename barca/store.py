@@ -1,0 +1,180 @@
+"""The local store: ``.barca/metadata.db`` (SQLite, WAL) and the artifacts directory."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from barca.errors import InfrastructureError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, command TEXT, target TEXT, status TEXT,
+    started_at REAL, finished_at REAL, steps_run INTEGER, steps_cached INTEGER,
+    steps_failed INTEGER, pool_size INTEGER, error TEXT);
+CREATE TABLE IF NOT EXISTS materializations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, node TEXT NOT NULL, asset TEXT NOT NULL,
+    partition TEXT NOT NULL, run_hash TEXT NOT NULL, path TEXT, format TEXT, size INTEGER,
+    sha256 TEXT, parts TEXT, status TEXT NOT NULL, error TEXT, traceback TEXT, elapsed REAL,
+    run_id TEXT, created_at REAL NOT NULL, shape TEXT, value_hash TEXT);
+CREATE INDEX IF NOT EXISTS mat_asset ON materializations(asset, id);
+"""
+COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "sha256", "parts",
+           "status", "error", "traceback", "elapsed", "run_id", "created_at", "shape",
+           "value_hash")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One recorded materialization (one step of one run)."""
+    id: int
+    node: str
+    asset: str
+    partition: str
+    run_hash: str
+    path: str | None
+    format: str | None
+    size: int | None
+    sha256: str | None
+    parts: str | None
+    status: str
+    error: str | None
+    elapsed: float | None
+    run_id: str | None
+    created_at: float
+    shape: str | None
+    value_hash: str | None
+
+    def part_digests(self) -> dict[str, str]:
+        return json.loads(self.parts) if self.parts else {}
+
+
+@dataclass
+class NodeHistory:
+    """What the store knows of one node: successes by run hash, and the latest row per key."""
+    success: dict[str, Row]        # run_hash -> newest successful row
+    latest_success: dict[str, Row]  # partition -> newest successful row
+    latest: dict[str, Row]         # partition -> newest row of any status
+
+    @classmethod
+    def empty(cls) -> "NodeHistory":
+        return cls({}, {}, {})
+
+
+class Store:
+    def __init__(self, root: Path, create: bool = True) -> None:
+        self.root = root
+        self.dir = root / ".barca"
+        self.db_path = self.dir / "metadata.db"
+        self.conn: sqlite3.Connection | None = None
+        if create:
+            self._open(create=True)
+        elif self.db_path.exists():
+            self._open(create=False)
+
+    def _open(self, create: bool) -> None:
+        try:
+            if create:
+                self.dir.mkdir(exist_ok=True)
+                gi = self.dir / ".gitignore"
+                if not gi.exists():
+                    gi.write_text("*\n")
+            self.conn = sqlite3.connect(self.db_path, timeout=15, isolation_level=None,
+                                        check_same_thread=False)
+            self.conn.execute("PRAGMA busy_timeout=15000")
+            if create:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+                self.conn.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise self._db_error(exc) from None
+        except OSError as exc:
+            raise InfrastructureError(
+                f"cannot create {self.dir}: {exc.strerror or exc}",
+                "Check that the project directory is writable.", path=str(self.dir)) from None
+
+    def _db_error(self, exc: Exception) -> InfrastructureError:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return InfrastructureError(
+                f"{self.db_path} is locked by another program: {text}",
+                "Wait for the other barca command (or the program holding the database) to "
+                "finish, then run again.", path=str(self.db_path))
+        return InfrastructureError(
+            f"{self.db_path} is not a usable barca metadata database: {text}",
+            f"Move the file aside (nothing was run, the file was kept): "
+            f"mv {self.db_path} {self.db_path}.broken", path=str(self.db_path))
+
+    @property
+    def readable(self) -> bool:
+        return self.conn is not None
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    # ---------------------------------------------------------------- reads
+    def history(self, asset: str) -> NodeHistory:
+        if self.conn is None:
+            return NodeHistory.empty()
+        try:
+            cur = self.conn.execute(
+                "SELECT id, node, asset, partition, run_hash, path, format, size, sha256, parts, "
+                "status, error, elapsed, run_id, created_at, shape, value_hash "
+                "FROM materializations WHERE asset=? ORDER BY id", (asset,))
+            rows = [Row(*r) for r in cur]
+        except sqlite3.DatabaseError as exc:
+            raise self._db_error(exc) from None
+        h = NodeHistory.empty()
+        for r in rows:
+            h.latest[r.partition] = r
+            if r.status == "success":
+                h.success[r.run_hash] = r
+                h.latest_success[r.partition] = r
+        return h
+
+    def runs(self, limit: int = 20) -> list[dict[str, Any]]:
+        if self.conn is None:
+            return []
+        cur = self.conn.execute(
+            "SELECT run_id, command, target, status, started_at, finished_at, steps_run, "
+            "steps_cached, steps_failed, pool_size, error FROM runs "
+            "ORDER BY started_at DESC LIMIT ?", (limit,))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur]
+
+    # ---------------------------------------------------------------- writes
+    def begin_run(self, run_id: str, command: str, target: str, pool_size: int) -> None:
+        self._write("INSERT INTO runs (run_id, command, target, status, started_at, pool_size) "
+                    "VALUES (?, ?, ?, 'running', ?, ?)",
+                    [(run_id, command, target, time.time(), pool_size)])
+
+    def end_run(self, run_id: str, status: str, run: int, cached: int, failed: int,
+                error: str | None = None) -> None:
+        self._write("UPDATE runs SET status=?, finished_at=?, steps_run=?, steps_cached=?, "
+                    "steps_failed=?, error=? WHERE run_id=?",
+                    [(status, time.time(), run, cached, failed, error, run_id)])
+
+    def record(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Materialization rows, in one transaction (their artifacts already exist)."""
+        values = [tuple(r.get(c) for c in COLUMNS) for r in rows]
+        if values:
+            self._write(f"INSERT INTO materializations ({', '.join(COLUMNS)}) "
+                        f"VALUES ({', '.join('?' * len(COLUMNS))})", values)
+
+    def _write(self, sql: str, values: list[tuple[Any, ...]]) -> None:
+        assert self.conn is not None
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.executemany(sql, values)
+            self.conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.DatabaseError:
+                pass
+            raise self._db_error(exc) from None

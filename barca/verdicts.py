@@ -1,0 +1,192 @@
+"""Node-level verdicts for ``status``, ``--dry-run`` and run results, summarised from the
+planner's per-step decisions (one row per node, never per key)."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from barca.graph import Graph
+from barca.planner import Context, NodeState
+from barca.results import PlanRow, StatusRow, StepSummary
+from barca.store import Row
+from barca.types import NodeId, short_name
+
+MAX_KEYS_IN_WHY = 3
+
+
+def _keys_text(keys: list[str]) -> str:
+    shown = ", ".join(keys[:MAX_KEYS_IN_WHY])
+    return shown + (f" (+{len(keys) - MAX_KEYS_IN_WHY} more)" if len(keys) > MAX_KEYS_IN_WHY else "")
+
+
+def _sensor_inputs(graph: Graph, nid: NodeId) -> list[str]:
+    return [short_name(i.target) for i in graph.nodes[nid].inputs  # type: ignore[arg-type]
+            if graph.nodes[i.target].kind == "sensor"]  # type: ignore[index]
+
+
+def _assumption(graph: Graph, nid: NodeId) -> str:
+    sensors = _sensor_inputs(graph, nid)
+    if not sensors:
+        return ""
+    names = ", ".join(f"'{s}'" for s in sensors)
+    verb = "returns" if len(sensors) == 1 else "return"
+    return f"assumes sensor {names} {verb} the same value as its last run"
+
+
+def partition_counts(ns: NodeState) -> dict[str, Any]:
+    steps = list(ns.steps.values())
+    cached = [s for s in steps if s.action == "cached"]
+    missing = sorted(s.key for s in steps if s.action != "cached")
+    return {"cached": len(cached), "missing": len(missing), "missing_keys": missing,
+            "total": len(steps)}
+
+
+# ---------------------------------------------------------------------------- dry run
+
+def plan_row(ctx: Context, ns: NodeState) -> PlanRow:
+    graph = ctx.graph
+    m = graph.nodes[ns.node]
+    steps = list(ns.steps.values())
+    run = [s for s in steps if s.action == "run"]
+    cached = [s for s in steps if s.action == "cached"]
+    unknown = [s for s in steps if s.action == "unknown"]
+    skipped = [s for s in steps if s.action == "skipped"]
+    parts = None
+    if m.partitioned and ns.keys is not None:
+        parts = {"cached": len(cached), "total": len(steps), "will_run": len(run),
+                 "will_run_keys": sorted(s.key for s in run)}
+    first = (run or unknown or skipped or cached or [None])[0]
+    reason = first.reason if first else "materialized"
+    assume = _assumption(graph, ns.node)
+    if ns.keys is None or (unknown and not run and not cached):
+        action, why = "unknown", unknown[0].detail if unknown else ns.unknown_detail
+    elif skipped and not run and not cached:
+        action, why = "skipped", skipped[0].detail
+    elif run and cached:
+        action = "partial"
+        why = (f"{len(cached)} of {len(steps)} keys cached; will run: "
+               f"{_keys_text([s.key for s in run])}")
+    elif run:
+        action = "will run"
+        why = run[0].detail
+        if m.partitioned:
+            why = f"{len(run)} key{'s' if len(run) != 1 else ''}; {why}"
+    else:
+        action = "cached"
+        if m.partitioned:
+            n = len(cached)
+            why = f"{n} key{'s' if n != 1 else ''}; {assume}" if assume else \
+                f"{n} key{'s' if n != 1 else ''} cached"
+        else:
+            why = assume or "-"
+    return PlanRow(ns.node, m.kind, action, reason, why, parts, len(run), len(cached),
+                   len(unknown))
+
+
+# ---------------------------------------------------------------------------- status
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+
+
+def _last_row(ctx: Context, ns: NodeState) -> Row | None:
+    hist = ctx.history(ns.node)
+    keys = ns.keys if ns.keys is not None else list(hist.latest)
+    rows = [hist.latest[k] for k in keys if k in hist.latest]
+    if not rows:
+        return None
+    newest = max(rows, key=lambda r: r.id)
+    failed = [r for r in rows if r.run_id == newest.run_id and r.status == "failed"]
+    return max(failed, key=lambda r: r.id) if failed else newest
+
+
+def status_row(ctx: Context, ns: NodeState) -> StatusRow:
+    graph = ctx.graph
+    m = graph.nodes[ns.node]
+    hist = ctx.history(ns.node)
+    steps = list(ns.steps.values())
+    last = _last_row(ctx, ns)
+    last_failed = last is not None and last.status == "failed"
+    parts = partition_counts(ns) if m.partitioned and ns.keys is not None else None
+    cached = [s for s in steps if s.action == "cached"]
+    unknown = [s for s in steps if s.action == "unknown"]
+    run = [s for s in steps if s.action == "run"]
+    keys = ns.keys or []
+    has_record = any(k in hist.latest_success for k in keys)
+    if m.kind in ("sensor", "task"):
+        state, reason, why = "always_runs", m.kind, m.kind
+    elif ns.keys is None or (unknown and unknown[0].reason == "partitions_unknown"):
+        state, reason = "unknown", "partitions_unknown"
+        why = unknown[0].detail if unknown else ns.unknown_detail
+    elif m.partitioned and cached and run + unknown:
+        state, reason = "partial", "partitions_missing"
+        why = f"{len(cached)} of {len(steps)} keys cached; partitions_missing"
+        if last_failed:
+            why += f"; last run failed: {last.error}"  # type: ignore[union-attr]
+    elif steps and len(cached) == len(steps):
+        state, reason, why = "cached", "materialized", "materialized"
+    elif unknown:
+        state, reason, why = "unknown", unknown[0].reason, unknown[0].detail
+    elif not has_record:
+        state = "never_run"
+        if last_failed:
+            reason, why = "failed", f"last run failed: {last.error}"  # type: ignore[union-attr]
+        else:
+            reason, why = "no_record", "no_record"
+    elif not steps:
+        state, reason, why = "cached", "materialized", "materialized"
+    else:
+        first = (run or steps)[0]
+        state, reason, why = "stale", first.reason, first.detail
+        if first.reason == "failed":
+            why = first.detail
+    if last is None:
+        last_run, shape, lm = "-", "-", None
+    elif last.status == "success":
+        last_run = f"success {_when(last.created_at)} {last.elapsed or 0:.2f}s"
+        shape = last.shape or "-"
+        lm = _materialization(last)
+    else:
+        last_run, shape, lm = f"failed {_when(last.created_at)}", "-", _materialization(last)
+    deps = tuple(graph.upstream[ns.node])
+    return StatusRow(ns.node, m.kind, state, reason, why, last_run, shape, deps,
+                     tuple(i.target for i in m.inputs), parts, lm)  # type: ignore[misc]
+
+
+def _materialization(r: Row) -> dict[str, Any]:
+    return {"status": r.status, "run_id": r.run_id, "run_hash": r.run_hash, "path": r.path,
+            "format": r.format, "size": r.size, "created_at": _when(r.created_at),
+            "elapsed_seconds": r.elapsed, "partition": r.partition or None, "error": r.error}
+
+
+# ---------------------------------------------------------------------------- run results
+
+def step_summary(ctx: Context, ns: NodeState) -> StepSummary:
+    m = ctx.graph.nodes[ns.node]
+    steps = list(ns.steps.values())
+    ran = [s for s in steps if s.action == "ran"]
+    cached = [s for s in steps if s.action == "cached"]
+    failed = [s for s in steps if s.action == "failed"]
+    skipped = [s for s in steps if s.action == "skipped"]
+    if failed:
+        status, first = "failed", failed[0]
+    elif ran and cached:
+        status, first = "partial", ran[0]
+    elif ran:
+        status, first = "ran", ran[0]
+    elif cached:
+        status, first = "cached", cached[0]
+    elif skipped:
+        status, first = "skipped", skipped[0]
+    else:
+        status, first = "cached", None
+    detail = first.error if first is not None and first.action == "failed" else (
+        first.detail if first else "")
+    parts = None
+    if m.partitioned:
+        will = [s for s in steps if s.action in ("ran", "failed")]
+        parts = {"cached": len(cached), "total": len(steps), "will_run": len(will),
+                 "will_run_keys": sorted(s.key for s in will)}
+    run_hash = first.run_hash if first is not None and not m.partitioned else None
+    return StepSummary(ns.node, m.kind, status, first.reason if first else "", detail or "",
+                       run_hash, parts)
