@@ -114,11 +114,30 @@ def index_module(tree: ast.Module) -> ModuleIndex:
 
 
 def used_names(tree: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - _BUILTINS
+    """The global names a definition reads: Python's own scope analysis (``symtable``), so a
+    parameter or local that shadows a module-level name is not mistaken for it."""
+    import symtable
+
+    try:
+        table = symtable.symtable(ast.unparse(tree), "<barca>", "exec")
+    except SyntaxError:  # pragma: no cover - unparse of a parsed tree compiles
+        return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - _BUILTINS
+    out: set[str] = set()
+
+    def visit(t: symtable.SymbolTable, top: bool) -> None:
+        for sym in t.get_symbols():
+            if sym.is_referenced() and (top or sym.is_global()):
+                out.add(sym.get_name())
+        for child in t.get_children():
+            visit(child, False)
+
+    visit(table, True)
+    return out - _BUILTINS
 
 
 def _strip_decorators(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
-    clone = type(fn)(**{f: getattr(fn, f) for f in fn._fields})
+    import copy
+    clone = copy.copy(fn)
     clone.decorator_list = []
     return clone
 

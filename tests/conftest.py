@@ -1,0 +1,80 @@
+"""Shared test harness: real projects in temp folders, the real CLI in a subprocess."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PIPELINES = Path(__file__).resolve().parent / "pipelines"
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self):
+        return json.loads(self.out)
+
+    def steps_line(self) -> str:
+        """The '[barca] N/M steps | done in Xs' end line (without the time)."""
+        m = re.findall(r"^\[barca\] (\d+/\d+ steps \| \w+)", self.err, re.M)
+        return m[-1] if m else ""
+
+    def completed(self) -> list[str]:
+        """Step ids that the --agent lines report as completed, in order."""
+        return re.findall(r"^\[barca\] step:(\S+) completed", self.err, re.M)
+
+
+class Project:
+    """A temp project folder with helpers to write files and run the barca CLI in it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, name: str, text: str) -> Path:
+        p = self.path / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text))
+        return p
+
+    def copy_pipeline(self, name: str, as_name: str = "pipeline.py") -> Path:
+        return self.write(as_name, (PIPELINES / name).read_text())
+
+    def edit(self, name: str, old: str, new: str) -> None:
+        p = self.path / name
+        text = p.read_text()
+        assert old in text, f"{old!r} not in {name}"
+        p.write_text(text.replace(old, new, 1))
+
+    def barca(self, *args: str, env: dict[str, str] | None = None, timeout: float = 120,
+              input: str | None = None) -> Result:
+        full_env = dict(os.environ)
+        full_env.pop("BARCA_OUTPUT", None)
+        full_env.update(env or {})
+        proc = subprocess.run([sys.executable, "-m", "barca", *args], cwd=self.path,
+                              capture_output=True, text=True, timeout=timeout, env=full_env,
+                              input=input)
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    return Project(tmp_path)
+
+
+@pytest.fixture
+def seed(project: Project) -> Project:
+    """The seed page's Example: pipeline.py and feed_version.txt = v1."""
+    project.write("pipeline.py", (REPO / "examples" / "seed" / "pipeline.py").read_text())
+    project.write("feed_version.txt", "v1\n")
+    return project
