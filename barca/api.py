@@ -277,8 +277,15 @@ def plan_run(target: str | list[str] | None = None, *files: str, command: str = 
         sess.close()
 
 
+def looks_like_file(arg: str) -> bool:
+    return arg.endswith(".py") or Path(arg).is_dir() or Path(arg).is_file()
+
+
 def status(target: str | None = None, *files: str) -> StatusReport:
-    """One row per node: state, why, last run, shape. Read-only."""
+    """One row per node: state, why, last run, shape. Read-only. ``target`` may be omitted:
+    ``barca.status("pipeline.py")`` reads the file's every node."""
+    if target is not None and looks_like_file(target):
+        target, files = None, (target, *files)
     sess = Session(files, write=False)
     try:
         if target:

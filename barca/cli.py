@@ -11,7 +11,7 @@ import sys
 from typing import Any, TextIO
 
 from barca import events as ev
-from barca.errors import BarcaError, Cancelled, StepFailed
+from barca.errors import BarcaError, Cancelled, InfrastructureError, StepFailed
 
 
 def _mode(ns: Any) -> str:
@@ -175,6 +175,15 @@ def run_cli(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _error(Cancelled("cancelled", "Run the command again to finish."), mode or "pretty", agent)
         return 130
+    except Exception as exc:  # a bug in barca: say so, with the traceback to report
+        import traceback
+        err = InfrastructureError(f"internal error: {type(exc).__name__}: {exc}",
+                                  "This is a bug in barca; please report it with the traceback.",
+                                  traceback=traceback.format_exc())
+        if (mode or "json") != "json":
+            sys.stderr.write(traceback.format_exc())
+        _error(err, mode or _mode(None), agent)
+        return err.code
 
 
 def main(argv: list[str] | None = None) -> None:

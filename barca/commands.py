@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NoReturn
 
 from barca import events as ev
@@ -94,7 +92,18 @@ def _version() -> str:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    ns = parser().parse_args(argv)
+    p = parser()
+    ns, extras = p.parse_known_args(argv)
+    if extras:
+        bad = next((e for e in extras if e.startswith("-")), extras[0])
+        sub = p._subparsers._group_actions[0].choices.get(ns.command) if ns.command else None  # type: ignore[union-attr]
+        options = [o for a in (sub or p)._actions for o in a.option_strings]
+        close = difflib.get_close_matches(bad, options, n=1, cutoff=0.5)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        prog = f"barca {ns.command}" if ns.command else "barca"
+        what = "option" if bad.startswith("-") else "argument"
+        raise UsageError(f"Unknown {what} '{bad}' for `{prog}`.{hint}",
+                         f"See `{prog} --help` for the options it accepts.")
     if ns.command is None:
         raise UsageError("No command given.",
                          f"Commands: {', '.join(COMMANDS)}. See `barca --help`.")
@@ -105,10 +114,10 @@ def split_target(args: list[str], takes_target: bool = True) -> tuple[str | None
     """The first positional is a target unless it names a file or directory."""
     if not args or not takes_target:
         return None, list(args)
-    first = args[0]
-    if first.endswith(".py") or os.path.isdir(first) or Path(first).is_file():
+    from barca.api import looks_like_file
+    if looks_like_file(args[0]):
         return None, list(args)
-    return first, list(args[1:])
+    return args[0], list(args[1:])
 
 
 @dataclass
