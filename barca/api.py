@@ -333,3 +333,20 @@ def history(limit: int = 20) -> list[dict[str, Any]]:
         return store.runs(limit)
     finally:
         store.close()
+
+
+def sql_result(query: str, *files: str, limit: int | None = 100) -> "SqlResult":
+    """``barca sql``: the query's columns and rows (at most ``limit``; None for all)."""
+    from barca.results import SqlResult
+    from barca.views import query as run_query
+    sess = Session(files, write=False)
+    try:
+        columns, rows, total = run_query(sess.ctx, query, limit)
+        return SqlResult(query, tuple(columns), tuple(tuple(r) for r in rows), total)
+    finally:
+        sess.close()
+
+
+def sql(query: str, *files: str) -> Any:
+    """Query cached results with DuckDB; a pandas DataFrame of every row."""
+    return sql_result(query, *files, limit=None).to_pandas()

@@ -129,6 +129,8 @@ def render(outcome: Any, mode: str) -> None:
         print(res.json_text() if hasattr(res, "json_text") else json.dumps(res, default=str))
     else:
         print(str(res))
+        if cmd == "sql" and res.truncated:
+            sys.stderr.write(f"[barca] note: {res._table()[3]}\n")
 
 
 def _error(exc: BarcaError, mode: str, agent: bool) -> None:

@@ -156,7 +156,7 @@ def dispatch(ns: argparse.Namespace, on_event: ev.EventCallback = ev.ignore,
     if cmd == "history":
         return Outcome(cmd, api.history(ns.limit), ns)
     if cmd == "sql":
-        return Outcome(cmd, api.sql(ns.query, *ns.args, limit=None if ns.all else ns.limit), ns)
+        return Outcome(cmd, api.sql_result(ns.query, *ns.args, limit=None if ns.all else ns.limit), ns)
     if cmd == "docs":
         from barca.manual import topic_text
         return Outcome(cmd, topic_text(ns.topic), ns)

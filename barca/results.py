@@ -311,3 +311,43 @@ class PhasePlan(_Displayable):
 
     def __str__(self) -> str:
         return json.dumps(self.to_json(), indent=2)
+
+
+# ---------------------------------------------------------------------------- sql
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+@dataclass(frozen=True)
+class SqlResult(_Displayable):
+    query: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    total: int
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.rows)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"query": self.query, "columns": list(self.columns),
+                "rows": [list(r) for r in self.rows], "row_count": self.total,
+                "truncated": self.truncated}
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+        return pd.DataFrame.from_records(list(self.rows), columns=list(self.columns))
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        note = (f"showing {len(self.rows)} of {self.total} rows (--all for every row)"
+                if self.truncated else "")
+        return (list(self.columns), [[_cell(v) for v in r] for r in self.rows], None, note)
+
+    def __str__(self) -> str:
+        headers, rows, _, _ = self._table()
+        return text_table(headers, rows)
