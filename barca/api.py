@@ -3,6 +3,7 @@ returns result objects (or values); decides nothing itself."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -209,6 +210,8 @@ def _read(root: Path, path: str | None, fmt: str | None) -> Any:
     from barca.errors import InfrastructureError
     if path is None:
         return None
+    if fmt == "pickle" and str(root) not in sys.path:
+        sys.path.insert(0, str(root))  # a pickled value may name classes of the pipeline
     try:
         return deserialize((root / path).read_bytes(), fmt or "json")
     except OSError as exc:

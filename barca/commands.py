@@ -18,7 +18,9 @@ COMMANDS = ("get", "run", "list", "status", "sql", "plan", "history", "docs", "v
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         if "unrecognized arguments" in message or "invalid choice" in message:
-            bad = message.split(":", 1)[-1].strip().split()[0].strip("'")
+            import re
+            m = re.search(r"invalid choice: '([^']*)'", message)
+            bad = m.group(1) if m else message.split(":", 1)[-1].strip().split()[0].strip("'")
             options = [o for a in self._actions for o in a.option_strings]
             choices = list(COMMANDS) if "invalid choice" in message else options
             close = difflib.get_close_matches(bad, choices, n=1, cutoff=0.5)
@@ -70,8 +72,8 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sql", help="query cached results with DuckDB")
     s.add_argument("query")
     s.add_argument("args", nargs="*", metavar="FILE")
-    s.add_argument("--limit", type=int, default=100)
-    s.add_argument("--all", action="store_true")
+    s.add_argument("--limit", type=int, default=None, help="at most N rows (default 100)")
+    s.add_argument("--all", action="store_true", help="every row")
     _output_flags(s)
     s = sub.add_parser("plan", help="the execution plan as JSON")
     s.add_argument("args", nargs="*", metavar="FILE")
@@ -92,21 +94,33 @@ def _version() -> str:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
+    """The command line as a namespace; flags may come before or after targets and files."""
     p = parser()
-    ns, extras = p.parse_known_args(argv)
-    if extras:
-        bad = next((e for e in extras if e.startswith("-")), extras[0])
-        sub = p._subparsers._group_actions[0].choices.get(ns.command) if ns.command else None  # type: ignore[union-attr]
-        options = [o for a in (sub or p)._actions for o in a.option_strings]
-        close = difflib.get_close_matches(bad, options, n=1, cutoff=0.5)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
-        prog = f"barca {ns.command}" if ns.command else "barca"
-        what = "option" if bad.startswith("-") else "argument"
-        raise UsageError(f"Unknown {what} '{bad}' for `{prog}`.{hint}",
-                         f"See `{prog} --help` for the options it accepts.")
-    if ns.command is None:
+    at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if at is None:
+        p.parse_args(argv)  # --help / --version exit here; anything else is an error below
         raise UsageError("No command given.",
                          f"Commands: {', '.join(COMMANDS)}. See `barca --help`.")
+    if at > 0:
+        p.parse_args(argv[:at] + ["version"])  # only --help/--version may come first
+    cmd = argv[at]
+    subs = p._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    if cmd not in subs:
+        close = difflib.get_close_matches(cmd, list(COMMANDS), n=1, cutoff=0.5)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise UsageError(f"Unknown command '{cmd}'.{hint}",
+                         f"Commands: {', '.join(COMMANDS)}. See `barca --help`.")
+    sub = subs[cmd]
+    ns, extras = sub.parse_known_intermixed_args(argv[at + 1:])
+    ns.command = cmd
+    if extras:
+        bad = next((e for e in extras if e.startswith("-")), extras[0])
+        options = [o for a in sub._actions for o in a.option_strings]
+        close = difflib.get_close_matches(bad, options, n=1, cutoff=0.5)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        what = "option" if bad.startswith("-") else "argument"
+        raise UsageError(f"Unknown {what} '{bad}' for `barca {cmd}`.{hint}",
+                         f"See `barca {cmd} --help` for the options it accepts.")
     return ns
 
 
@@ -129,7 +143,7 @@ class Outcome:
 
 
 def dispatch(ns: argparse.Namespace, on_event: ev.EventCallback = ev.ignore,
-             load_values: bool = False) -> Outcome:
+             load_values: bool = False, default_sql_limit: int | None = 100) -> Outcome:
     from barca import api
     cmd = ns.command
     if cmd in ("get", "run"):
@@ -156,7 +170,8 @@ def dispatch(ns: argparse.Namespace, on_event: ev.EventCallback = ev.ignore,
     if cmd == "history":
         return Outcome(cmd, api.history(ns.limit), ns)
     if cmd == "sql":
-        return Outcome(cmd, api.sql_result(ns.query, *ns.args, limit=None if ns.all else ns.limit), ns)
+        limit = None if ns.all else (ns.limit if ns.limit is not None else default_sql_limit)
+        return Outcome(cmd, api.sql_result(ns.query, *ns.args, limit=limit), ns)
     if cmd == "docs":
         from barca.manual import topic_text
         return Outcome(cmd, topic_text(ns.topic), ns)

@@ -35,6 +35,17 @@ class BarcaError(Exception):
     def json_line(self) -> str:
         return json.dumps(self.to_json(), default=str)
 
+    def _render_traceback_(self) -> list[str]:
+        """How IPython shows this error: the message and the fix, not barca's internals (a
+        failed step shows the step's own traceback)."""
+        lines = [f"{type(self).__name__}: {self.message}"]
+        if self.remediation:
+            lines += ["", self.remediation]
+        tb = self.extra.get("traceback")
+        if tb:
+            lines = str(tb).rstrip().splitlines() + [""] + lines
+        return lines
+
 
 class UsageError(BarcaError):
     """Bad flags, unknown targets, files that do not parse, DAG and partition errors (exit 2)."""

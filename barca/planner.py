@@ -302,8 +302,6 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
                         st.run_hash, st.path, st.format = row.run_hash, row.path, row.format
                         st.sha256, st.row = row.sha256, row
                         break
-                if st.run_hash is None:
-                    st.detail = f"sensor '{m.function}' has no recorded value"
             continue
         st.run_hash = run_hash(def_hash, inputs, key, value_digest)
         st.parts = parts

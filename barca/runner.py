@@ -15,7 +15,7 @@ from barca import events as ev
 from barca.errors import Cancelled, UsageError, did_you_mean
 from barca.executors.task import StepRecord, StepTask
 from barca.planner import Context, NodeState, StepState, decide, keys_from_row, source_dim
-from barca.types import NodeId, parse_key, short_name, step_id
+from barca.types import NodeId, format_key, parse_key, short_name, step_id
 
 
 @dataclass
@@ -129,10 +129,11 @@ class Runner:
                 got = keys_from_row(self.ctx, step.row)
                 if got is not None:
                     src_state.out_keys, src_state.out_values, src_state.out_raw = got
-            keys = src_state.out_keys
-            if keys is None:
+            if src_state.out_keys is None:
                 return None, (f"partition keys come from the output of "
                               f"'{short_name(src[0])}', which is not available until it runs")
+            dim = self.graph.nodes[nid].dims[0].name
+            keys = [format_key({dim: k}) for k in src_state.out_keys]
         assert keys is not None
         if self.selection is not None:
             keys = [k for k in keys if self.selection.admits(k)]

@@ -17,6 +17,12 @@ import pytest
 
 from conftest import PIPELINES, Project
 
+UPSTREAM_KEYS_BUG = (
+    "partitions_from() over an unpartitioned list/dict source loses the dimension name: "
+    "barca runs steps `sales[emea]` (not `sales[region=emea]`), calls the function with "
+    "region='' (summary total 0), writes `.barca/artifacts/pipeline.py--sales_emea_-"
+    "e3b0c44298`, and keys final_output by `emea` instead of `region=emea`")
+
 LAST_RUN_OK = re.compile(r"^success \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \d+\.\d\ds$")
 
 
@@ -320,6 +326,7 @@ def test_keys_from_upstream_unknown_before_first_run(project):
     assert not (project.path / ".barca").exists()
 
 
+@pytest.mark.xfail(reason=UPSTREAM_KEYS_BUG, strict=True)
 def test_keys_from_upstream_append_and_remove(project):
     use(project, "regions_from.py")
     project.write("regions.txt", "emea amer apac\n")
@@ -348,6 +355,7 @@ def test_keys_from_upstream_append_and_remove(project):
     assert r.json()["final_output"] == {"regions": 3, "total": 130}
 
 
+@pytest.mark.xfail(reason=UPSTREAM_KEYS_BUG, strict=True)
 def test_keys_from_dict_source_sensor(project):
     use(project, "dict_source.py")
     project.write("versions.json", json.dumps({"r1": "2024-01-01", "r2": "2024-01-01",
@@ -379,6 +387,7 @@ def test_keys_from_dict_source_sensor(project):
     assert out["retailer=r1"] == {"retailer": "r1", "seen": "2024-01-01"}
 
 
+@pytest.mark.xfail(reason=UPSTREAM_KEYS_BUG, strict=True)
 def test_keys_from_dict_source_asset_without_value_parameter(project):
     project.write("pipeline.py", """\
         import json
@@ -421,7 +430,11 @@ def test_keys_from_dict_source_asset_without_value_parameter(project):
 
 # ----------------------------------------------------------------------------- 6. Removed key on disk
 
-@pytest.mark.parametrize("pipeline", ["regions_const.py", "regions_from.py"])
+@pytest.mark.parametrize("pipeline", [
+    "regions_const.py",
+    pytest.param("regions_from.py",
+                 marks=pytest.mark.xfail(reason=UPSTREAM_KEYS_BUG, strict=True)),
+])
 def test_removed_key_leaves_results_on_disk(project, pipeline):
     use(project, pipeline)
     project.write("regions.txt", "emea amer apac latam\n")
@@ -471,6 +484,10 @@ def test_partition_key_is_not_a_target(project):
     assert not (project.path / ".barca" / "artifacts").exists()
 
 
+@pytest.mark.xfail(reason="barca prints a blank line after the first line of the --refresh "
+                   "error ('...in the cone of 'summary'.' then an empty line, then 'Upstream "
+                   "assets you can refresh: ...'); the page shows three lines, no blank line",
+                   strict=True)
 def test_partition_key_is_not_a_refresh_name(project):
     use(project, "regions_const.py")
     r = project.barca("get", "summary", "pipeline.py", "--refresh", "sales[region=emea]",
@@ -920,3 +937,29 @@ def test_unsafe_keys_stay_inside_artifacts(project):
     assert set(data["final_output"]) == {"region=../../etc", "region=a/b", "region=..",
                                          f"region={long_key}"}
     assert data["steps_executed"] == 0
+
+
+# ----------------------------------------------------------------------------- pool independence
+
+def test_decisions_independent_of_pool_size(seed):
+    """Run hashes of every key and the steps that run are the same for pool sizes 1 and 2."""
+    import shutil
+
+    def run_hashes():
+        # artifact files are named <node dir>/<run hash>.json: one per key
+        return sorted(str(p.relative_to(seed.path)) for p in
+                      (seed.path / ".barca" / "artifacts").rglob("*.json"))
+
+    seen = []
+    for pool in ("1", "2"):
+        shutil.rmtree(seed.path / ".barca", ignore_errors=True)
+        (seed.path / "feed_version.txt").write_text("v1\n")
+        r1 = ok(seed.barca("get", "report", "pipeline.py", "--agent", "--json",
+                           env={"BARCA_POOL_SIZE": pool}))
+        add_nvda(seed)
+        r2 = ok(seed.barca("get", "report", "pipeline.py", "--agent", "--json",
+                           env={"BARCA_POOL_SIZE": pool}))
+        seed.edit("pipeline.py", '"GOOG", "NVDA"', '"GOOG"')
+        seen.append((set(r1.completed()), set(r2.completed()), run_hashes()))
+    assert seen[0] == seen[1]
+    assert seen[0][1] == S("feed_version", "prices[ticker=NVDA]", "signal[ticker=NVDA]", "report")

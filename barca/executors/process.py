@@ -50,17 +50,20 @@ def _context() -> Any:
         threaded = threading.active_count() > 1 or "ipykernel" in sys.modules
         method = "forkserver" if threaded and sys.platform != "win32" else (
             "fork" if sys.platform.startswith("linux") else "spawn")
-    return mp.get_context(method)
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["barca.executors.worker"])
+    return ctx
 
 
-def _worker_main(conn: Connection, root: str, parent: int) -> None:
-    try:  # die with the coordinator, even on kill -9
+def _worker_main(conn: Connection, root: str, parent: int | None) -> None:
+    try:  # die with the process that forked us (the coordinator, or its forkserver)
         import ctypes
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
     except Exception:
         pass
-    if os.getppid() != parent:
-        os._exit(0)
+    if parent is not None and os.getppid() != parent:
+        os._exit(0)  # the coordinator died before prctl took effect
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
@@ -107,7 +110,8 @@ class ProcessPool:
 
     def _spawn(self) -> _Slot:
         parent, child = self.ctx.Pipe(duplex=True)
-        proc = self.ctx.Process(target=_worker_main, args=(child, self.root, os.getpid()),
+        forked_from = os.getpid() if self.ctx.get_start_method() == "fork" else None
+        proc = self.ctx.Process(target=_worker_main, args=(child, self.root, forked_from),
                                 daemon=True, name="barca-worker")
         proc.start()
         child.close()

@@ -1,0 +1,1 @@
+"""The notebook face: the ``%barca`` magics, live progress, the status widget."""

@@ -1,0 +1,95 @@
+"""S13: in a live kernel, `%barca get total pipeline.py` on the S1 project when everything is
+cached (target 30 ms).
+
+Needs the `%barca` magic (barca.jupyter.magics) and jupyter_client + ipykernel. Until the magic
+exists this prints "S13 skipped: %barca magic not available". Each figure is the round trip of
+one cell execution as a client sees it (execute request -> reply and kernel idle), after
+`%load_ext barca` and a warm-up.
+"""
+from __future__ import annotations
+
+import importlib
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import TARGETS, Figure, emit, failed, main, s1_project  # noqa: E402
+
+WHAT = "`%barca get total pipeline.py` in a kernel, cached"
+CELL = "%barca get total pipeline.py"
+
+
+def magic_available() -> str | None:
+    """None if the magic imports, else why not."""
+    try:
+        importlib.import_module("barca.jupyter.magics")
+    except Exception as e:  # noqa: BLE001 - any import failure means "not available"
+        return f"{type(e).__name__}: {e}"
+    try:
+        importlib.import_module("jupyter_client")
+    except ImportError as e:
+        return f"jupyter_client not installed ({e})"
+    return None
+
+
+def run_cell(kc, code: str, timeout: float) -> tuple[float, str | None]:
+    """Seconds for one cell round trip, and an error text if the cell failed."""
+    errors: list[str] = []
+
+    def hook(msg) -> None:
+        if msg.get("msg_type") == "error":
+            c = msg["content"]
+            errors.append(f"{c.get('ename')}: {c.get('evalue')}")
+
+    t0 = time.perf_counter()
+    reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook, store_history=False)
+    dt = time.perf_counter() - t0
+    if reply["content"].get("status") != "ok":
+        c = reply["content"]
+        errors.append(f"{c.get('ename')}: {c.get('evalue')}")
+    return dt, (errors[0] if errors else None)
+
+
+def run(opts, ctx) -> list[Figure]:
+    why = magic_available()
+    if why is not None:
+        print("S13 skipped: %barca magic not available", flush=True)
+        return [Figure("S13", WHAT, target=TARGETS["S13"],
+                       skipped=f"%barca magic not available ({why})")]
+    proj, err = s1_project(opts, ctx)
+    if proj is None:
+        return [emit(failed("S13", WHAT, err or "no project"))]
+    from jupyter_client.manager import KernelManager
+
+    km = KernelManager(kernel_name="python3")
+    # the kernel's own stderr (e.g. its "running over TCP" warning) is not a figure
+    km.start_kernel(cwd=str(proj), stderr=subprocess.DEVNULL)
+    kc = km.client()
+    try:
+        kc.start_channels()
+        kc.wait_for_ready(timeout=120)
+        _, e = run_cell(kc, "%load_ext barca", opts.timeout)
+        if e:
+            return [emit(failed("S13", WHAT, f"%load_ext barca: {e}"))]
+        times = []
+        for i in range(-max(1, opts.warmup), opts.runs):
+            dt, e = run_cell(kc, CELL, opts.timeout)
+            if e:
+                return [emit(failed("S13", WHAT, e))]
+            if i >= 0:
+                times.append(dt)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    fig = Figure("S13", WHAT, median=statistics.median(times), min=min(times), max=max(times),
+                 runs=len(times), target=TARGETS["S13"], values=[round(t, 6) for t in times],
+                 note="cell round trip")
+    return [emit(fig)]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(run, __doc__))

@@ -1,0 +1,171 @@
+"""The notebook face: %barca in a real kernel, run by nbclient."""
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import REPO, Project
+from nbtools import error, execute, notebook, outputs, result, text
+
+
+def _seed_notebook(seed: Project, *cells: str):
+    nb = notebook("%load_ext barca", *cells)
+    client = execute(nb, seed.path)
+    return nb, client
+
+
+def test_magics_return_objects(seed: Project) -> None:
+    nb, _ = _seed_notebook(
+        seed,
+        "r = %barca get report pipeline.py\nr",
+        "%barca get prices pipeline.py",
+        "x = 'report'\n%barca get {x} pipeline.py",
+        "%barca status pipeline.py",
+        "%barca get report pipeline.py --dry-run",
+        'df = %barca sql "select * from prices"\n(type(df).__name__, list(df.columns))',
+    )
+    assert error(nb, 1) is None, error(nb, 1)
+    assert ast.literal_eval(result(nb, 1)["text/plain"]) == {"tickers": 3, "buys": ["GOOG", "MSFT"]}
+    prices = ast.literal_eval(result(nb, 2)["text/plain"])
+    assert sorted(prices) == ["ticker=AAPL", "ticker=GOOG", "ticker=MSFT"]
+    assert prices["ticker=AAPL"] == {"ticker": "AAPL", "close": 465.0, "feed": "v1"}
+    assert ast.literal_eval(result(nb, 3)["text/plain"])["tickers"] == 3
+    status = result(nb, 4)
+    assert "<table" in status["text/html"] and 'data-state="cached"' in status["text/html"]
+    cli = seed.barca("status", "pipeline.py", "--pretty")
+    assert status["text/plain"] == cli.out.rstrip("\n")
+    assert status["application/json"]["summary"]["cached"] == 3
+    plan = result(nb, 5)
+    assert "<table" in plan["text/html"] and "will run" in plan["text/html"]
+    assert plan["text/plain"] == seed.barca("get", "report", "pipeline.py", "--dry-run",
+                                            "--pretty").out.rstrip("\n")
+    assert ast.literal_eval(result(nb, 6)["text/plain"]) == (
+        "DataFrame", ["partition", "ticker", "close", "feed"])
+
+
+def test_usage_error_raises_usage_error(seed: Project) -> None:
+    nb, _ = _seed_notebook(seed, "%barca get nope pipeline.py", "%barca get report --bogus",
+                           "%barca frobnicate")
+    for i in (1, 2, 3):
+        err = error(nb, i)
+        assert err is not None and err["ename"] == "UsageError", outputs(nb, i)
+        assert "SystemExit" not in "\n".join(err["traceback"])
+    assert "Asset 'nope' not found" in error(nb, 1)["evalue"]
+    assert "Unknown option '--bogus'" in error(nb, 2)["evalue"]
+
+
+def test_failed_step_shows_error_and_raises(project: Project) -> None:
+    project.write("pipeline.py", """
+        from barca import asset, partitions
+
+
+        @asset(partitions={"region": partitions(["emea", "amer"])})
+        def sales(region: str) -> dict:
+            if region == "amer":
+                raise RuntimeError("amer feed not ready")
+            return {"region": region}
+    """)
+    nb = notebook("%load_ext barca", "%barca get sales pipeline.py", "print('after')")
+    execute(nb, project.path)
+    err = error(nb, 1)
+    assert err is not None and err["ename"] == "StepFailed"
+    assert "RuntimeError: amer feed not ready" in err["evalue"]
+    shown = text(nb, 1)
+    assert "raise RuntimeError(\"amer feed not ready\")" in shown  # the step's own traceback
+    assert "[barca] 1/2 steps | failed" in shown
+
+
+def test_live_progress_and_no_fork_of_the_kernel(project: Project) -> None:
+    project.copy_pipeline("ppid.py")
+    nb = notebook("%load_ext barca", "import os\nkernel = os.getpid()",
+                  "r = %barca get item pipeline.py",
+                  "sorted({v['ppid'] for v in r.values()}), kernel, len(r)")
+    client = execute(nb, project.path)
+    msgs = client.messages[2]
+    updates = [m for m in msgs if m["msg_type"] == "update_display_data"]
+    shown = [m for m in msgs if m["msg_type"] == "display_data"]
+    assert shown and "transient" in shown[0]["content"]
+    assert len(updates) >= 2, [m["msg_type"] for m in msgs]
+    assert any("steps | pipeline.py:item[key=" in m["content"]["data"]["text/plain"]
+               for m in updates)
+    assert text(nb, 2).startswith("[barca] 200/200 steps | done in ")
+    ppids, kernel, n = ast.literal_eval(result(nb, 3)["text/plain"])
+    assert n == 200
+    assert kernel not in ppids  # workers come from a forkserver, never a fork of the kernel
+
+
+def test_import_barca_in_a_kernel_is_silent(project: Project) -> None:
+    nb = notebook("import threading\nbefore = threading.active_count()",
+                  "import barca\nbarca.__version__",
+                  "threading.active_count() - before")
+    execute(nb, project.path)
+    assert [o["output_type"] for o in outputs(nb, 1)] == ["execute_result"]
+    assert result(nb, 2)["text/plain"] == "0"
+
+
+def test_cell_magics(seed: Project) -> None:
+    body = (seed.path / "pipeline.py").read_text()
+    (seed.path / "pipeline.py").unlink()
+    nb = notebook("%load_ext barca", "%%barca pipeline pipeline.py\n" + body,
+                  "%barca get report pipeline.py", "%%barca sql\nselect partition, buy\n"
+                  "from signal where buy order by partition")
+    execute(nb, seed.path)
+    assert (seed.path / "pipeline.py").read_text().strip() == body.strip()
+    assert "pipeline.py:report" in result(nb, 1)["text/plain"]
+    df = result(nb, 3)["text/plain"]
+    assert "ticker=GOOG" in df and "ticker=MSFT" in df and "ticker=AAPL" not in df
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "notebooks").glob("*.ipynb")))
+def test_project_notebooks_run_clean(tmp_path: Path, name: str) -> None:
+    shutil.copy(REPO / "notebooks" / name, tmp_path / name)
+    nb = nbformat.read(tmp_path / name, as_version=4)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), \
+        "notebooks are saved without outputs"
+    execute(nb, tmp_path, allow_errors=False, timeout=300)
+
+
+def test_fresh_install_autoloads_the_magic(tmp_path: Path) -> None:
+    """Install the built wheel into a fresh environment: a new kernel there has %barca."""
+    wheel_dir = tmp_path / "wheel"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(wheel_dir), str(REPO)], check=True, timeout=300)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                   check=True, timeout=120)
+    py = venv / "bin" / "python"
+    wheel = next(wheel_dir.glob("*.whl"))
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
+                   timeout=300)
+    assert (venv / "etc" / "ipython" / "ipython_kernel_config.json").is_file()
+    kernels = tmp_path / "jupyter" / "kernels" / "barca-venv"
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [str(py), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "barca venv", "language": "python"}))
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(REPO / "examples" / "seed" / "pipeline.py", work)
+    (work / "feed_version.txt").write_text("v1\n")
+    import os
+    old = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = str(tmp_path / "jupyter")
+    try:
+        nb = notebook("import barca, sys\nsys.prefix", "%barca get report pipeline.py",
+                      "barca.__file__")
+        execute(nb, work, kernel_name="barca-venv", allow_errors=False)
+    finally:
+        if old is None:
+            os.environ.pop("JUPYTER_PATH", None)
+        else:
+            os.environ["JUPYTER_PATH"] = old
+    assert ast.literal_eval(result(nb, 0)["text/plain"]) == str(venv)
+    assert ast.literal_eval(result(nb, 1)["text/plain"])["tickers"] == 3
+    assert str(venv) in result(nb, 2)["text/plain"]
