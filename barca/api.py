@@ -148,6 +148,13 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
             on_event(ev.RunEnded(w.done, w.total, elapsed, bool(w.failed)))
         outputs = tuple(_output(sess, w.states[t], load_values) for t in targets
                         if t not in w.skipped_fanins)
+        if w.infra:
+            from barca.errors import InfrastructureError
+            raise InfrastructureError(
+                f"barca could not write its own files: {w.infra[0]}"
+                + (f" (+{len(w.infra) - 1} more)" if len(w.infra) > 1 else ""),
+                "Check free disk space and the permissions of the project's .barca/ folder, "
+                "then run again: finished steps are kept.")
         failures = [(s.id, s.error or "", s.traceback or "") for t in w.order
                     for s in w.states[t].steps.values() if s.action == "failed"]
         skipped = sum(1 for t in w.order for s in w.states[t].steps.values()

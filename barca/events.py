@@ -45,6 +45,7 @@ class StepFailedEvent:
 class Note:
     """A remark for the user (stderr in the CLI): skipped fan-ins, warnings."""
     text: str
+    level: str = "note"   # "note" | "warning"
 
 
 @dataclass(frozen=True)

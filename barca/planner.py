@@ -39,6 +39,7 @@ class StepState:
     elapsed: float | None = None
     shape: str | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)
+    adopted: bool = False         # an artifact on disk under this run hash with no record
 
     @property
     def id(self) -> str:
@@ -97,6 +98,17 @@ class Context:
 
     def forget(self, nid: NodeId) -> None:
         self._hist.pop(nid, None)
+
+    def adoptable(self, nid: NodeId, key: str, run_hash: str) -> Row | None:
+        """A finished artifact with no metadata row (a killed run, a deleted metadata.db): its
+        name is its run hash and it was written atomically, so it can be adopted."""
+        from barca.artifacts import EXT, artifact_relpath
+        for fmt, ext in EXT.items():
+            rel = artifact_relpath(nid, key, run_hash, ext)
+            if (self.graph.root / rel).is_file():
+                return Row(0, nid, nid, key, run_hash, rel, fmt, None, None, None, "success",
+                           None, None, None, 0.0, None, None)
+        return None
 
     # ------------------------------------------------------------ keys known before running
     def static_keys(self, nid: NodeId) -> list[str] | None:
@@ -314,11 +326,10 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
         row = hist.success.get(st.run_hash)
         if row is None and m.freshness == "manual" and old is not None:
             row = old
-        if row is not None:
-            if row.path and not (ctx.graph.root / row.path).exists():
-                st.action, st.reason = "run", "artifact_missing"
-                st.detail = f"artifact missing: {row.path}"
-                continue
+        if row is None and old is None:
+            row = ctx.adoptable(nid, key, st.run_hash)
+            st.adopted = row is not None
+        if row is not None:  # an artifact that went missing is recomputed when it is read
             st.action, st.reason, st.detail = "cached", "materialized", "-"
             st.row, st.path, st.format, st.sha256 = row, row.path, row.format, row.sha256
             st.run_hash = row.run_hash

@@ -41,6 +41,7 @@ class Walk:
     cached: int = 0
     phases: int = 0
     notes: list[str] = field(default_factory=list)
+    infra: list[str] = field(default_factory=list)   # barca's own writes that failed
 
 
 def walk_order(ctx: Context, targets: list[NodeId]) -> list[NodeId]:
@@ -115,6 +116,9 @@ class Runner:
         self._rows: list[dict[str, Any]] = []
         self._last_flush = time.monotonic()
         self.run_id = ""
+        self.targets = list(targets)
+        self._producer: dict[str, StepState] = {}   # artifact path -> the cached step behind it
+        self._verified: set[str] = set()
 
     # ------------------------------------------------------------------ keys
     def _keys(self, nid: NodeId) -> tuple[list[str] | None, str]:
@@ -181,6 +185,9 @@ class Runner:
                     w.states[nid] = ns
                     continue
                 self._walk_node(nid)
+            if self.execute:  # a value we return must be intact too
+                self._ensure_steps([s for t in self.targets if t in w.states
+                                    for s in w.states[t].steps.values() if s.action == "cached"])
         except KeyboardInterrupt:
             raise Cancelled("cancelled: the run was interrupted; finished steps are recorded",
                             "Run the same command again: it computes only what did not finish.")
@@ -220,9 +227,14 @@ class Runner:
         for s in ns.steps.values():
             if s.action == "cached":
                 w.cached += 1
+                if s.path:
+                    self._producer[s.path] = s
+                if s.adopted:
+                    self._adopt(nid, s)
                 if not self.graph.nodes[nid].partitioned:
                     self.on_event(ev.StepCached(s.id))
         if todo:
+            self._ensure_inputs(todo)
             self._execute(nid, todo)
         if nid in self.ctx.key_sources:
             step = ns.steps.get("")
@@ -230,6 +242,83 @@ class Runner:
                 got = keys_from_row(self.ctx, step.row) if step.action == "cached" else None
                 if got is not None:
                     ns.out_keys, ns.out_values, ns.out_raw = got
+
+    # ------------------------------------------------------------------ integrity
+    def _ensure_inputs(self, steps: list[StepState]) -> None:
+        """Every cached artifact these steps will read is intact, or is computed again first."""
+        needed: list[StepState] = []
+        for s in steps:
+            for spec in s.kwargs.values():
+                paths = [spec[1]] if spec[0] == "artifact" else (
+                    [p for p, _, _ in spec[1]] if spec[0] == "collect" else [])
+                for p in paths:
+                    prod = self._producer.get(p)
+                    if prod is not None and prod.action == "cached":
+                        needed.append(prod)
+        self._ensure_steps(needed)
+
+    def _ensure_steps(self, steps: list[StepState]) -> None:
+        broken: dict[NodeId, list[StepState]] = {}
+        for s in steps:
+            if s.path and s.path not in self._verified:
+                if self._intact(s):
+                    self._verified.add(s.path)
+                else:
+                    broken.setdefault(s.node, []).append(s)
+        for nid in [n for n in self.w.order if n in broken]:
+            repair = broken[nid]
+            for s in repair:
+                s.action = "run"
+                self.w.cached -= 1
+            self._ensure_inputs(repair)
+            self._execute(nid, repair)
+            for s in repair:
+                if s.action == "ran" and s.path:
+                    self._verified.add(s.path)
+
+    def _intact(self, s: StepState) -> bool:
+        import hashlib
+        path = self.graph.root / (s.path or "")
+        if path.is_dir():
+            aside = path.with_name(f"{path.name}.moved-aside-{int(time.time())}")
+            path.rename(aside)
+            self._warn(f"{s.path} was a directory; moved it aside to {aside.name} and computing "
+                       f"{s.id} again")
+            s.reason = "artifact_missing"
+            return False
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            self._warn(f"artifact missing: {s.path}; computing {s.id} again")
+            s.reason = "artifact_missing"
+            return False
+        if s.sha256 and hashlib.sha256(data).hexdigest() != s.sha256:
+            self._warn(f"artifact corrupt (SHA-256 differs from the one recorded): {s.path}; "
+                       f"computing {s.id} again")
+            s.reason = "artifact_corrupt"
+            return False
+        return True
+
+    def _warn(self, text: str) -> None:
+        self.w.notes.append(text)
+        self.on_event(ev.Note(text, "warning"))
+
+    def _adopt(self, nid: NodeId, s: StepState) -> None:
+        """Record an artifact found on disk under its run hash (see Context.adoptable)."""
+        import hashlib
+        import json
+        try:
+            data = (self.graph.root / (s.path or "")).read_bytes()
+        except OSError:
+            return
+        s.sha256 = hashlib.sha256(data).hexdigest()
+        self._verified.add(s.path or "")
+        self._rows.append({
+            "node": s.id, "asset": nid, "partition": s.key, "run_hash": s.run_hash,
+            "path": s.path, "format": s.format, "size": len(data), "sha256": s.sha256,
+            "parts": json.dumps(s.parts, sort_keys=True) if s.parts else None,
+            "status": "success", "error": None, "traceback": None, "elapsed": 0.0,
+            "run_id": self.run_id, "created_at": time.time(), "shape": None, "value_hash": None})
 
     # ------------------------------------------------------------------ executing
     def pool(self) -> Any:
@@ -271,6 +360,8 @@ class Runner:
                                                rec.output))
             else:
                 s.action, s.error, s.traceback = "failed", rec.error, rec.traceback
+                if rec.infra:
+                    self.w.infra.append(rec.infra)
                 self.w.failed += 1
                 self.on_event(ev.StepFailedEvent(s.id, rec.error or "", rec.traceback or "",
                                                  rec.output))

@@ -46,6 +46,7 @@ class StepRecord:
     error: str | None = None
     traceback: str | None = None
     output: str = ""
+    infra: str | None = None                      # barca's own write failed (exit 3)
     keys: list[str] | None = None                 # a key source's keys
     key_values: dict[str, str] | None = None      # a dict source: key -> value digest
     key_raw: dict[str, Any] | None = None         # a dict source: key -> value

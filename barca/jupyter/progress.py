@@ -53,7 +53,7 @@ class NotebookProgress:
         elif isinstance(e, ev.StepFailedEvent):
             self.failures.append(e)
         elif isinstance(e, ev.Note):
-            print(f"[barca] note: {e.text}")
+            print(f"[barca] {e.level}: {e.text}")
         elif isinstance(e, ev.RunEnded):
             word = "failed" if e.failed else "done"
             self._show(_Bar(e.done, e.total,
