@@ -360,3 +360,10 @@ def sql_result(query: str, *files: str, limit: int | None = 100) -> "SqlResult":
 def sql(query: str, *files: str) -> Any:
     """Query cached results with DuckDB; a pandas DataFrame of every row."""
     return sql_result(query, *files, limit=None).to_pandas()
+
+
+def graph(*files: str) -> "DagPicture":
+    """The DAG picture: every node laid out by dependency and coloured by its status state
+    (SVG in its mime bundle). Read-only."""
+    from barca.dag import DagPicture
+    return DagPicture.from_status(status(None, *files))

@@ -125,6 +125,9 @@ def render(outcome: Any, mode: str) -> None:
     if getattr(ns, "output", None) == "value" and hasattr(res, "outputs"):
         _print_value(res)
         return
+    if cmd == "graph" and not ns.json:  # SVG unless --json: `barca graph > dag.svg` works
+        print(res.svg())
+        return
     if mode == "json":
         print(res.json_text() if hasattr(res, "json_text") else json.dumps(res, default=str))
     else:

@@ -12,7 +12,8 @@ from typing import Any, NoReturn
 from barca import events as ev
 from barca.errors import UsageError
 
-COMMANDS = ("get", "run", "list", "status", "sql", "plan", "history", "docs", "version")
+COMMANDS = ("get", "run", "list", "status", "graph", "sql", "plan", "history", "docs",
+            "version")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,6 +69,9 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("status", help="one row per node: state, why, last run")
     s.add_argument("args", nargs="*", metavar="TARGET|FILE")
     s.add_argument("--widget", action="store_true", help="(notebooks) a live status widget")
+    _output_flags(s)
+    s = sub.add_parser("graph", help="the DAG as a picture (SVG), nodes coloured by state")
+    s.add_argument("args", nargs="*", metavar="FILE")
     _output_flags(s)
     s = sub.add_parser("sql", help="query cached results with DuckDB")
     s.add_argument("query")
@@ -165,6 +169,8 @@ def dispatch(ns: argparse.Namespace, on_event: ev.EventCallback = ev.ignore,
     if cmd == "status":
         target, files = split_target(ns.args)
         return Outcome(cmd, api.status(target, *files), ns)
+    if cmd == "graph":
+        return Outcome(cmd, api.graph(*ns.args), ns)
     if cmd == "plan":
         return Outcome(cmd, api.plan(*ns.args, target=ns.target), ns)
     if cmd == "history":

@@ -11,7 +11,7 @@ COLOURS = {
     "partial": "#c06000", "never-run": "#7b7fb8", "never_run": "#7b7fb8",
     "unknown": "#8a8a8a", "skipped": "#8a8a8a",
     "always-runs": "#3b82c4", "always_runs": "#3b82c4",
-    "failed": "#d03030",
+    "failed": "#d03030", "running": "#0f9b9b",
 }
 RICH_STYLES = {
     "cached": "green", "ran": "green", "will run": "yellow", "stale": "yellow",
