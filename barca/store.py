@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -82,9 +83,10 @@ class Store:
                 gi = self.dir / ".gitignore"
                 if not gi.exists():
                     gi.write_text("*\n")
-            self.conn = sqlite3.connect(self.db_path, timeout=15, isolation_level=None,
+            wait = float(os.environ.get("BARCA_DB_TIMEOUT", "15") or 15)
+            self.conn = sqlite3.connect(self.db_path, timeout=wait, isolation_level=None,
                                         check_same_thread=False)
-            self.conn.execute("PRAGMA busy_timeout=15000")
+            self.conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
             if create:
                 self.conn.execute("PRAGMA journal_mode=WAL")
                 self.conn.execute("PRAGMA synchronous=NORMAL")

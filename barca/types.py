@@ -18,17 +18,36 @@ def short_name(node: NodeId | str) -> str:
     return str(node).rsplit(":", 1)[-1]
 
 
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
+
+
 def format_key(values: dict[str, str]) -> PartitionKey:
-    """``{"region": "amer", "day": "d1"}`` -> ``day=d1,region=amer`` (dimensions sorted)."""
-    return PartitionKey(",".join(f"{d}={values[d]}" for d in sorted(values)))
+    """``{"region": "amer", "day": "d1"}`` -> ``day=d1,region=amer`` (dimensions sorted; a
+    ``,``, ``=`` or ``\\`` inside a value is escaped with a backslash)."""
+    return PartitionKey(",".join(f"{_escape(d)}={_escape(values[d])}" for d in sorted(values)))
 
 
 def parse_key(key: str) -> dict[str, str]:
-    """Inverse of :func:`format_key` for keys whose values hold no ``,`` or ``=``."""
+    """Inverse of :func:`format_key`."""
     out: dict[str, str] = {}
     if not key:
         return out
-    for part in key.split(","):
-        d, _, v = part.partition("=")
-        out[d] = v
+    parts: list[list[str]] = [[""]]
+    i = 0
+    while i < len(key):
+        c = key[i]
+        if c == "\\" and i + 1 < len(key):
+            parts[-1][-1] += key[i + 1]
+            i += 2
+            continue
+        if c == "," :
+            parts.append([""])
+        elif c == "=" and len(parts[-1]) == 1:
+            parts[-1].append("")
+        else:
+            parts[-1][-1] += c
+        i += 1
+    for p in parts:
+        out[p[0]] = p[1] if len(p) > 1 else ""
     return out

@@ -340,3 +340,64 @@ def test_syntax_error_then_fix_keeps_the_cache(seed: Project) -> None:
     seed.write("pipeline.py", good)
     r = seed.barca("get", "report", "pipeline.py", "--json", "--agent")
     assert r.completed() == ["pipeline.py:feed_version"]
+
+
+def test_a_long_held_lock_is_exit_3(seed: Project) -> None:
+    _seed_run(seed)
+    db = sqlite3.connect(seed.path / ".barca" / "metadata.db", isolation_level=None)
+    db.execute("BEGIN EXCLUSIVE")
+    try:
+        r = seed.barca("get", "report", "pipeline.py", "--json", env={"BARCA_DB_TIMEOUT": "1"})
+    finally:
+        db.execute("ROLLBACK")
+    assert r.code == 3
+    err = json.loads(r.err.strip().splitlines()[-1])
+    assert "locked by another program" in err["error"] and err["kind"] == "infrastructure"
+
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+KEYS = st.lists(st.one_of(st.text(min_size=0, max_size=40), st.integers(-5, 5), st.none(),
+                          st.booleans(), st.floats(allow_nan=False)), max_size=6)
+VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                      lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c,
+                                                                           max_size=3),
+                      max_leaves=8)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(keys=KEYS, value=VALUES)
+def test_fuzz_keys_and_values(tmp_path_factory: pytest.TempPathFactory, keys: list, value) -> None:
+    project = Project(tmp_path_factory.mktemp("fuzz"))
+    project.write("pipeline.py", f"""
+from barca import asset, collect, partitions
+
+
+@asset(partitions={{"k": partitions({keys!r})}})
+def item(k: str):
+    return {{"k": k, "v": {value!r}}}
+
+
+@asset(inputs={{"items": collect(item)}})
+def total(items: list) -> int:
+    return len(items)
+""")
+    before = {p for p in project.path.parent.rglob("*")}
+    r = project.barca("get", "total", "pipeline.py", "--json")
+    valid = (all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in keys)
+             and len({str(k) for k in keys}) == len(keys))
+    if valid:
+        assert r.code == 0, r.err
+        assert r.json()["final_output"] == len(keys)
+        again = project.barca("get", "total", "pipeline.py", "--json")
+        assert again.json()["steps_executed"] == 0
+    else:
+        assert r.code == 2, r.err
+        assert not (project.path / ".barca" / "artifacts").exists()
+    after = {p for p in project.path.parent.rglob("*")} - before
+    outside = [p for p in after if not p.resolve().is_relative_to(project.path.resolve())]
+    assert not outside
+    arts = project.path / ".barca" / "artifacts"
+    for p in after:
+        if p.is_file() and p.suffix == ".json" and "artifacts" in p.parts:
+            assert p.resolve().is_relative_to(arts.resolve())
