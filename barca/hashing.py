@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from barca.cone import Project, analyse
 from barca.discovery import FileModel, NodeModel
 from barca.types import RunHash
 
@@ -145,13 +146,14 @@ def _strip_decorators(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
 # ----------------------------------------------------------------------------- definition hash
 
 class DefinitionHasher:
-    """Computes definition hashes for the nodes of a set of parsed files (memoised per run)."""
+    """Computes definition hashes for the nodes of a set of parsed files (memoised per run:
+    each project module is parsed once, each helper analysed once)."""
 
     def __init__(self, root: Path, files: dict[str, FileModel]) -> None:
         self.root = root
         self.files = files
         self._index: dict[str, ModuleIndex] = {}
-        self._module_digest: dict[str, str] = {}
+        self.project = Project(root, {fm.abspath: fm.tree for fm in files.values()})
 
     def index(self, fm: FileModel) -> ModuleIndex:
         if fm.path not in self._index:
@@ -159,111 +161,59 @@ class DefinitionHasher:
         return self._index[fm.path]
 
     def parts(self, node: NodeModel, decorator_shape: Any) -> dict[str, str]:
-        """Digest of each part of a node's definition, by part name."""
+        """Digest of each part of a node's definition, by part name: ``code``, ``decorator``,
+        ``helper:<file>:<name>`` / ``module:<file>`` (the dependency cone), ``env:<NAME>``."""
         fm = self.files[node.file]
+        code = _strip_decorators(node.fn)
         parts = {
-            "code": digest(ast.dump(_strip_decorators(node.fn), include_attributes=False)),
+            "code": digest(ast.dump(code, include_attributes=False)),
             "decorator": digest(canonical_json(decorator_shape), *node.counted_decorator),
         }
-        parts.update(self._cone(fm, used_names(_strip_decorators(node.fn)) | node.counted_names,
-                                exclude=node.function))
+        uses = analyse(code, _counted_exprs(node), node.counted_names)
+        parts.update(self.project.cone(Path(fm.abspath), uses, exclude=node.function))
         for name in node.env:
             val = os.environ.get(name)
             parts[f"env:{name}"] = digest("unset" if val is None else "set", val or "")
         return parts
 
-    def _cone(self, fm: FileModel, names: Iterable[str], exclude: str) -> dict[str, str]:
-        idx = self.index(fm)
-        out: dict[str, str] = {}
-        seen: set[str] = {exclude}
-        todo = list(names)
-        while todo:
-            name = todo.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            if name in idx.conservative or ("*" in idx.conservative and name not in idx.simple):
-                out[f"module:{fm.path}"] = idx.whole
-                continue
-            stmt = idx.simple.get(name)
-            if stmt is None:
-                continue
-            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                out[f"helper:{fm.path}:{name}"] = digest(ast.dump(stmt, include_attributes=False))
-                for mod_path in self._project_modules(fm, stmt, name):
-                    out.update(self._module_cone(mod_path))
-                continue
-            out[f"helper:{fm.path}:{name}"] = digest(ast.dump(stmt, include_attributes=False))
-            todo.extend(used_names(stmt) - seen)
-        return out
 
-    # A project module a node imports is hashed whole, with what it imports in turn. (Following
-    # only the definitions used, across modules, is the job of the cross-module cone.)
-    def _module_cone(self, path: Path) -> dict[str, str]:
-        key = str(path)
-        if key in self._module_digest:
-            return {}
-        self._module_digest[key] = ""
-        try:
-            source = path.read_text(encoding="utf-8")
-            tree = ast.parse(source, filename=str(path))
-        except (OSError, SyntaxError, UnicodeDecodeError) as exc:
-            from barca.errors import UsageError
-            from barca.discovery import relative_id, syntax_error
-            rel = relative_id(path, self.root)
-            if isinstance(exc, SyntaxError):
-                raise syntax_error(rel, exc) from None
-            raise UsageError(f"{rel}: cannot read ({exc})", "Fix or remove the module.") from None
-        from barca.discovery import relative_id
-        rel = relative_id(path, self.root)
-        d = digest(ast.dump(tree, include_attributes=False))
-        self._module_digest[key] = d
-        out = {f"module:{rel}": d}
-        dirs = [path.parent]
-        for stmt in ast.walk(tree):
-            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                for p in self._resolve_imports(stmt, dirs):
-                    out.update(self._module_cone(p))
-        return out
+def _counted_exprs(node: NodeModel) -> list[ast.AST]:
+    """The decorator expressions whose names count (the same ones discovery counted): whole
+    decorators that are not barca's, and ``serializer=``. Attribute chains are read off them
+    (``serializer=formats.FMT`` counts ``FMT`` of ``formats``, not all of it)."""
+    counted = set(node.counted_decorator)
+    out: list[ast.AST] = []
+    for dec in node.fn.decorator_list:
+        if ast.dump(dec, include_attributes=False) in counted:
+            out.append(dec)
+        elif isinstance(dec, ast.Call):
+            out += [kw.value for kw in dec.keywords if kw.arg == "serializer" and
+                    "serializer=" + ast.dump(kw.value, include_attributes=False) in counted]
+    return out
 
-    def _project_modules(self, fm: FileModel, stmt: ast.Import | ast.ImportFrom,
-                         name: str) -> list[Path]:
-        dirs = [Path(fm.abspath).parent]
-        if isinstance(stmt, ast.Import):
-            stmt = ast.Import(names=[a for a in stmt.names
-                                     if (a.asname or a.name.split(".")[0]) == name])
-        return self._resolve_imports(stmt, dirs)
 
-    def _resolve_imports(self, stmt: ast.Import | ast.ImportFrom, dirs: list[Path]) -> list[Path]:
-        names: list[str] = []
-        if isinstance(stmt, ast.Import):
-            names = [a.name for a in stmt.names]
-        elif stmt.module and stmt.level == 0:
-            names = [stmt.module] + [f"{stmt.module}.{a.name}" for a in stmt.names]
-        elif stmt.level > 0:
-            base = dirs[0]
-            for _ in range(stmt.level - 1):
-                base = base.parent
-            rel = (stmt.module or "").replace(".", "/")
-            cands = [base / rel] if rel else [base]
-            cands += [base / rel / a.name if rel else base / a.name for a in stmt.names]
-            return [p for c in cands for p in self._module_file(c)]
-        out: list[Path] = []
-        for mod in names:
-            for d in (*dirs, self.root):
-                out.extend(self._module_file(d / mod.replace(".", "/")))
-        return out
+def source_only(root: str | os.PathLike[str]) -> None:
+    """Make this (worker) process run project modules from their source, as hashed: never from
+    a ``.pyc``, which Python validates only by mtime in whole seconds and size, so an edit in
+    the same second that keeps the size would run the old code. Files outside ``root`` and
+    installed packages keep their bytecode cache."""
+    import importlib
+    from importlib.machinery import SourceFileLoader
 
-    def _module_file(self, stem: Path) -> list[Path]:
-        for cand in (stem.with_suffix(".py"), stem / "__init__.py"):
-            try:
-                resolved = cand.resolve()
-                resolved.relative_to(self.root)
-            except (ValueError, OSError):
-                continue
-            if resolved.is_file() and "site-packages" not in resolved.parts:
-                return [resolved]
-        return []
+    base = os.path.realpath(root) + os.sep
+    original = SourceFileLoader.path_stats
+    if getattr(original, "_barca_root", None) == base:
+        return
+
+    def path_stats(self: Any, path: str) -> Any:
+        real = os.path.realpath(path)
+        if real.startswith(base) and "site-packages" not in real:
+            raise OSError("barca: project modules are compiled from source")  # -> no .pyc
+        return original(self, path)
+
+    path_stats._barca_root = base  # type: ignore[attr-defined]
+    SourceFileLoader.path_stats = path_stats  # type: ignore[method-assign]
+    importlib.invalidate_caches()
 
 
 def definition_hash(parts: dict[str, str]) -> str:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from barca import artifacts
 from barca.executors.task import StepRecord, StepTask
-from barca.hashing import canonical_json, sensor_run_hash, sha, value_digest
+from barca.hashing import canonical_json, sensor_run_hash, sha, source_only, value_digest
 
 
 class Worker:
@@ -26,6 +26,7 @@ class Worker:
         self.notify = notify
         self.functions: dict[tuple[str, str], Callable[..., Any]] = {}
         self.values: dict[str, Any] = {}
+        source_only(root)  # run project modules from the source that was hashed, never a .pyc
         for p in (root,):
             if p not in sys.path:
                 sys.path.insert(0, p)

@@ -1,0 +1,569 @@
+"""The dependency cone of a step: every definition it uses, followed statically (``ast``; user
+code is never imported) through the project's own modules, as part name -> short digest.
+
+Parts are ``helper:<file>:<name>`` (one module-level binding) and ``module:<file>`` (a whole
+module, where static analysis cannot tell which of its definitions are used). Resolution
+follows Python's import system as a worker sees it: ``sys.path`` starts with the pipeline
+file's directory, then the project root. Anything found elsewhere (the standard library,
+installed packages, ``PYTHONPATH``) is not the project's and is never followed.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import hashlib
+import symtable
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Union
+
+Chain = tuple  # the attribute names read after a name: ``helpers.clean`` -> ("clean",)
+Import = Union[ast.Import, ast.ImportFrom]
+Binding = tuple  # (import statement, alias)
+
+_BUILTINS = frozenset(dir(builtins))
+# Names every module has without binding them: using them never means "look elsewhere".
+_IMPLICIT = frozenset({"__file__", "__name__", "__doc__", "__spec__", "__loader__",
+                       "__package__", "__path__", "__cached__", "__builtins__",
+                       "__annotations__", "__dict__", "__module__", "__qualname__",
+                       "__class__"})
+_DYNAMIC = frozenset({"globals", "vars", "exec", "__getattr__"})  # may bind any global
+_NEVER_FOLLOW = frozenset({"barca"})     # barca itself is not the user's code
+_INSTALLED = frozenset({"site-packages", "dist-packages"})
+
+
+def _digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+    return h.hexdigest()[:16]
+
+
+def dump(node: ast.AST) -> str:
+    return ast.dump(node, include_attributes=False)
+
+
+def local_name(stmt: Import, alias: ast.alias) -> str:
+    """The name an import binds: ``import a.b`` -> ``a``, ``import a.b as x`` -> ``x``."""
+    if isinstance(stmt, ast.Import) and not alias.asname:
+        return alias.name.split(".")[0]
+    return alias.asname or alias.name
+
+
+# ----------------------------------------------------------------------------- one module
+
+@dataclass
+class Index:
+    """How each module-level name of a module is bound."""
+    defs: dict[str, list[ast.stmt]]   # one def/class/assignment, or one or more imports
+    conservative: set[str]            # bound where static analysis cannot pin it down
+    stars: list[ast.ImportFrom]       # ``from x import *`` (at any depth of module code)
+    dynamic: bool                     # globals()/exec/vars/__getattr__: any name may exist
+    whole: str                        # digest of the whole module
+
+
+def _bound_names(stmt: ast.AST, stars: list[ast.ImportFrom]) -> set[str]:
+    """Every name a compound module-level statement may bind."""
+    out: set[str] = set()
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            for a in n.names:
+                if a.name == "*":
+                    stars.append(n)  # type: ignore[arg-type]
+                else:
+                    out.add(local_name(n, a))
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.add(n.name)
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            out.add(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            out.add(n.rest)
+    return out
+
+
+def build_index(tree: ast.Module) -> Index:
+    defs: dict[str, list[ast.stmt]] = {}
+    kinds: dict[str, list[str]] = {}
+    conservative: set[str] = set()
+    stars: list[ast.ImportFrom] = []
+
+    def bind(name: str, stmt: ast.stmt, kind: str) -> None:
+        defs.setdefault(name, []).append(stmt)
+        kinds.setdefault(name, []).append(kind)
+
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bind(stmt.name, stmt, "def")
+        elif isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+            for t in stmt.targets:
+                bind(t.id, stmt, "def")  # type: ignore[attr-defined]
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            if stmt.value is not None:
+                bind(stmt.target.id, stmt, "def")
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            for a in stmt.names:
+                if a.name == "*":
+                    stars.append(stmt)  # type: ignore[arg-type]
+                else:
+                    bind(local_name(stmt, a), stmt, "import")
+        elif isinstance(stmt, (ast.Expr, ast.Pass)):
+            continue
+        else:  # if/try/for/while/with/match, tuple unpacking, augmented assignment, del, ...
+            conservative |= _bound_names(stmt, stars)
+    dynamic = False
+    for n in ast.walk(tree):
+        if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
+            conservative.add(n.target.id)     # a walrus may bind a module global
+        elif isinstance(n, ast.Global):
+            conservative.update(n.names)      # rebound from inside a function
+        elif isinstance(n, ast.Name) and n.id in _DYNAMIC:
+            dynamic = True
+    # Bound more than once: only several imports (``import a.b`` + ``import a.c``) stay exact.
+    conservative |= {n for n, k in kinds.items() if len(k) > 1 and set(k) != {"import"}}
+    for n in conservative:
+        defs.pop(n, None)
+    dynamic = dynamic or "__getattr__" in defs or "__getattr__" in conservative
+    return Index(defs, conservative, stars, dynamic, _digest(dump(tree)))
+
+
+@dataclass(eq=False)
+class Module:
+    """A project module (or a namespace package, which has no source of its own)."""
+    rel: str                          # path relative to the project root
+    path: Path | None                 # the source file; None for a namespace package
+    tree: ast.Module | None
+    dirs: tuple[Path, ...]            # where its submodules live (packages only)
+    _index: Index | None = None
+    _chains: dict[str, set[Chain]] | None = None
+    _bindings: dict[str, list[Binding]] | None = None
+    _dynamic_imports: list[str] = field(default_factory=list)
+
+    @property
+    def index(self) -> Index:
+        if self._index is None:
+            assert self.tree is not None
+            self._index = build_index(self.tree)
+        return self._index
+
+    def _scan(self) -> None:
+        assert self.tree is not None
+        self._bindings = {}
+        for n in ast.walk(self.tree):
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                for a in n.names:
+                    if a.name != "*":
+                        self._bindings.setdefault(local_name(n, a), []).append((n, a))
+        self._chains = name_chains(self.tree, None)
+        self._dynamic_imports = dynamic_imports(self.tree)
+
+    @property
+    def chains(self) -> dict[str, set[Chain]]:
+        """Attribute chains of every name, anywhere in the module."""
+        if self._chains is None:
+            self._scan()
+        return self._chains  # type: ignore[return-value]
+
+    @property
+    def bindings(self) -> dict[str, list[Binding]]:
+        """Every import in the module (at any depth), by the name it binds."""
+        if self._bindings is None:
+            self._scan()
+        return self._bindings  # type: ignore[return-value]
+
+
+# ----------------------------------------------------------------------------- one definition
+
+def global_names(tree: ast.AST) -> set[str]:
+    """The module-level names a definition reads, by Python's own scope analysis
+    (``symtable``): a parameter or local that shadows a global is not mistaken for it. Builtins
+    are kept: a module (or a star import) may shadow them. In a class body every name read
+    counts (``X = X`` there reads the global)."""
+    try:
+        table = symtable.symtable(ast.unparse(tree), "<barca>", "exec")
+    except SyntaxError:  # pragma: no cover - unparse of a parsed tree compiles
+        return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    out: set[str] = set()
+
+    def visit(t: symtable.SymbolTable, top: bool) -> None:
+        cls = t.get_type() == "class"
+        for sym in t.get_symbols():
+            # (3.11's is_global() is also true for a function's parameters: check is_local)
+            if sym.is_referenced() and (top or cls or sym.is_declared_global()
+                                        or (sym.is_global() and not sym.is_local())):
+                out.add(sym.get_name())
+        for child in t.get_children():
+            visit(child, False)
+
+    visit(table, True)
+    return out
+
+
+def name_chains(tree: ast.AST, wanted: set[str] | None) -> dict[str, set[Chain]]:
+    """For each name (of ``wanted``), the attribute chains read off it: ``h.a.b`` -> ("a", "b");
+    a bare use (``f(h)``, ``getattr(h, x)``) -> ()."""
+    parents: dict[ast.AST, ast.AST] = {}
+    names: list[ast.Name] = []
+    for p in ast.walk(tree):
+        for c in ast.iter_child_nodes(p):
+            parents[c] = p
+            if isinstance(c, ast.Name) and (wanted is None or c.id in wanted):
+                names.append(c)
+    if isinstance(tree, ast.Name) and (wanted is None or tree.id in wanted):
+        names.append(tree)
+    out: dict[str, set[Chain]] = {}
+    for n in names:
+        chain: list[str] = []
+        cur: ast.AST = n
+        while True:
+            p = parents.get(cur)
+            if isinstance(p, ast.Attribute) and p.value is cur:
+                chain.append(p.attr)
+                cur = p
+            else:
+                break
+        out.setdefault(n.id, set()).add(tuple(chain))
+    return out
+
+
+def dynamic_imports(tree: ast.AST) -> list[str]:
+    """``importlib.import_module("x")`` / ``__import__("x")`` with a literal name."""
+    out: list[str] = []
+    for n in ast.walk(tree):
+        if (isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Constant)
+                and isinstance(n.args[0].value, str)):
+            f = n.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(
+                f, ast.Attribute) else ""
+            if name in ("import_module", "__import__") and not n.args[0].value.startswith("."):
+                out.append(n.args[0].value)
+    return out
+
+
+@dataclass
+class Uses:
+    """What one definition reads: globals of its module, imports inside it, dynamic imports."""
+    names: list[tuple[str, Chain]]
+    imports: list[tuple[Binding, Chain]]
+    dynamic: list[str]
+
+
+def analyse(tree: ast.AST, extra: Iterable[ast.AST] = (), extra_names: Iterable[str] = ()
+            ) -> Uses:
+    """The uses of a definition. ``extra`` are expressions evaluated at module level (counted
+    decorator arguments) whose names count too."""
+    names = global_names(tree)
+    locals_: dict[str, list[Binding]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            for a in n.names:
+                locals_.setdefault(local_name(n, a), []).append((n, a))
+    chains = name_chains(tree, names | set(locals_))
+    extra_names = set(extra_names)
+    for e in extra:
+        for nm, cs in name_chains(e, extra_names).items():
+            chains.setdefault(nm, set()).update(cs)
+    names |= extra_names
+    return Uses(
+        names=[(nm, c) for nm in sorted(names) for c in sorted(chains.get(nm) or {()})],
+        imports=[(b, c) for nm in sorted(locals_) for b in locals_[nm]
+                 for c in sorted(chains.get(nm, ()))],
+        dynamic=dynamic_imports(tree))
+
+
+# ----------------------------------------------------------------------------- the project
+
+class Project:
+    """The project's modules, parsed once each (memoised for one command), and the cone walk."""
+
+    def __init__(self, root: Path, trees: dict[str, ast.Module] | None = None) -> None:
+        self.root = Path(root).resolve()
+        self._trees = dict(trees or {})           # abspath -> already parsed tree
+        self._modules: dict[str, Module | None] = {}
+        self._find: dict[tuple[Any, ...], Module | None] = {}
+        self._uses: dict[tuple[int, str], Uses] = {}
+        self._stmt_digest: dict[tuple[int, str], str] = {}
+
+    # ------------------------------------------------------------ modules
+    def _allowed(self, path: Path) -> bool:
+        try:
+            path.relative_to(self.root)
+        except ValueError:
+            return False
+        return not _INSTALLED.intersection(path.parts)
+
+    def module_at(self, file: Path, pipeline: bool = False) -> Module | None:
+        """The module whose source is ``file`` (a project file, or the pipeline file itself
+        wherever it is), parsed once."""
+        try:
+            path = file.resolve()
+        except OSError:
+            return None
+        key = str(path)
+        if key in self._modules:
+            return self._modules[key]
+        mod = None
+        if (pipeline or self._allowed(path)) and path.is_file():
+            from barca.discovery import relative_id
+            rel = relative_id(path, self.root)
+            tree = self._trees.get(key) or self._parse(path, rel)
+            dirs = (path.parent,) if path.name == "__init__.py" else ()
+            mod = Module(rel, path, tree, dirs)
+        self._modules[key] = mod
+        return mod
+
+    def _parse(self, path: Path, rel: str) -> ast.Module:
+        from barca.discovery import syntax_error
+        from barca.errors import UsageError
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{rel}: cannot read it ({exc})",
+                             f"Fix or remove {rel}; nothing was run and the cache is kept.",
+                             file=rel) from None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return ast.parse(source, filename=rel)
+        except SyntaxError as exc:
+            raise syntax_error(rel, exc) from None
+
+    def _namespace(self, dirs: list[Path]) -> Module:
+        from barca.discovery import relative_id
+        return Module(relative_id(dirs[0], self.root), None, None, tuple(dirs))
+
+    def _entry(self, dirs: Iterable[Path], name: str) -> Module | None:
+        """``name`` looked up in each directory in turn, as Python's path finder does: a
+        package, then a module file; directories without ``__init__`` make a namespace
+        package only when no regular one is found."""
+        portions: list[Path] = []
+        for d in dirs:
+            pkg = d / name
+            if (pkg / "__init__.py").is_file():
+                return self.module_at(pkg / "__init__.py")
+            if (d / f"{name}.py").is_file():
+                return self.module_at(d / f"{name}.py")
+            if pkg.is_dir() and self._allowed(pkg.resolve()):
+                portions.append(pkg.resolve())
+        return self._namespace(portions) if portions else None
+
+    def submodule(self, pkg: Module, name: str) -> Module | None:
+        if not pkg.dirs or not name.isidentifier():
+            return None
+        key = ("sub", id(pkg), name)
+        if key not in self._find:
+            self._find[key] = self._entry(pkg.dirs, name)
+        return self._find[key]
+
+    def find(self, dotted: str, search: tuple[Path, ...]) -> Module | None:
+        """An absolute import, resolved against the worker's ``sys.path`` head."""
+        key = ("abs", dotted, search)
+        if key in self._find:
+            return self._find[key]
+        parts = dotted.split(".")
+        mod = None
+        if parts[0] not in _NEVER_FOLLOW and all(p.isidentifier() for p in parts):
+            mod = self._entry(search, parts[0])
+            for p in parts[1:]:
+                if mod is None:
+                    break
+                mod = self.submodule(mod, p)
+        self._find[key] = mod
+        return mod
+
+    def import_source(self, ctx: Module, stmt: ast.ImportFrom, search: tuple[Path, ...]
+                      ) -> Module | None:
+        """The module ``from <module> import ...`` reads from, absolute or relative."""
+        if stmt.level == 0:
+            return self.find(stmt.module or "", search) if stmt.module else None
+        if ctx.path is None:
+            return None
+        base = ctx.path.parent
+        for _ in range(stmt.level - 1):
+            base = base.parent
+        if not self._allowed(base):
+            return None
+        mod = (self.module_at(base / "__init__.py") if (base / "__init__.py").is_file()
+               else self._namespace([base]))
+        for p in (stmt.module or "").split(".") if stmt.module else []:
+            if mod is None:
+                break
+            mod = self.submodule(mod, p)
+        return mod
+
+    # ------------------------------------------------------------ memoised per definition
+    def uses(self, mod: Module, name: str, stmt: ast.stmt) -> Uses:
+        key = (id(mod), name)
+        if key not in self._uses:
+            self._uses[key] = analyse(stmt)
+        return self._uses[key]
+
+    def binding_digest(self, mod: Module, name: str, stmts: list[ast.stmt]) -> str:
+        key = (id(mod), name)
+        if key not in self._stmt_digest:
+            texts: list[str] = []
+            for st in stmts:
+                if isinstance(st, (ast.Import, ast.ImportFrom)):
+                    # only the alias that binds this name: adding another import to the same
+                    # line does not change what this name is
+                    for a in st.names:
+                        if local_name(st, a) == name:
+                            texts.append(dump(ast.ImportFrom(st.module, [a], st.level))
+                                         if isinstance(st, ast.ImportFrom)
+                                         else dump(ast.Import([a])))
+                else:
+                    texts.append(dump(st))
+            self._stmt_digest[key] = _digest(*texts)
+        return self._stmt_digest[key]
+
+    # ------------------------------------------------------------ the cone of one step
+    def cone(self, file: Path, uses: Uses, exclude: str) -> dict[str, str]:
+        mod = self.module_at(file, pipeline=True)
+        if mod is None:  # pragma: no cover - a pipeline file exists
+            return {}
+        search = tuple(dict.fromkeys([file.resolve().parent, self.root]))
+        walk = _Walk(self, search)
+        walk.exclude = (id(mod), exclude)
+        walk.add_uses(mod, uses)
+        return walk.run()
+
+
+class _Walk:
+    """One step's cone: a work list of what to follow, each item followed once (modules that
+    import each other end the walk instead of looping)."""
+
+    def __init__(self, project: Project, search: tuple[Path, ...]) -> None:
+        self.p = project
+        self.search = search
+        self.out: dict[str, str] = {}
+        self.done: set[tuple[Any, ...]] = set()
+        self.todo: list[tuple[Any, ...]] = []
+        self.exclude: tuple[int, str] | None = None   # the step itself
+
+    def push(self, *item: Any) -> None:
+        key = tuple(id(x) if isinstance(x, (Module, ast.AST)) else x for x in item)
+        if key not in self.done:
+            self.done.add(key)
+            self.todo.append(item)
+
+    def run(self) -> dict[str, str]:
+        while self.todo:
+            kind, *args = self.todo.pop()
+            getattr(self, "_" + kind)(*args)
+        return self.out
+
+    def add_uses(self, mod: Module, uses: Uses) -> None:
+        for name, chain in uses.names:
+            self.push("sym", mod, name, chain)
+        for (stmt, alias), chain in uses.imports:
+            self.push("bind", mod, stmt, alias, chain)
+        for dotted in uses.dynamic:
+            target = self.p.find(dotted, self.search)
+            if target is not None:
+                self.push("whole", target, True)
+
+    def _stars(self, mod: Module) -> list[Module]:
+        out = []
+        for st in mod.index.stars:
+            src = self.p.import_source(mod, st, self.search)
+            if src is not None:
+                out.append(src)
+        return out
+
+    # ------------------------------------------------------------ items
+    def _sym(self, mod: Module, name: str, chain: Chain) -> None:
+        """A module-level name of ``mod``, read with ``chain`` after it."""
+        if mod.tree is None:  # a namespace package: only submodules live there
+            sub = self.p.submodule(mod, name)
+            if sub is not None:
+                self.push("mod", sub, chain)
+            return
+        if (id(mod), name) == self.exclude:
+            return
+        idx = mod.index
+        if name in idx.conservative:
+            self.push("whole", mod, False)
+            for stmt, alias in mod.bindings.get(name, ()):  # e.g. an import inside try:
+                self.push("bind", mod, stmt, alias, chain)
+            return
+        stmts = idx.defs.get(name)
+        sub = self.p.submodule(mod, name)
+        if sub is not None:  # ``pkg.sub`` / ``from pkg import sub``: the submodule too
+            self.push("mod", sub, chain)
+        if stmts:
+            self.out[f"helper:{mod.rel}:{name}"] = self.p.binding_digest(mod, name, stmts)
+            for st in stmts:
+                if isinstance(st, (ast.Import, ast.ImportFrom)):
+                    for a in st.names:
+                        if local_name(st, a) == name:
+                            self.push("bind", mod, st, a, chain)
+                elif ("def", id(mod), name) not in self.done:
+                    self.done.add(("def", id(mod), name))
+                    self.add_uses(mod, self.p.uses(mod, name, st))
+            # a star import after the binding may rebind it
+            if idx.stars and min(s.lineno for s in stmts) < max(s.lineno for s in idx.stars):
+                self._via_stars(mod, name, chain)
+            return
+        if sub is not None:
+            return
+        self._via_stars(mod, name, chain)
+        if idx.dynamic or (name not in _BUILTINS and name not in _IMPLICIT):
+            self.push("whole", mod, False)  # bound in a way we cannot see: hash all of it
+
+    def _via_stars(self, mod: Module, name: str, chain: Chain) -> None:
+        for src in self._stars(mod):
+            self.push("whole", src, False)
+            self.push("sym", src, name, chain)
+
+    def _mod(self, mod: Module, chain: Chain) -> None:
+        """A module read with ``chain``: ``()`` means the module itself is used as a value."""
+        if not chain:
+            self.push("whole", mod, True)
+        else:
+            self.push("sym", mod, chain[0], tuple(chain[1:]))
+
+    def _bind(self, ctx: Module, stmt: Import, alias: ast.alias, chain: Chain) -> None:
+        """An import binding in ``ctx``, read with ``chain``."""
+        if isinstance(stmt, ast.Import):
+            target = self.p.find(alias.name if alias.asname else alias.name.split(".")[0],
+                                 self.search)
+            if target is not None:
+                self.push("mod", target, chain)
+            return
+        src = self.p.import_source(ctx, stmt, self.search)
+        if src is None:
+            return
+        if alias.name == "*":
+            self.push("whole", src, True)
+        else:
+            self.push("sym", src, alias.name, chain)
+
+    def _whole(self, mod: Module, as_value: bool) -> None:
+        """All of a module: its source, and what it imports as its code reads it. Used as a
+        value (``getattr(helpers, name)``), every name it imports is reachable too."""
+        if mod.tree is None:
+            return
+        if as_value and ("whole", id(mod), False) not in self.done:
+            self.done.add(("whole", id(mod), False))
+        self.out[f"module:{mod.rel}"] = mod.index.whole
+        chains = mod.chains
+        for name, binds in mod.bindings.items():
+            cs = set(chains.get(name, ()))
+            if as_value:
+                cs.add(())
+            for stmt, alias in binds:
+                for c in sorted(cs):
+                    self.push("bind", mod, stmt, alias, c)
+        for st in mod.index.stars:
+            src = self.p.import_source(mod, st, self.search)
+            if src is not None:
+                self.push("whole", src, True)
+        for dotted in mod._dynamic_imports:
+            target = self.p.find(dotted, self.search)
+            if target is not None:
+                self.push("whole", target, True)
