@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from barca import events as ev
 from barca.errors import StepFailed, UsageError
@@ -17,6 +17,9 @@ from barca.runner import Runner, Selection, check_selection, new_run_id, resolve
 from barca.store import Store
 from barca.types import NodeId, short_name
 from barca.verdicts import plan_row, status_row, step_summary
+
+if TYPE_CHECKING:
+    from barca.results import SqlResult
 
 PREVIEW_BYTES = 2048
 

@@ -11,15 +11,17 @@ class BarcaError(Exception):
     kind = "error"
     code = 1
 
-    def __init__(self, message: str, remediation: str = "", **extra: Any) -> None:
+    def __init__(self, message: str, remediation: str = "", tight: bool = False,
+                 **extra: Any) -> None:
         super().__init__(message)
         self.message = message
         self.remediation = remediation
+        self.tight = tight          # the remediation follows on the next line, no blank line
         self.extra = extra
 
     def __str__(self) -> str:
         if self.remediation:
-            return f"{self.message}\n\n{self.remediation}"
+            return f"{self.message}{chr(10) if self.tight else chr(10) * 2}{self.remediation}"
         return self.message
 
     def to_json(self) -> dict[str, Any]:

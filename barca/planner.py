@@ -268,10 +268,11 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
             if dynamic:
                 if src_state is None:
                     raise_missing(src_id, step_id(nid, key))
-                elif src_state.out_values is not None and src_state.out_values is not None:
-                    value_digest = src_state.out_values.get(key)
+                elif src_state.out_values is not None:  # a dict source: this key's value
+                    raw_key = _dim_value(key, m.dims[0].name)
+                    value_digest = src_state.out_values.get(raw_key)
                     if any(p == src_fn for p, _ in m.params):
-                        st.kwargs[src_fn] = ("value", (src_state.out_raw or {}).get(key))
+                        st.kwargs[src_fn] = ("value", (src_state.out_raw or {}).get(raw_key))
             else:
                 up = need(src_state.steps.get(key) if src_state else None, src_id)
                 if up is not None:

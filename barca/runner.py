@@ -5,7 +5,6 @@ The same walk, without executing, predicts the state of every node for ``status`
 ``--dry-run``."""
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ from barca import events as ev
 from barca.errors import Cancelled, UsageError, did_you_mean
 from barca.executors.task import StepRecord, StepTask
 from barca.planner import Context, NodeState, StepState, decide, keys_from_row, source_dim
-from barca.types import NodeId, format_key, parse_key, short_name, step_id
+from barca.types import NodeId, format_key, parse_key, short_name
 
 
 @dataclass
@@ -63,7 +62,8 @@ def resolve_refresh(ctx: Context, order: list[NodeId], names: list[str], target_
                 f"--refresh: no upstream asset named '{name}' in the cone of '{target_label}'."
                 + hint,
                 f"Upstream assets you can refresh: {', '.join(short)}\n"
-                f"Pass several as a comma-separated list: --refresh {','.join(short[:2])}")
+                f"Pass several as a comma-separated list: --refresh {','.join(short[:2])}",
+                tight=True)
         out.append(match[0])
     return out
 
@@ -124,12 +124,18 @@ class Runner:
     def _keys(self, nid: NodeId) -> tuple[list[str] | None, str]:
         """The node's keys now, or None with the reason they are not known."""
         src = source_dim(self.graph, nid)
-        if src is None or not src[1]:
+        if src is not None and not src[1]:  # the keys of a partitioned upstream, as walked
+            up = self.w.states[src[0]]
+            if up.keys is None:
+                return None, up.unknown_detail
+            keys = list(up.keys)
+        elif src is None:
             keys = self.ctx.static_keys(nid)
         else:
             src_state = self.w.states[src[0]]
             step = src_state.steps.get("")
-            if src_state.out_keys is None and step is not None and step.action == "cached":
+            if src_state.out_keys is None and step is not None and step.row is not None and (
+                    step.action == "cached" or not self.execute):  # a sensor's last value
                 got = keys_from_row(self.ctx, step.row)
                 if got is not None:
                     src_state.out_keys, src_state.out_values, src_state.out_raw = got
@@ -144,10 +150,9 @@ class Runner:
         return keys, ""
 
     def _static_count(self, nid: NodeId) -> int:
-        src = source_dim(self.graph, nid)
-        if src is not None and src[1]:
+        keys = self.ctx.static_keys(nid)
+        if keys is None:  # keys from an output: one step until they are known
             return 1
-        keys = self.ctx.static_keys(nid) or []
         if self.selection is not None:
             keys = [k for k in keys if self.selection.admits(k)]
         return len(keys)
@@ -215,8 +220,7 @@ class Runner:
                                          detail=why)
             w.states[nid] = ns
             return
-        src = source_dim(self.graph, nid)
-        if src is not None and src[1]:  # dynamic keys are known now: the total grows
+        if self.ctx.static_keys(nid) is None:  # keys known now from an output: the total grows
             w.total += len(keys) - 1
         ns = decide(self.ctx, nid, keys, w.states, forced=nid in w.forced,
                     predict=not self.execute)

@@ -20,8 +20,11 @@ def _keys_text(keys: list[str]) -> str:
 
 
 def _sensor_inputs(graph: Graph, nid: NodeId) -> list[str]:
-    return [short_name(i.target) for i in graph.nodes[nid].inputs  # type: ignore[arg-type]
-            if graph.nodes[i.target].kind == "sensor"]  # type: ignore[index]
+    """Sensors a node reads directly: as an input, or as the source of its keys."""
+    ups = [i.target for i in graph.nodes[nid].inputs] + [
+        d.source for d in graph.nodes[nid].dims if d.kind == "from"]
+    return [short_name(u) for u in dict.fromkeys(ups)  # type: ignore[arg-type]
+            if graph.nodes[u].kind == "sensor"]  # type: ignore[index]
 
 
 def _assumption(graph: Graph, nid: NodeId) -> str:

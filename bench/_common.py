@@ -14,6 +14,7 @@ import os
 import platform
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -83,9 +84,10 @@ class Figure:
             return f"{self.id} unavailable: {self.unavailable}"
         if self.error:
             return f"{self.id} {self.what}: FAILED: {self.error}"
-        parts = [f"{self.id:<11} {self.what:<44} median {fmt_value(self.median, self.unit)}"]
+        parts = [f"{self.id:<11} {self.what:<52} median {fmt_value(self.median, self.unit)}"]
         if self.runs > 1:
-            parts.append(f"min {fmt_value(self.min, self.unit)}  max {fmt_value(self.max, self.unit)}")
+            parts.append(f"min {fmt_value(self.min, self.unit)}  "
+                         f"max {fmt_value(self.max, self.unit)}")
         parts.append(f"({self.runs} run{'s' if self.runs != 1 else ''})")
         if self.peak_mb is not None:
             parts.append(f"peak {self.peak_mb:.0f} MB")
@@ -105,6 +107,11 @@ def fmt_value(v: float | None, unit: str) -> str:
     if unit == "s":
         return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
     return f"{v:.1f} {unit}"
+
+
+def vs_floor(seconds: float, floor: float) -> str:
+    d = seconds - floor
+    return f"floor {'+' if d >= 0 else '-'} {abs(d):.2f} s"
 
 
 def emit(fig: Figure) -> Figure:
@@ -232,13 +239,20 @@ def run_once(argv: Sequence[str], cwd: Path | str | None = None, env: dict[str, 
         os.close(fd)
         cmd = [TIME_BIN, "-v", "-o", tfile, *cmd]
     t0 = time.perf_counter()
+    # its own process group, so that a timeout kills barca and its workers, not just `time`
+    p = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        p = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True,
-                           timeout=timeout)
-        rc, out, err = p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as e:
+        out, err = p.communicate(timeout=timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
         dt = time.perf_counter() - t0
-        return Run(dt, -1, _s(e.stdout), f"timed out after {timeout:.0f} s\n" + _s(e.stderr), None)
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        out, err = p.communicate()
+        return Run(dt, -1, out, f"timed out after {timeout:.0f} s\n{err}", None)
     dt = time.perf_counter() - t0
     peak_kb: int | None = None
     if use_time and tfile:
@@ -258,12 +272,6 @@ def run_once(argv: Sequence[str], cwd: Path | str | None = None, env: dict[str, 
     else:
         peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
     return Run(dt, rc, out, err, peak_kb)
-
-
-def _s(b: Any) -> str:
-    if b is None:
-        return ""
-    return b.decode(errors="replace") if isinstance(b, bytes) else str(b)
 
 
 def stderr_summary(err: str, rc: int | None = None) -> str:

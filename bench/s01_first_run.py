@@ -5,13 +5,14 @@ Each timed run gets a fresh copy of the project (a second run would be cached). 
 """
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (Figure, Fresh, barca, emit, figure, keys_pipeline, main,  # noqa: E402
-                     make_project, measure)
+                     make_project, measure, vs_floor)
 from floor import floor_figure  # noqa: E402
 
 N_KEYS = 2000
@@ -25,8 +26,7 @@ def run(opts, ctx) -> list[Figure]:
                 warmup=opts.warmup, prepare=fresh, timeout=opts.timeout)
     note = ""
     if not m.error and m.times and fl.median is not None:
-        import statistics
-        note = f"floor + {statistics.median(m.times) - fl.median:.2f} s"
+        note = vs_floor(statistics.median(m.times), fl.median)
     fig = emit(figure("S1", "first `get total`, 2,000 keys", m, note=note, expect_steps=2001))
     if not m.error and fresh.last is not None:
         ctx["s1_project"] = fresh.last   # S2-S6 and S13 continue from this project

@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (Figure, Fresh, barca, emit, failed, figure, heavy_runs,  # noqa: E402
                      heavy_warmup, keys_pipeline, main, make_project, measure, set_n_keys,
-                     target)
+                     target, vs_floor)
 from floor import floor_figure  # noqa: E402
 
 FULL, QUICK = 50_000, 10_000
@@ -27,15 +27,14 @@ def run(opts, ctx) -> list[Figure]:
                 timeout=opts.timeout)
     note = ""
     if not m.error and m.times and figs[0].median is not None:
-        note = f"floor + {statistics.median(m.times) - figs[0].median:.2f} s"
+        note = vs_floor(statistics.median(m.times), figs[0].median)
     figs.append(emit(figure("S12 first", f"{n:,} keys + fan-in, first run{sfx}", m,
                             tgt=target("S12 first", scaled), note=note, expect_steps=n + 1)))
-    for fid, what in (("S12 cached", f"{n:,} keys, cached run{sfx}"),
-                      ("S12 add key", f"{n:,} keys, after adding one key{sfx}")):
-        if m.error or fresh.last is None:
+    if m.error or fresh.last is None:
+        for fid, what in (("S12 cached", f"{n:,} keys, cached run{sfx}"),
+                          ("S12 add key", f"{n:,} keys, after adding one key{sfx}")):
             figs.append(emit(failed(fid, what, "needs the first run, which failed",
                                     tgt=target(fid, scaled))))
-    if m.error or fresh.last is None:
         return figs
     proj = fresh.last
     m2 = measure(get, runs=opts.runs, warmup=opts.warmup, cwd=proj, timeout=opts.timeout)

@@ -11,17 +11,12 @@ import re
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from conftest import PIPELINES, Project
+from conftest import Project
 
-UPSTREAM_KEYS_BUG = (
-    "partitions_from() over an unpartitioned list/dict source loses the dimension name: "
-    "barca runs steps `sales[emea]` (not `sales[region=emea]`), calls the function with "
-    "region='' (summary total 0), writes `.barca/artifacts/pipeline.py--sales_emea_-"
-    "e3b0c44298`, and keys final_output by `emea` instead of `region=emea`")
+
 
 LAST_RUN_OK = re.compile(r"^success \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \d+\.\d\ds$")
 
@@ -326,7 +321,6 @@ def test_keys_from_upstream_unknown_before_first_run(project):
     assert not (project.path / ".barca").exists()
 
 
-@pytest.mark.xfail(reason=UPSTREAM_KEYS_BUG, strict=True)
 def test_keys_from_upstream_append_and_remove(project):
     use(project, "regions_from.py")
     project.write("regions.txt", "emea amer apac\n")
@@ -355,85 +349,100 @@ def test_keys_from_upstream_append_and_remove(project):
     assert r.json()["final_output"] == {"regions": 3, "total": 130}
 
 
-@pytest.mark.xfail(reason=UPSTREAM_KEYS_BUG, strict=True)
-def test_keys_from_dict_source_sensor(project):
-    use(project, "dict_source.py")
+DICT_ASSET_SOURCE = """\
+    import json
+    from pathlib import Path
+
+    from barca import asset, collect, partitions_from, sensor
+
+
+    @sensor()
+    def raw() -> str:
+        return Path("versions.json").read_text()
+
+
+    @asset(inputs={"text": raw})
+    def versions(text: str) -> dict:
+        return json.loads(text)
+
+
+    @asset(partitions={"retailer": partitions_from(versions)})
+    def orders(retailer: str, versions: str) -> dict:
+        return {"retailer": retailer, "seen": versions}
+
+
+    @asset(inputs={"all_orders": collect(orders)})
+    def total(all_orders: list[dict]) -> dict:
+        return {"retailers": sorted(o["retailer"] for o in all_orders)}
+    """
+
+
+def dict_project(project: Project, source: str, with_value: bool) -> list[str]:
+    """The dict-source pipeline: versions is a sensor or an asset; orders takes the value or not.
+    Returns the ids of the source's own steps (which run when the file changes)."""
+    if source == "sensor":
+        use(project, "dict_source.py")
+        own = ["pipeline.py:versions"]
+    else:
+        project.write("pipeline.py", DICT_ASSET_SOURCE)
+        own = ["pipeline.py:raw", "pipeline.py:versions"]
+    if not with_value:
+        project.edit("pipeline.py", "def orders(retailer: str, versions: str) -> dict:",
+                     "def orders(retailer: str) -> dict:")
+        project.edit("pipeline.py", '"seen": versions}', '"seen": "-"}')
     project.write("versions.json", json.dumps({"r1": "2024-01-01", "r2": "2024-01-01",
                                                "r3": "2024-01-01"}))
+    return own
+
+
+@pytest.mark.parametrize("source", ["sensor", "asset"])
+def test_keys_from_dict_source_value_passed_under_source_name(project, source):
+    dict_project(project, source, with_value=True)
     r = ok(project.barca("get", "orders", "pipeline.py", "--agent", "--json"))
-    assert r.steps_line() == "4/4 steps | done"
-    # each key receives its own value under the source's name
     assert r.json()["final_output"] == {
         "retailer=r1": {"retailer": "r1", "seen": "2024-01-01"},
         "retailer=r2": {"retailer": "r2", "seen": "2024-01-01"},
         "retailer=r3": {"retailer": "r3", "seen": "2024-01-01"},
     }
-
-    # same values: only the sensor runs
-    r = ok(project.barca("get", "total", "pipeline.py", "--agent", "--json"))
-    assert set(r.completed()) == {"pipeline.py:versions", "pipeline.py:total"}
-
-    r = ok(project.barca("get", "total", "pipeline.py", "--agent", "--json"))
-    assert set(r.completed()) == {"pipeline.py:versions"}
-
-    # only r2's value changed: only r2 runs (and the fan-in over it)
     project.write("versions.json", json.dumps({"r1": "2024-01-01", "r2": "2024-02-01",
                                                "r3": "2024-01-01"}))
-    r = ok(project.barca("get", "total", "pipeline.py", "--agent", "--json"))
-    assert set(r.completed()) == {"pipeline.py:versions", "pipeline.py:orders[retailer=r2]",
-                                  "pipeline.py:total"}
     out = ok(project.barca("get", "orders", "pipeline.py", "--json")).json()["final_output"]
     assert out["retailer=r2"] == {"retailer": "r2", "seen": "2024-02-01"}
     assert out["retailer=r1"] == {"retailer": "r1", "seen": "2024-01-01"}
 
 
-@pytest.mark.xfail(reason=UPSTREAM_KEYS_BUG, strict=True)
-def test_keys_from_dict_source_asset_without_value_parameter(project):
-    project.write("pipeline.py", """\
-        import json
-        from pathlib import Path
+@pytest.mark.parametrize("source", ["sensor", "asset"])
+def test_keys_from_dict_source_only_changed_value_reruns(project, source):
+    own = set(dict_project(project, source, with_value=False))
+    r = ok(project.barca("get", "total", "pipeline.py", "--agent", "--json"))
+    assert set(r.completed()) == own | {f"pipeline.py:orders[retailer=r{i}]" for i in (1, 2, 3)
+                                        } | {"pipeline.py:total"}
+    assert r.json()["final_output"] == {"retailers": ["r1", "r2", "r3"]}
 
-        from barca import asset, partitions_from, sensor
+    # same values: only the sensor runs
+    r = ok(project.barca("get", "total", "pipeline.py", "--agent", "--json"))
+    sensor_id = "pipeline.py:versions" if source == "sensor" else "pipeline.py:raw"
+    assert set(r.completed()) == {sensor_id}
 
+    # only r2's value changed: only r2 runs (and the fan-in over it)
+    project.write("versions.json", json.dumps({"r1": "2024-01-01", "r2": "2024-02-01",
+                                               "r3": "2024-01-01"}))
+    r = ok(project.barca("get", "total", "pipeline.py", "--agent", "--json"))
+    assert set(r.completed()) == own | {"pipeline.py:orders[retailer=r2]", "pipeline.py:total"}
 
-        @sensor()
-        def raw() -> str:
-            return Path("versions.json").read_text()
-
-
-        @asset(inputs={"text": raw})
-        def stamps(text: str) -> dict:
-            return json.loads(text)
-
-
-        @asset(partitions={"retailer": partitions_from(stamps)})
-        def orders(retailer: str) -> dict:
-            return {"retailer": retailer}
-
-
-        @asset(partitions={"retailer": partitions_from(stamps)})
-        def orders_v(retailer: str, stamps: int) -> dict:
-            return {"retailer": retailer, "v": stamps}
-        """)
-    project.write("versions.json", json.dumps({"a": 1, "b": 1}))
-    r = ok(project.barca("get", "orders,orders_v", "pipeline.py", "--agent", "--json"))
-    assert r.steps_line() == "6/6 steps | done"
-    out = ok(project.barca("get", "orders_v", "pipeline.py", "--json")).json()["final_output"]
-    assert out == {"retailer=a": {"retailer": "a", "v": 1}, "retailer=b": {"retailer": "b", "v": 1}}
-
-    project.write("versions.json", json.dumps({"a": 1, "b": 2}))
-    r = ok(project.barca("get", "orders,orders_v", "pipeline.py", "--agent", "--json"))
-    assert set(r.completed()) == {"pipeline.py:raw", "pipeline.py:stamps",
-                                  "pipeline.py:orders[retailer=b]",
-                                  "pipeline.py:orders_v[retailer=b]"}
+    # a new key runs alone; a removed key runs no key
+    project.write("versions.json", json.dumps({"r1": "2024-01-01", "r2": "2024-02-01",
+                                               "r4": "2024-01-01"}))
+    r = ok(project.barca("get", "total", "pipeline.py", "--agent", "--json"))
+    assert set(r.completed()) == own | {"pipeline.py:orders[retailer=r4]", "pipeline.py:total"}
+    assert r.json()["final_output"] == {"retailers": ["r1", "r2", "r4"]}
 
 
 # ----------------------------------------------------------------------------- 6. Removed key on disk
 
 @pytest.mark.parametrize("pipeline", [
     "regions_const.py",
-    pytest.param("regions_from.py",
-                 marks=pytest.mark.xfail(reason=UPSTREAM_KEYS_BUG, strict=True)),
+    "regions_from.py",
 ])
 def test_removed_key_leaves_results_on_disk(project, pipeline):
     use(project, pipeline)
@@ -465,8 +474,9 @@ def test_removed_key_leaves_results_on_disk(project, pipeline):
     else:
         project.write("regions.txt", "emea amer apac latam\n")
         r = ok(project.barca("get", "summary", "pipeline.py", "--json", "--agent"))
-        # the sensor and regions (whose value changed) run; no key of sales, not summary
-        assert set(r.completed()) == S("region_list", "regions")
+        # only the sensor (which always runs): regions over this list, every key of sales and
+        # the four-key summary are still cached
+        assert set(r.completed()) == S("region_list")
     assert r.json()["final_output"] == {"regions": 4, "total": 170}
 
 
@@ -484,10 +494,6 @@ def test_partition_key_is_not_a_target(project):
     assert not (project.path / ".barca" / "artifacts").exists()
 
 
-@pytest.mark.xfail(reason="barca prints a blank line after the first line of the --refresh "
-                   "error ('...in the cone of 'summary'.' then an empty line, then 'Upstream "
-                   "assets you can refresh: ...'); the page shows three lines, no blank line",
-                   strict=True)
 def test_partition_key_is_not_a_refresh_name(project):
     use(project, "regions_const.py")
     r = project.barca("get", "summary", "pipeline.py", "--refresh", "sales[region=emea]",
