@@ -358,14 +358,14 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 
 KEYS = st.lists(st.one_of(st.text(min_size=0, max_size=40), st.integers(-5, 5), st.none(),
                           st.booleans(), st.floats(allow_nan=False)), max_size=6)
-VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
                       lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c,
                                                                            max_size=3),
                       max_leaves=8)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
-@given(keys=KEYS, value=VALUES)
+@given(keys=KEYS, value=JSON_VALUES)
 def test_fuzz_keys_and_values(tmp_path_factory: pytest.TempPathFactory, keys: list, value) -> None:
     project = Project(tmp_path_factory.mktemp("fuzz"))
     project.write("pipeline.py", f"""
