@@ -213,6 +213,8 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
     ns = NodeState(nid, keys)
     src = source_dim(graph, nid)
     src_state = states.get(src[0]) if src else None
+    params = {p for p, _ in m.params}
+    dim_params = [d.name for d in m.dims if d.name in params]
     for key in keys:
         st = StepState(nid, key)
         ns.steps[key] = st
@@ -271,23 +273,26 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
                 elif src_state.out_values is not None:  # a dict source: this key's value
                     raw_key = _dim_value(key, m.dims[0].name)
                     value_digest = src_state.out_values.get(raw_key)
-                    if any(p == src_fn for p, _ in m.params):
+                    if src_fn in params:
                         st.kwargs[src_fn] = ("value", (src_state.out_raw or {}).get(raw_key))
             else:
                 up = need(src_state.steps.get(key) if src_state else None, src_id)
                 if up is not None:
                     inputs[f"input:{src_id}"] = up.run_hash  # type: ignore[assignment]
-                    if any(p == src_fn for p, _ in m.params):
+                    if src_fn in params:
                         st.kwargs[src_fn] = ("artifact", up.path, up.format, up.sha256)
-        for d in m.dims:
-            if any(p == d.name for p, _ in m.params):
-                st.kwargs[d.name] = ("value", _dim_value(key, d.name))
-        parts = dict(def_parts)
-        parts.update({k: digest(v) for k, v in inputs.items()})
-        if key:
-            parts["key"] = digest(key)
-        if value_digest is not None:
-            parts["value"] = value_digest[:16]
+        for d in dim_params:
+            st.kwargs[d] = ("value", _dim_value(key, d))
+        def all_parts() -> dict[str, str]:
+            """Each part's digest (stored with a result, compared to explain a miss)."""
+            parts = dict(def_parts)
+            parts.update({k: digest(v) for k, v in inputs.items()})
+            if key:
+                parts["key"] = digest(key)
+            if value_digest is not None:
+                parts["value"] = value_digest[:16]
+            return parts
+
         old = hist.latest_success.get(key)
         if blocked is not None:
             st.action, st.reason = "skipped", "upstream_failed"
@@ -306,10 +311,10 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
                 st.action, st.reason, st.detail = "unknown", "sensor_output_unknown", unknown
             continue
         if m.kind == "sensor":
-            st.parts = parts
+            st.parts = all_parts()
             st.action, st.reason, st.detail = "run", "sensor", "sensors always re-run"
             if predict:  # its last recorded value, if the sensor's code is unchanged
-                for row in reversed(list(hist.success.values())):
+                for row in reversed(hist.all_success()):
                     rp = row.part_digests()
                     if all(rp.get(k) == v for k, v in def_parts.items()):
                         st.run_hash, st.path, st.format = row.run_hash, row.path, row.format
@@ -317,19 +322,22 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
                         break
             continue
         st.run_hash = run_hash(def_hash, inputs, key, value_digest)
-        st.parts = parts
         if m.kind == "task":
+            st.parts = all_parts()
             st.action, st.reason, st.detail = "run", "task", "tasks always run"
             continue
         if forced:
+            st.parts = all_parts()
             st.action, st.reason, st.detail = "run", "refresh", "refresh"
             continue
-        row = hist.success.get(st.run_hash)
+        row = hist.success(st.run_hash)
         if row is None and m.freshness == "manual" and old is not None:
             row = old
         if row is None and old is None:
             row = ctx.adoptable(nid, key, st.run_hash)
             st.adopted = row is not None
+            if st.adopted:
+                st.parts = all_parts()
         if row is not None:  # an artifact that went missing is recomputed when it is read
             st.action, st.reason, st.detail = "cached", "materialized", "-"
             st.row, st.path, st.format, st.sha256 = row, row.path, row.format, row.sha256
@@ -337,9 +345,10 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
             st.shape = row.shape
             continue
         st.action = "run"
+        st.parts = all_parts()
         last = hist.latest.get(key)
         if old is not None:
-            st.reason, st.detail = "changed", explain(parts, old.part_digests())
+            st.reason, st.detail = "changed", explain(st.parts, old.part_digests())
         elif last is not None and last.status == "failed":
             st.reason, st.detail = "failed", f"last run failed: {last.error}"
         else:

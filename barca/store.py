@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS materializations (
     partition TEXT NOT NULL, run_hash TEXT NOT NULL, path TEXT, format TEXT, size INTEGER,
     sha256 TEXT, parts TEXT, status TEXT NOT NULL, error TEXT, traceback TEXT, elapsed REAL,
     run_id TEXT, created_at REAL NOT NULL, shape TEXT, value_hash TEXT);
-CREATE INDEX IF NOT EXISTS mat_asset ON materializations(asset, id);
+CREATE INDEX IF NOT EXISTS mat_asset ON materializations(asset, partition, status);
+CREATE INDEX IF NOT EXISTS mat_hash ON materializations(asset, run_hash);
 """
 COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "sha256", "parts",
            "status", "error", "traceback", "elapsed", "run_id", "created_at", "shape",
@@ -53,16 +54,36 @@ class Row:
         return json.loads(self.parts) if self.parts else {}
 
 
-@dataclass
 class NodeHistory:
-    """What the store knows of one node: successes by run hash, and the latest row per key."""
-    success: dict[str, Row]        # run_hash -> newest successful row
-    latest_success: dict[str, Row]  # partition -> newest successful row
-    latest: dict[str, Row]         # partition -> newest row of any status
+    """What the store knows of one node: the newest row per key (any status, and successful),
+    and successful rows looked up by run hash."""
+
+    def __init__(self, store: "Store | None", asset: str, latest: dict[str, Row],
+                 latest_success: dict[str, Row], older_success: bool) -> None:
+        self.store, self.asset = store, asset
+        self.latest = latest                  # partition -> newest row of any status
+        self.latest_success = latest_success  # partition -> newest successful row
+        self._by_hash = {r.run_hash: r for r in latest_success.values()}
+        self._older = older_success           # successes exist beyond the newest per key
 
     @classmethod
     def empty(cls) -> "NodeHistory":
-        return cls({}, {}, {})
+        return cls(None, "", {}, {}, False)
+
+    def success(self, run_hash: str) -> Row | None:
+        """A successful row with this run hash (the newest), if any."""
+        row = self._by_hash.get(run_hash)
+        if row is None and self._older and self.store is not None:
+            row = self.store.success_row(self.asset, run_hash)
+            if row is not None:
+                self._by_hash[run_hash] = row
+        return row
+
+    def all_success(self) -> list[Row]:
+        """Every successful row, oldest first (small nodes only: sensors)."""
+        if self.store is None:
+            return []
+        return self.store.rows(self.asset, "status='success'")
 
 
 class Store:
@@ -120,24 +141,43 @@ class Store:
             self.conn = None
 
     # ---------------------------------------------------------------- reads
-    def history(self, asset: str) -> NodeHistory:
+    _SELECT = ("SELECT id, node, asset, partition, run_hash, path, format, size, sha256, parts, "
+               "status, error, elapsed, run_id, created_at, shape, value_hash "
+               "FROM materializations ")
+
+    def rows(self, asset: str, where: str = "1", args: tuple[Any, ...] = ()) -> list[Row]:
         if self.conn is None:
-            return NodeHistory.empty()
+            return []
         try:
-            cur = self.conn.execute(
-                "SELECT id, node, asset, partition, run_hash, path, format, size, sha256, parts, "
-                "status, error, elapsed, run_id, created_at, shape, value_hash "
-                "FROM materializations WHERE asset=? ORDER BY id", (asset,))
-            rows = [Row(*r) for r in cur]
+            cur = self.conn.execute(self._SELECT + f"WHERE asset=? AND {where} ORDER BY id",
+                                    (asset, *args))
+            return [Row(*r) for r in cur]
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
-        h = NodeHistory.empty()
-        for r in rows:
-            h.latest[r.partition] = r
+
+    def history(self, asset: str) -> NodeHistory:
+        """The newest row per key and status in one query (not the whole history)."""
+        if self.conn is None:
+            return NodeHistory.empty()
+        rows = self.rows(asset, "id IN (SELECT max(id) FROM materializations WHERE asset=? "
+                                "GROUP BY partition, status)", (asset,))
+        latest: dict[str, Row] = {}
+        latest_success: dict[str, Row] = {}
+        for r in rows:  # ordered by id: newer rows overwrite older ones
+            latest[r.partition] = r
             if r.status == "success":
-                h.success[r.run_hash] = r
-                h.latest_success[r.partition] = r
-        return h
+                latest_success[r.partition] = r
+        try:
+            count = self.conn.execute(
+                "SELECT count(*) FROM materializations WHERE asset=? AND status='success'",
+                (asset,)).fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise self._db_error(exc) from None
+        return NodeHistory(self, asset, latest, latest_success, count > len(latest_success))
+
+    def success_row(self, asset: str, run_hash: str) -> Row | None:
+        found = self.rows(asset, "run_hash=? AND status='success'", (run_hash,))
+        return found[-1] if found else None
 
     def runs(self, limit: int = 20) -> list[dict[str, Any]]:
         if self.conn is None:

@@ -1,6 +1,7 @@
 """Domain value types shared by every layer: node ids, run hashes, partition keys."""
 from __future__ import annotations
 
+import functools
 from typing import NewType
 
 NodeId = NewType("NodeId", str)          # "pipeline.py:prices"
@@ -28,8 +29,9 @@ def format_key(values: dict[str, str]) -> PartitionKey:
     return PartitionKey(",".join(f"{_escape(d)}={_escape(values[d])}" for d in sorted(values)))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def parse_key(key: str) -> dict[str, str]:
-    """Inverse of :func:`format_key`."""
+    """Inverse of :func:`format_key` (memoised: do not mutate the result)."""
     out: dict[str, str] = {}
     if not key:
         return out
