@@ -16,16 +16,19 @@ __all__ = [
     "Always", "BarcaError", "Cancelled", "InfrastructureError", "Manual", "Schedule",
     "StepFailed", "UsageError", "__version__", "asset", "collect", "get", "history",
     "list_nodes", "load_ipython_extension", "partitions", "partitions_from", "plan", "run",
-    "sensor", "sink", "sql", "status", "task",
+    "sensor", "sink", "sql", "status", "task", "graph", "StatusWidget",
 ]
 
-_API = {"get", "run", "status", "list_nodes", "plan", "history", "sql"}
+_API = {"get", "run", "status", "list_nodes", "plan", "history", "sql", "graph"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _API:
         from barca import api
         return getattr(api, name)
+    if name == "StatusWidget":
+        from barca.jupyter.widget import StatusWidget
+        return StatusWidget
     raise AttributeError(f"module 'barca' has no attribute {name!r}")
 
 

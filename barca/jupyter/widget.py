@@ -1,0 +1,302 @@
+"""``barca.StatusWidget``: the status table, the DAG picture, and Get / Refresh / Dry run, in
+standard ipywidgets.
+
+The engine does the work (``barca.api``) and returns result objects; this module only renders
+them. Actions run on a background thread so the kernel never blocks; that thread (and the
+polling thread) only ever set widget trait values, which ipywidgets syncs to the front end."""
+from __future__ import annotations
+
+import html
+import threading
+import traceback
+import weakref
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as widgets
+
+from barca import events as ev
+from barca.errors import BarcaError, StepFailed
+from barca.render import COLOURS
+
+POLL_SECONDS = 1.0
+# widget-only layout: the HTML widget's own line height would double the table's row height
+_CSS = ("<style>.barca-status-widget .barca-table td,.barca-status-widget .barca-table th"
+        "{line-height:1.5;white-space:nowrap}.barca-status-widget .barca-badge"
+        "{line-height:1.5}</style>")
+
+
+def _signature(paths: tuple[Path, ...]) -> tuple[Any, ...]:
+    """Cheap fingerprint of the metadata: (mtime, size) of each file, None when missing."""
+    out = []
+    for p in paths:
+        try:
+            st = p.stat()
+            out.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _poll(ref: "weakref.ref[StatusWidget]", stop: threading.Event, paths: tuple[Path, ...],
+          interval: float) -> None:
+    """The auto-refresh loop. Holds the widget only through a weak reference, so it ends when
+    the widget is closed or garbage collected."""
+    while not stop.wait(interval):
+        widget = ref()
+        if widget is None:
+            return
+        try:
+            if _signature(paths) != widget._seen:
+                widget.refresh_view()
+        except Exception:  # never let the poller die on a transient error (a file mid-write)
+            pass
+        del widget
+
+
+def _error_html(title: str, text: str, detail: str = "") -> str:
+    red = COLOURS["failed"]
+    out = (f'<div class="barca-error" style="color:{red};font-family:monospace;font-size:12px">'
+           f"<b>{html.escape(title)}</b>: {html.escape(text)}</div>")
+    if detail:
+        out += (f'<pre style="font-size:11px;max-height:16em;overflow:auto">'
+                f"{html.escape(detail)}</pre>")
+    return out
+
+
+class StatusWidget(widgets.VBox):
+    """A live status view of a project: table, DAG, node selector and actions.
+
+    ``StatusWidget("pipeline.py")``; ``StatusWidget("report", "pipeline.py")`` preselects
+    ``report``. Polls ``.barca/metadata.db`` (and its WAL) about once a second and re-renders
+    when a run from anywhere changes it; ``close()`` stops the polling."""
+
+    def __init__(self, *files: str, poll_interval: float = POLL_SECONDS, **kw: Any) -> None:
+        from barca.commands import split_target
+        from barca.discovery import find_root
+
+        target, rest = split_target([str(f) for f in files if f is not None])
+        self.files = tuple(rest)
+        self.root = find_root()
+        self.report: Any = None          # the last StatusReport
+        self.dag: Any = None             # the last DagPicture
+        self.last_result: Any = None     # the last RunResult or Plan
+        self.last_error: BaseException | None = None
+        self._live: dict[str, str] = {}  # node -> running | failed, drawn over the status
+        self._pending: dict[str, int] = {}
+        self._lock = threading.RLock()
+        self._busy = False
+        self._worker: threading.Thread | None = None
+        self._seen: tuple[Any, ...] = ()
+        db = self.root / ".barca" / "metadata.db"
+        self._watched = (db, db.with_name(db.name + "-wal"))
+
+        self.table = widgets.HTML(layout=widgets.Layout(overflow="auto"))
+        self.picture = widgets.HTML(layout=widgets.Layout(overflow="auto"))
+        self.selector = widgets.Dropdown(description="node", options=[],
+                                         layout=widgets.Layout(width="auto"))
+        self.get_button = widgets.Button(description="Get", button_style="success",
+                                         tooltip="bring the node up to date",
+                                         layout=widgets.Layout(width="96px"))
+        self.refresh_button = widgets.Button(description="Refresh", button_style="warning",
+                                             tooltip="recompute the node (--refresh) and below",
+                                             layout=widgets.Layout(width="96px"))
+        self.dry_run_button = widgets.Button(description="Dry run",
+                                             tooltip="say what Get would run; run nothing",
+                                             layout=widgets.Layout(width="96px"))
+        self.progress = widgets.IntProgress(value=0, min=0, max=1, description="",
+                                            layout=widgets.Layout(width="240px",
+                                                                  visibility="hidden"))
+        self.message = widgets.HTML()
+        self.get_button.on_click(lambda _b: self._start("get"))
+        self.refresh_button.on_click(lambda _b: self._start("refresh"))
+        self.dry_run_button.on_click(lambda _b: self._start("dry_run"))
+        bar = widgets.HBox([self.selector, self.get_button, self.refresh_button,
+                            self.dry_run_button, self.progress],
+                           layout=widgets.Layout(align_items="center", flex_flow="row wrap"))
+        super().__init__(children=[self.table, self.picture, bar, self.message], **kw)
+        self.add_class("barca-status-widget")
+        self.refresh_view()
+        if target is not None:
+            self.select(target)
+
+        self._stop = threading.Event()
+        self._poller = threading.Thread(
+            target=_poll, args=(weakref.ref(self), self._stop, self._watched, poll_interval),
+            name="barca-status-poll", daemon=True)
+        self._poller.start()
+
+    # ------------------------------------------------------------------ rendering
+
+    def refresh_view(self) -> None:
+        """Read the status again and redraw the table, the picture and the selector."""
+        from barca import api
+
+        with self._lock:
+            seen = _signature(self._watched)
+            try:
+                report = api.status(None, *self.files)
+            except BarcaError as exc:
+                self._seen = seen
+                self.message.value = _error_html(type(exc).__name__, exc.message,
+                                                 exc.remediation)
+                return
+            self.report = report
+            self._seen = seen
+            self._draw()
+            ids = [(r.name if sum(x.name == r.name for x in report.rows) == 1 else r.id, r.id)
+                   for r in report.rows]
+            if list(self.selector.options) != ids:
+                keep = self.selector.value
+                self.selector.options = ids
+                values = [v for _, v in ids]
+                if keep in values:
+                    self.selector.value = keep
+                elif values:
+                    self.selector.value = values[-1]
+
+    def _draw(self) -> None:
+        from barca.dag import DagPicture
+
+        with self._lock:
+            if self.report is None:
+                return
+            self.dag = DagPicture.from_status(self.report, states=self._live)
+            self.table.value = _CSS + self.report._repr_html_()
+            self.picture.value = self.dag.svg()
+
+    def select(self, node: str) -> str:
+        """Select a node by id (``pipeline.py:report``) or name (``report``); its id."""
+        values = [v for _, v in self.selector.options]
+        match = [v for v in values if v == node] or [v for v in values
+                                                    if v.rsplit(":", 1)[-1] == node]
+        if not match:
+            raise ValueError(f"no node {node!r} in this widget; nodes: {', '.join(values)}")
+        self.selector.value = match[0]
+        return match[0]
+
+    # ------------------------------------------------------------------ actions
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    @property
+    def polling(self) -> bool:
+        return self._poller.is_alive()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the running action (if any) to finish; True when none is running."""
+        worker = self._worker
+        if worker is not None:
+            worker.join(timeout)
+        return not self._busy
+
+    def _start(self, action: str) -> None:
+        node = self.selector.value
+        if not node:
+            self.message.value = _error_html("barca", "select a node first")
+            return
+        with self._lock:
+            if self._busy:
+                self.message.value = _error_html("barca", "a run is in progress; wait for it")
+                return
+            self._busy = True
+        self._set_buttons(False)
+        self._worker = threading.Thread(target=self._run, args=(action, node),
+                                        name=f"barca-widget-{action}", daemon=True)
+        self._worker.start()
+
+    def _set_buttons(self, enabled: bool) -> None:
+        for b in (self.get_button, self.refresh_button, self.dry_run_button):
+            b.disabled = not enabled
+
+    def _run(self, action: str, node: str) -> None:
+        """The background thread: call the engine, update widget values only."""
+        from barca import api
+
+        name = node.rsplit(":", 1)[-1]
+        try:
+            kind = next((r.kind for r in self.report.rows if r.id == node), "asset")
+            command = "run" if kind == "task" else "get"
+            refresh = node if action == "refresh" else None
+            self._live = {k: v for k, v in self._live.items() if v != "failed"}
+            self.last_error = None
+            plan = api.plan_run(node, *self.files, command=command, refresh=refresh)
+            if action == "dry_run":
+                self.last_result = plan
+                self.message.value = _CSS + plan._repr_html_()
+                return
+            self._pending = {r.step: r.will_run for r in plan.rows if r.will_run}
+            self._live = {n: "running" for n in self._pending}
+            total = max(1, plan.summary()["will_run"])
+            self.progress.bar_style = "info"
+            self.progress.max, self.progress.value = total, 0
+            self.progress.layout.visibility = "visible"
+            self.message.value = (f'<span style="font-family:monospace;font-size:12px">'
+                                  f"running {html.escape(command)} {html.escape(name)}"
+                                  f"{' --refresh' if refresh else ''}…</span>")
+            self._draw()
+            result = api.materialize(node, *self.files, command=command, refresh=refresh,
+                                     on_event=self._on_event)
+            self.last_result = result
+            self.progress.max = max(1, result.steps_total)
+            self.progress.value = self.progress.max
+            self.progress.bar_style = "success"
+            self.message.value = _CSS + result._repr_html_()
+        except StepFailed as exc:
+            self.last_error = exc
+            self.last_result = exc.result
+            self.progress.bar_style = "danger"
+            self.message.value = _error_html("step failed", exc.message,
+                                             str(exc.extra.get("traceback") or ""))
+        except BarcaError as exc:
+            self.last_error = exc
+            self.progress.bar_style = "danger"
+            self.message.value = _error_html(type(exc).__name__, exc.message, exc.remediation)
+        except Exception as exc:  # a bug: show it rather than lose it in a thread
+            self.last_error = exc
+            self.progress.bar_style = "danger"
+            self.message.value = _error_html(type(exc).__name__, str(exc),
+                                             traceback.format_exc())
+        finally:
+            self._live = {k: v for k, v in self._live.items() if v == "failed"}
+            self._pending = {}
+            try:
+                self.refresh_view()
+            finally:
+                self._busy = False
+                self._set_buttons(True)
+
+    def _on_event(self, e: ev.Event) -> None:
+        if isinstance(e, ev.StepCompleted):
+            self.progress.max = max(self.progress.max, e.total)
+            self.progress.value = min(e.done, self.progress.max)
+            self._step_done(e.step.split("[", 1)[0], None)
+        elif isinstance(e, ev.StepFailedEvent):
+            self._step_done(e.step.split("[", 1)[0], "failed")
+
+    def _step_done(self, node: str, state: str | None) -> None:
+        with self._lock:
+            left = self._pending.get(node, 0) - 1
+            self._pending[node] = left
+            if state is not None:
+                self._live = {**self._live, node: state}
+            elif left <= 0 and self._live.get(node) == "running":
+                self._live = {k: v for k, v in self._live.items() if k != node}
+            else:
+                return
+            self.refresh_view()  # the node finished (or failed): redraw it now
+
+    # ------------------------------------------------------------------ lifetime
+
+    def close(self) -> None:
+        """Stop polling and close the widget and its parts."""
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop.set()
+        for w in (self.table, self.picture, self.selector, self.get_button,
+                  self.refresh_button, self.dry_run_button, self.progress, self.message,
+                  *self.children):
+            w.close()
+        super().close()  # ipywidgets' __del__ calls close() too
