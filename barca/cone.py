@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import builtins
 import hashlib
+import re
 import symtable
 import warnings
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ Import = Union[ast.Import, ast.ImportFrom]
 Binding = tuple  # (import statement, alias)
 
 _BUILTINS = frozenset(dir(builtins))
+_LINE_END = re.compile(r"\r\n|\r|\n")
 # Names every module has without binding them: using them never means "look elsewhere".
 _IMPLICIT = frozenset({"__file__", "__name__", "__doc__", "__spec__", "__loader__",
                        "__package__", "__path__", "__cached__", "__builtins__",
@@ -61,7 +63,6 @@ class Index:
     conservative: set[str]            # bound where static analysis cannot pin it down
     stars: list[ast.ImportFrom]       # ``from x import *`` (at any depth of module code)
     dynamic: bool                     # globals()/exec/vars/__getattr__: any name may exist
-    whole: str                        # digest of the whole module
 
 
 def _bound_names(stmt: ast.AST, stars: list[ast.ImportFrom]) -> set[str]:
@@ -87,7 +88,7 @@ def _bound_names(stmt: ast.AST, stars: list[ast.ImportFrom]) -> set[str]:
     return out
 
 
-def build_index(tree: ast.Module) -> Index:
+def build_index(tree: ast.Module, source: str | None = None) -> Index:
     defs: dict[str, list[ast.stmt]] = {}
     kinds: dict[str, list[str]] = {}
     conservative: set[str] = set()
@@ -117,7 +118,8 @@ def build_index(tree: ast.Module) -> Index:
         else:  # if/try/for/while/with/match, tuple unpacking, augmented assignment, del, ...
             conservative |= _bound_names(stmt, stars)
     dynamic = False
-    for n in ast.walk(tree):
+    needles = (":=", "global", *_DYNAMIC)
+    for n in ast.walk(tree) if source is None or any(x in source for x in needles) else ():
         if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
             conservative.add(n.target.id)     # a walrus may bind a module global
         elif isinstance(n, ast.Global):
@@ -129,7 +131,7 @@ def build_index(tree: ast.Module) -> Index:
     for n in conservative:
         defs.pop(n, None)
     dynamic = dynamic or "__getattr__" in defs or "__getattr__" in conservative
-    return Index(defs, conservative, stars, dynamic, _digest(dump(tree)))
+    return Index(defs, conservative, stars, dynamic)
 
 
 @dataclass(eq=False)
@@ -139,28 +141,46 @@ class Module:
     path: Path | None                 # the source file; None for a namespace package
     tree: ast.Module | None
     dirs: tuple[Path, ...]            # where its submodules live (packages only)
+    source: str | None = None         # (lets the index skip a walk for absent constructs)
     _index: Index | None = None
     _chains: dict[str, set[Chain]] | None = None
     _bindings: dict[str, list[Binding]] | None = None
     _dynamic_imports: list[str] = field(default_factory=list)
+    _whole: str | None = None
+    _lines: list[str] | None = None
+
+    @property
+    def lines(self) -> list[str] | None:
+        if self._lines is None and self.source is not None:
+            self._lines = _LINE_END.split(self.source)  # as the tokenizer counts lines
+        return self._lines
+
+    @property
+    def whole(self) -> str:
+        """Digest of the whole module (formatting and comments do not count)."""
+        if self._whole is None:
+            assert self.tree is not None
+            self._whole = _digest(dump(self.tree))
+        return self._whole
 
     @property
     def index(self) -> Index:
         if self._index is None:
             assert self.tree is not None
-            self._index = build_index(self.tree)
+            self._index = build_index(self.tree, self.source)
         return self._index
 
     def _scan(self) -> None:
         assert self.tree is not None
         self._bindings = {}
-        for n in ast.walk(self.tree):
+        nodes = list(ast.walk(self.tree))
+        for n in nodes:
             if isinstance(n, (ast.Import, ast.ImportFrom)):
                 for a in n.names:
                     if a.name != "*":
                         self._bindings.setdefault(local_name(n, a), []).append((n, a))
-        self._chains = name_chains(self.tree, None)
-        self._dynamic_imports = dynamic_imports(self.tree)
+        self._chains = name_chains(self.tree, None, nodes)
+        self._dynamic_imports = dynamic_imports(self.tree, nodes)
 
     @property
     def chains(self) -> dict[str, set[Chain]]:
@@ -179,15 +199,28 @@ class Module:
 
 # ----------------------------------------------------------------------------- one definition
 
-def global_names(tree: ast.AST) -> set[str]:
+def global_names(tree: ast.AST, lines: list[str] | None = None) -> set[str]:
     """The module-level names a definition reads, by Python's own scope analysis
     (``symtable``): a parameter or local that shadows a global is not mistaken for it. Builtins
     are kept: a module (or a star import) may shadow them. In a class body every name read
-    counts (``X = X`` there reads the global)."""
+    counts (``X = X`` there reads the global). ``lines``, the module's source, saves unparsing
+    a module-level statement (its own lines are its text; a trailing ``; stmt`` only adds)."""
+    text = None
+    if lines is not None and isinstance(tree, ast.stmt) and tree.col_offset == 0 \
+            and tree.end_lineno is not None:
+        first = min([tree.lineno] + [d.lineno for d in getattr(tree, "decorator_list", ())])
+        text = "\n".join(lines[first - 1:tree.end_lineno])
+        if isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                not text.startswith(("@", "def", "async", "class")):
+            text = None  # an unusual layout: unparse instead
     try:
-        table = symtable.symtable(ast.unparse(tree), "<barca>", "exec")
-    except SyntaxError:  # pragma: no cover - unparse of a parsed tree compiles
-        return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        table = symtable.symtable(text if text is not None else ast.unparse(tree),
+                                  "<barca>", "exec")
+    except SyntaxError:
+        try:
+            table = symtable.symtable(ast.unparse(tree), "<barca>", "exec")
+        except SyntaxError:  # pragma: no cover - unparse of a parsed tree compiles
+            return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     out: set[str] = set()
 
     def visit(t: symtable.SymbolTable, top: bool) -> None:
@@ -204,37 +237,35 @@ def global_names(tree: ast.AST) -> set[str]:
     return out
 
 
-def name_chains(tree: ast.AST, wanted: set[str] | None) -> dict[str, set[Chain]]:
+def name_chains(tree: ast.AST, wanted: set[str] | None,
+                nodes: list[ast.AST] | None = None) -> dict[str, set[Chain]]:
     """For each name (of ``wanted``), the attribute chains read off it: ``h.a.b`` -> ("a", "b");
     a bare use (``f(h)``, ``getattr(h, x)``) -> ()."""
-    parents: dict[ast.AST, ast.AST] = {}
-    names: list[ast.Name] = []
-    for p in ast.walk(tree):
-        for c in ast.iter_child_nodes(p):
-            parents[c] = p
-            if isinstance(c, ast.Name) and (wanted is None or c.id in wanted):
-                names.append(c)
-    if isinstance(tree, ast.Name) and (wanted is None or tree.id in wanted):
-        names.append(tree)
+    if nodes is None:
+        nodes = list(ast.walk(tree))
+    attrs = [n for n in nodes if isinstance(n, ast.Attribute)]
+    inner = {id(a.value) for a in attrs}       # nodes read through an attribute
     out: dict[str, set[Chain]] = {}
-    for n in names:
+    for a in attrs:
+        if id(a) in inner:
+            continue                           # not the outermost attribute of its chain
         chain: list[str] = []
-        cur: ast.AST = n
-        while True:
-            p = parents.get(cur)
-            if isinstance(p, ast.Attribute) and p.value is cur:
-                chain.append(p.attr)
-                cur = p
-            else:
-                break
-        out.setdefault(n.id, set()).add(tuple(chain))
+        cur: ast.AST = a
+        while isinstance(cur, ast.Attribute):
+            chain.append(cur.attr)
+            cur = cur.value
+        if isinstance(cur, ast.Name) and (wanted is None or cur.id in wanted):
+            out.setdefault(cur.id, set()).add(tuple(reversed(chain)))
+    for n in nodes:
+        if isinstance(n, ast.Name) and id(n) not in inner and (wanted is None or n.id in wanted):
+            out.setdefault(n.id, set()).add(())
     return out
 
 
-def dynamic_imports(tree: ast.AST) -> list[str]:
+def dynamic_imports(tree: ast.AST, nodes: list[ast.AST] | None = None) -> list[str]:
     """``importlib.import_module("x")`` / ``__import__("x")`` with a literal name."""
     out: list[str] = []
-    for n in ast.walk(tree):
+    for n in nodes if nodes is not None else ast.walk(tree):
         if (isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Constant)
                 and isinstance(n.args[0].value, str)):
             f = n.func
@@ -253,17 +284,18 @@ class Uses:
     dynamic: list[str]
 
 
-def analyse(tree: ast.AST, extra: Iterable[ast.AST] = (), extra_names: Iterable[str] = ()
-            ) -> Uses:
+def analyse(tree: ast.AST, extra: Iterable[ast.AST] = (), extra_names: Iterable[str] = (),
+            lines: list[str] | None = None) -> Uses:
     """The uses of a definition. ``extra`` are expressions evaluated at module level (counted
-    decorator arguments) whose names count too."""
-    names = global_names(tree)
+    decorator arguments) whose names count too; ``lines`` is the module's source."""
+    names = global_names(tree, lines)
+    nodes = list(ast.walk(tree))
     locals_: dict[str, list[Binding]] = {}
-    for n in ast.walk(tree):
+    for n in nodes:
         if isinstance(n, (ast.Import, ast.ImportFrom)):
             for a in n.names:
                 locals_.setdefault(local_name(n, a), []).append((n, a))
-    chains = name_chains(tree, names | set(locals_))
+    chains = name_chains(tree, names | set(locals_), nodes)
     extra_names = set(extra_names)
     for e in extra:
         for nm, cs in name_chains(e, extra_names).items():
@@ -273,7 +305,7 @@ def analyse(tree: ast.AST, extra: Iterable[ast.AST] = (), extra_names: Iterable[
         names=[(nm, c) for nm in sorted(names) for c in sorted(chains.get(nm) or {()})],
         imports=[(b, c) for nm in sorted(locals_) for b in locals_[nm]
                  for c in sorted(chains.get(nm, ()))],
-        dynamic=dynamic_imports(tree))
+        dynamic=dynamic_imports(tree, nodes))
 
 
 # ----------------------------------------------------------------------------- the project
@@ -281,13 +313,15 @@ def analyse(tree: ast.AST, extra: Iterable[ast.AST] = (), extra_names: Iterable[
 class Project:
     """The project's modules, parsed once each (memoised for one command), and the cone walk."""
 
-    def __init__(self, root: Path, trees: dict[str, ast.Module] | None = None) -> None:
+    def __init__(self, root: Path, trees: dict[str, tuple[str, ast.Module]] | None = None
+                 ) -> None:
         self.root = Path(root).resolve()
-        self._trees = dict(trees or {})           # abspath -> already parsed tree
+        self._trees = dict(trees or {})           # abspath -> (source, tree) already parsed
         self._modules: dict[str, Module | None] = {}
         self._find: dict[tuple[Any, ...], Module | None] = {}
         self._uses: dict[tuple[int, str], Uses] = {}
         self._stmt_digest: dict[tuple[int, str], str] = {}
+        self._pipelines: dict[str, tuple[Module | None, tuple[Path, ...]]] = {}
 
     # ------------------------------------------------------------ modules
     def _allowed(self, path: Path) -> bool:
@@ -311,13 +345,13 @@ class Project:
         if (pipeline or self._allowed(path)) and path.is_file():
             from barca.discovery import relative_id
             rel = relative_id(path, self.root)
-            tree = self._trees.get(key) or self._parse(path, rel)
+            source, tree = self._trees.get(key) or self._parse(path, rel)
             dirs = (path.parent,) if path.name == "__init__.py" else ()
-            mod = Module(rel, path, tree, dirs)
+            mod = Module(rel, path, tree, dirs, source)
         self._modules[key] = mod
         return mod
 
-    def _parse(self, path: Path, rel: str) -> ast.Module:
+    def _parse(self, path: Path, rel: str) -> tuple[str, ast.Module]:
         from barca.discovery import syntax_error
         from barca.errors import UsageError
         try:
@@ -329,7 +363,7 @@ class Project:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                return ast.parse(source, filename=rel)
+                return source, ast.parse(source, filename=rel)
         except SyntaxError as exc:
             raise syntax_error(rel, exc) from None
 
@@ -400,7 +434,7 @@ class Project:
     def uses(self, mod: Module, name: str, stmt: ast.stmt) -> Uses:
         key = (id(mod), name)
         if key not in self._uses:
-            self._uses[key] = analyse(stmt)
+            self._uses[key] = analyse(stmt, lines=mod.lines)
         return self._uses[key]
 
     def binding_digest(self, mod: Module, name: str, stmts: list[ast.stmt]) -> str:
@@ -422,11 +456,20 @@ class Project:
         return self._stmt_digest[key]
 
     # ------------------------------------------------------------ the cone of one step
-    def cone(self, file: Path, uses: Uses, exclude: str) -> dict[str, str]:
+    def lines(self, file: Path) -> list[str] | None:
+        """The source lines of a pipeline file (for ``analyse``)."""
         mod = self.module_at(file, pipeline=True)
+        return mod.lines if mod is not None else None
+
+    def cone(self, file: Path, uses: Uses, exclude: str) -> dict[str, str]:
+        key = str(file)
+        if key not in self._pipelines:
+            real = file.resolve()
+            self._pipelines[key] = (self.module_at(real, pipeline=True),
+                                    tuple(dict.fromkeys([real.parent, self.root])))
+        mod, search = self._pipelines[key]
         if mod is None:  # pragma: no cover - a pipeline file exists
             return {}
-        search = tuple(dict.fromkeys([file.resolve().parent, self.root]))
         walk = _Walk(self, search)
         walk.exclude = (id(mod), exclude)
         walk.add_uses(mod, uses)
@@ -511,14 +554,34 @@ class _Walk:
             return
         if sub is not None:
             return
-        self._via_stars(mod, name, chain)
+        if self._via_stars(mod, name, chain):
+            return
         if idx.dynamic or (name not in _BUILTINS and name not in _IMPLICIT):
             self.push("whole", mod, False)  # bound in a way we cannot see: hash all of it
 
-    def _via_stars(self, mod: Module, name: str, chain: Chain) -> None:
+    def _via_stars(self, mod: Module, name: str, chain: Chain) -> bool:
+        """``name`` as the star imports of ``mod`` may bind it: the whole defining module
+        (star imports are a conservative case), and the name itself as it defines it."""
+        found = False
         for src in self._stars(mod):
-            self.push("whole", src, False)
-            self.push("sym", src, name, chain)
+            if self._may_bind(src, name, set()):
+                found = True
+                self.push("whole", src, False)
+                self.push("sym", src, name, chain)
+        return found
+
+    def _may_bind(self, mod: Module, name: str, seen: set[int]) -> bool:
+        """Whether ``from mod import *`` may bind ``name``."""
+        if id(mod) in seen:
+            return False
+        seen.add(id(mod))
+        if mod.tree is None:
+            return False
+        idx = mod.index
+        if (name in idx.defs or name in idx.conservative or idx.dynamic
+                or self.p.submodule(mod, name) is not None):
+            return True
+        return any(self._may_bind(s, name, seen) for s in self._stars(mod))
 
     def _mod(self, mod: Module, chain: Chain) -> None:
         """A module read with ``chain``: ``()`` means the module itself is used as a value."""
@@ -550,7 +613,7 @@ class _Walk:
             return
         if as_value and ("whole", id(mod), False) not in self.done:
             self.done.add(("whole", id(mod), False))
-        self.out[f"module:{mod.rel}"] = mod.index.whole
+        self.out[f"module:{mod.rel}"] = mod.whole
         chains = mod.chains
         for name, binds in mod.bindings.items():
             cs = set(chains.get(name, ()))

@@ -153,7 +153,7 @@ class DefinitionHasher:
         self.root = root
         self.files = files
         self._index: dict[str, ModuleIndex] = {}
-        self.project = Project(root, {fm.abspath: fm.tree for fm in files.values()})
+        self.project = Project(root, {fm.abspath: (fm.source, fm.tree) for fm in files.values()})
 
     def index(self, fm: FileModel) -> ModuleIndex:
         if fm.path not in self._index:
@@ -169,7 +169,8 @@ class DefinitionHasher:
             "code": digest(ast.dump(code, include_attributes=False)),
             "decorator": digest(canonical_json(decorator_shape), *node.counted_decorator),
         }
-        uses = analyse(code, _counted_exprs(node), node.counted_names)
+        uses = analyse(code, _counted_exprs(node), node.counted_names,
+                       self.project.lines(Path(fm.abspath)))
         parts.update(self.project.cone(Path(fm.abspath), uses, exclude=node.function))
         for name in node.env:
             val = os.environ.get(name)
@@ -181,6 +182,8 @@ def _counted_exprs(node: NodeModel) -> list[ast.AST]:
     """The decorator expressions whose names count (the same ones discovery counted): whole
     decorators that are not barca's, and ``serializer=``. Attribute chains are read off them
     (``serializer=formats.FMT`` counts ``FMT`` of ``formats``, not all of it)."""
+    if not node.counted_decorator:
+        return []
     counted = set(node.counted_decorator)
     out: list[ast.AST] = []
     for dec in node.fn.decorator_list:
