@@ -89,7 +89,9 @@ class StatusWidget(widgets.VBox):
         self._worker: threading.Thread | None = None
         self._seen: tuple[Any, ...] = ()
         db = self.root / ".barca" / "metadata.db"
-        self._watched = (db, db.with_name(db.name + "-wal"))
+        # the metadata (and its WAL) change on every run; the named files when edited
+        self._watched = (db, db.with_name(db.name + "-wal"),
+                         *(Path(f).resolve() for f in self.files if Path(f).is_file()))
 
         self.table = widgets.HTML(layout=widgets.Layout(overflow="auto"))
         self.picture = widgets.HTML(layout=widgets.Layout(overflow="auto"))
