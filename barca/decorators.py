@@ -14,6 +14,10 @@ ASSET_ARGS = ("inputs", "partitions", "serializer", "freshness", "retries", "tim
               "description", "tags", "env", "name")
 SENSOR_ARGS = tuple(a for a in ASSET_ARGS if a != "inputs")
 
+# Decorated functions defined in an interactive ``__main__`` (notebook cells), by name; the
+# last definition wins (see barca.notebook).
+NOTEBOOK: dict[str, Callable[..., Any]] = {}
+
 
 @dataclass(frozen=True)
 class Partitions:
@@ -70,6 +74,8 @@ def _decorator(kind: str, accepted: tuple[str, ...]) -> Callable[..., Any]:
 
         def tag(f: Callable[..., Any]) -> Callable[..., Any]:
             f.__barca__ = {"kind": kind, **kwargs}  # type: ignore[attr-defined]
+            if getattr(f, "__module__", None) == "__main__":
+                NOTEBOOK[f.__name__] = f
             return f
 
         return tag(fn) if fn is not None else tag

@@ -96,6 +96,10 @@ def load_graph(files: list[str] | tuple[str, ...] = (), root: Path | None = None
             else:
                 paths.append(p)
     else:
+        from barca import notebook
+        nb = notebook.file_model(root) if notebook.interactive() else None
+        if nb is not None:  # a notebook's own nodes (cells): plan over them
+            return build(root, {nb.path: nb})
         paths = find_files(root)
     parsed: dict[str, FileModel] = {}
     for p in paths:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from barca.errors import UsageError
+from barca.notebook import PSEUDO_ABSPATH
 from barca.graph import Graph, combine, validate_keys
 from barca.hashing import DefinitionHasher, definition_hash, digest, run_hash, sha
 from barca.store import NodeHistory, Row, Store
@@ -87,7 +88,11 @@ class Context:
                 "dims": sorted([d.name, d.kind, d.source] for d in m.dims),
                 "serializer": m.serializer,
             }
-            parts = self.hasher.parts(m, shape)
+            if self.graph.files[m.file].abspath == PSEUDO_ABSPATH:
+                from barca.notebook import parts as notebook_parts
+                parts = notebook_parts(self.graph.root, m, shape)
+            else:
+                parts = self.hasher.parts(m, shape)
             self._defs[nid] = (definition_hash(parts), parts)
         return self._defs[nid]
 
@@ -137,6 +142,10 @@ class Context:
         if spec.keys is not None:
             return spec.keys
         fm = self.graph.files[m.file]
+        if fm.abspath == PSEUDO_ABSPATH:  # a notebook function: its keys are already values
+            from barca.notebook import function_for
+            fn = function_for(m.function)
+            return fn.__barca__["partitions"][dim].keys  # type: ignore[union-attr]
         expr = ast.parse(spec.expr or "", mode="eval").body
         if isinstance(expr, ast.Name):  # a module-level constant written as a literal
             from barca.hashing import index_module

@@ -13,6 +13,7 @@ from typing import Any
 from barca import events as ev
 from barca.errors import Cancelled, UsageError, did_you_mean
 from barca.executors.task import StepRecord, StepTask
+from barca.notebook import PSEUDO_ABSPATH
 from barca.planner import Context, NodeState, StepState, decide, keys_from_row, source_dim
 from barca.types import NodeId, format_key, parse_key, short_name
 
@@ -337,6 +338,10 @@ class Runner:
         m = self.graph.nodes[nid]
         fm = self.graph.files[m.file]
         def_hash, def_parts = self.ctx.definition(nid)
+        shipped = None
+        if fm.abspath == PSEUDO_ABSPATH:
+            from barca.notebook import function_for, ship
+            shipped = ship(function_for(m.function))  # type: ignore[arg-type]
         tasks: list[StepTask] = []
         for i, s in enumerate(steps):
             tasks.append(StepTask(
@@ -345,7 +350,7 @@ class Runner:
                 run_hash=def_hash if m.kind == "sensor" else s.run_hash,  # type: ignore[arg-type]
                 serializer=m.serializer if m.serializer != "expr" else None, kwargs=s.kwargs,
                 key_source=nid in self.ctx.key_sources, timeout=m.timeout, retries=m.retries,
-                sinks=m.sinks))
+                sinks=m.sinks, shipped=shipped))
         ns = self.w.states[nid]
 
         def on_record(rec: StepRecord) -> None:

@@ -29,6 +29,7 @@ class StepTask:
     timeout: float | None = None
     retries: int = 0
     sinks: list[str] = field(default_factory=list)
+    shipped: bytes | None = None  # a notebook function, by value (cloudpickle)
 
 
 @dataclass

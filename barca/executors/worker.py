@@ -33,6 +33,13 @@ class Worker:
 
     def function(self, task: StepTask) -> Callable[..., Any]:
         key = (task.file, task.function)
+        if task.shipped is not None:  # a notebook function, sent by value
+            key = (task.file, hashlib.sha256(task.shipped).hexdigest())
+            fn = self.functions.get(key)
+            if fn is None:
+                import cloudpickle
+                fn = self.functions[key] = cloudpickle.loads(task.shipped)
+            return fn
         fn = self.functions.get(key)
         if fn is None:
             mod = sys.modules.get(task.module)
