@@ -146,6 +146,7 @@ class Module:
     _chains: dict[str, set[Chain]] | None = None
     _bindings: dict[str, list[Binding]] | None = None
     _dynamic_imports: list[str] = field(default_factory=list)
+    imports: list[Import] = field(default_factory=list)   # every import, at any depth
     _whole: str | None = None
     _lines: list[str] | None = None
 
@@ -176,18 +177,25 @@ class Module:
         nodes = list(ast.walk(self.tree))
         for n in nodes:
             if isinstance(n, (ast.Import, ast.ImportFrom)):
+                self.imports.append(n)
                 for a in n.names:
                     if a.name != "*":
                         self._bindings.setdefault(local_name(n, a), []).append((n, a))
-        self._chains = name_chains(self.tree, None, nodes)
         self._dynamic_imports = dynamic_imports(self.tree, nodes)
 
     @property
     def chains(self) -> dict[str, set[Chain]]:
         """Attribute chains of every name, anywhere in the module."""
         if self._chains is None:
+            assert self.tree is not None
+            self._chains = name_chains(self.tree, None)
+        return self._chains
+
+    @property
+    def dynamic_imports(self) -> list[str]:
+        if self._bindings is None:
             self._scan()
-        return self._chains  # type: ignore[return-value]
+        return self._dynamic_imports
 
     @property
     def bindings(self) -> dict[str, list[Binding]]:
@@ -461,16 +469,54 @@ class Project:
         mod = self.module_at(file, pipeline=True)
         return mod.lines if mod is not None else None
 
-    def cone(self, file: Path, uses: Uses, exclude: str) -> dict[str, str]:
+    def check_imports(self, file: Path) -> None:
+        """Parse every project module a pipeline file imports, transitively (any import, at
+        any depth): one that does not parse stops the command before any step runs
+        (``UsageError``, exit 2), as its worker could not import it."""
+        mod, searches = self._pipeline(file)
+        walk = _Walk(self, searches)
+        todo = [mod] if mod is not None else []
+        seen: set[int] = set()
+        while todo:
+            m = todo.pop()
+            if id(m) in seen or m.tree is None:
+                continue
+            seen.add(id(m))
+            m.bindings  # noqa: B018 - scans the imports
+            found: list[Module] = []
+            for stmt in m.imports:
+                if isinstance(stmt, ast.Import):
+                    for a in stmt.names:
+                        found += walk._find(a.name)
+                    continue
+                for src in walk._source(m, stmt):
+                    found.append(src)
+                    for a in stmt.names:
+                        sub = self.submodule(src, a.name)
+                        if sub is not None:
+                            found.append(sub)
+            for dotted in m.dynamic_imports:
+                found += walk._find(dotted)
+            todo += [f for f in found if id(f) not in seen]
+
+    def _pipeline(self, file: Path) -> tuple[Module | None, tuple[tuple[Path, ...], ...]]:
         key = str(file)
         if key not in self._pipelines:
             real = file.resolve()
-            self._pipelines[key] = (self.module_at(real, pipeline=True),
-                                    tuple(dict.fromkeys([real.parent, self.root])))
-        mod, search = self._pipelines[key]
+            # A worker's sys.path starts with the pipeline's folder, then the root. A pipeline
+            # inside a package is also resolved from the root alone (as `python -m pkg.mod`
+            # would): where the two differ, both are followed.
+            searches = [tuple(dict.fromkeys([real.parent, self.root]))]
+            if (real.parent / "__init__.py").is_file() and real.parent != self.root:
+                searches.append((self.root,))
+            self._pipelines[key] = (self.module_at(real, pipeline=True), tuple(searches))
+        return self._pipelines[key]
+
+    def cone(self, file: Path, uses: Uses, exclude: str) -> dict[str, str]:
+        mod, searches = self._pipeline(file)
         if mod is None:  # pragma: no cover - a pipeline file exists
             return {}
-        walk = _Walk(self, search)
+        walk = _Walk(self, searches)
         walk.exclude = (id(mod), exclude)
         walk.add_uses(mod, uses)
         return walk.run()
@@ -480,9 +526,9 @@ class _Walk:
     """One step's cone: a work list of what to follow, each item followed once (modules that
     import each other end the walk instead of looping)."""
 
-    def __init__(self, project: Project, search: tuple[Path, ...]) -> None:
+    def __init__(self, project: Project, searches: tuple[tuple[Path, ...], ...]) -> None:
         self.p = project
-        self.search = search
+        self.searches = searches
         self.out: dict[str, str] = {}
         self.done: set[tuple[Any, ...]] = set()
         self.todo: list[tuple[Any, ...]] = []
@@ -506,17 +552,27 @@ class _Walk:
         for (stmt, alias), chain in uses.imports:
             self.push("bind", mod, stmt, alias, chain)
         for dotted in uses.dynamic:
-            target = self.p.find(dotted, self.search)
-            if target is not None:
+            for target in self._find(dotted):
                 self.push("whole", target, True)
 
-    def _stars(self, mod: Module) -> list[Module]:
-        out = []
-        for st in mod.index.stars:
-            src = self.p.import_source(mod, st, self.search)
-            if src is not None:
-                out.append(src)
+    def _find(self, dotted: str) -> list[Module]:
+        """An absolute import: the project module it resolves to (each possible one)."""
+        out: list[Module] = []
+        for search in self.searches:
+            mod = self.p.find(dotted, search)
+            if mod is not None and mod not in out:
+                out.append(mod)
         return out
+
+    def _source(self, ctx: Module, stmt: ast.ImportFrom) -> list[Module]:
+        """The project module(s) ``from <module> import ...`` in ``ctx`` reads from."""
+        if stmt.level == 0:
+            return self._find(stmt.module) if stmt.module else []
+        mod = self.p.import_source(ctx, stmt, ())
+        return [mod] if mod is not None else []
+
+    def _stars(self, mod: Module) -> list[Module]:
+        return [src for st in mod.index.stars for src in self._source(mod, st)]
 
     # ------------------------------------------------------------ items
     def _sym(self, mod: Module, name: str, chain: Chain) -> None:
@@ -593,18 +649,15 @@ class _Walk:
     def _bind(self, ctx: Module, stmt: Import, alias: ast.alias, chain: Chain) -> None:
         """An import binding in ``ctx``, read with ``chain``."""
         if isinstance(stmt, ast.Import):
-            target = self.p.find(alias.name if alias.asname else alias.name.split(".")[0],
-                                 self.search)
-            if target is not None:
+            for target in self._find(alias.name if alias.asname
+                                     else alias.name.split(".")[0]):
                 self.push("mod", target, chain)
             return
-        src = self.p.import_source(ctx, stmt, self.search)
-        if src is None:
-            return
-        if alias.name == "*":
-            self.push("whole", src, True)
-        else:
-            self.push("sym", src, alias.name, chain)
+        for src in self._source(ctx, stmt):
+            if alias.name == "*":
+                self.push("whole", src, True)
+            else:
+                self.push("sym", src, alias.name, chain)
 
     def _whole(self, mod: Module, as_value: bool) -> None:
         """All of a module: its source, and what it imports as its code reads it. Used as a
@@ -622,11 +675,8 @@ class _Walk:
             for stmt, alias in binds:
                 for c in sorted(cs):
                     self.push("bind", mod, stmt, alias, c)
-        for st in mod.index.stars:
-            src = self.p.import_source(mod, st, self.search)
-            if src is not None:
-                self.push("whole", src, True)
-        for dotted in mod._dynamic_imports:
-            target = self.p.find(dotted, self.search)
-            if target is not None:
+        for src in self._stars(mod):
+            self.push("whole", src, True)
+        for dotted in mod.dynamic_imports:
+            for target in self._find(dotted):
                 self.push("whole", target, True)

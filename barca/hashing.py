@@ -154,6 +154,7 @@ class DefinitionHasher:
         self.files = files
         self._index: dict[str, ModuleIndex] = {}
         self.project = Project(root, {fm.abspath: (fm.source, fm.tree) for fm in files.values()})
+        self._checked = False
 
     def index(self, fm: FileModel) -> ModuleIndex:
         if fm.path not in self._index:
@@ -163,6 +164,10 @@ class DefinitionHasher:
     def parts(self, node: NodeModel, decorator_shape: Any) -> dict[str, str]:
         """Digest of each part of a node's definition, by part name: ``code``, ``decorator``,
         ``helper:<file>:<name>`` / ``module:<file>`` (the dependency cone), ``env:<NAME>``."""
+        if not self._checked:  # a helper module that does not parse: stop before any step runs
+            self._checked = True
+            for f in list(self.files.values()):
+                self.project.check_imports(Path(f.abspath))
         fm = self.files[node.file]
         code = _strip_decorators(node.fn)
         parts = {

@@ -268,6 +268,7 @@ def test_values_follow_the_edits(tmp_path: Path) -> None:
 def test_syntax_error_in_a_helper_module(tmp_path: Path) -> None:
     project, env = _make(tmp_path)
     assert _ran(project, env) == ALL
+    project.edit("helpers.py", "return x + 1", "return x + 2")  # uses_clean would run first
     project.edit("pkg/util.py", "return x / 1", "return x / (1")
     r = project.barca("get", "pipeline.py", "--pretty", "--agent", env=env)
     assert r.code == 2, r.err
@@ -283,7 +284,27 @@ def test_syntax_error_in_a_helper_module(tmp_path: Path) -> None:
     assert err["code"] == 2 and err["kind"] == "usage" and "pkg/util.py" in err["error"]
     # fixed: nothing ran in between, the cache is kept
     project.edit("pkg/util.py", "return x / (1", "return x / 1")
-    assert _ran(project, env) == []
+    assert _ran(project, env) == ["pipeline.py:uses_clean"]
+
+
+def test_syntax_error_in_a_module_imported_only_inside_a_function(tmp_path: Path) -> None:
+    project, env = _make(tmp_path)
+    project.edit("inner.py", "return 3 * x", "return 3 * x +")
+    r = project.barca("get", "uses_clean", "pipeline.py", "--pretty", "--agent", env=env)
+    assert r.code == 2
+    assert "inner.py:2:" in r.err and "^" in r.err and "completed" not in r.err
+
+
+def test_pipeline_in_a_package_follows_both_resolutions(tmp_path: Path) -> None:
+    """Inside a package, `import helpers` is the package's helpers.py for a worker (its folder
+    comes first on sys.path) but the root's for `python -m`: both are hashed."""
+    parts = _parts(tmp_path, {
+        "flows/__init__.py": "",
+        "flows/pipeline.py": "from barca import asset\nimport helpers\n\n@asset()\n"
+                             "def step() -> int:\n    return helpers.f()\n",
+        "flows/helpers.py": "def f():\n    return 1\n",
+        "helpers.py": "def f():\n    return 2\n"}, pipeline="flows/pipeline.py")
+    assert "helper:flows/helpers.py:f" in parts and "helper:helpers.py:f" in parts
 
 
 # ----------------------------------------------------------------------------- finer rules
