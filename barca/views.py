@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,36 +50,73 @@ def _records(value: Any) -> list[dict[str, Any]]:
     return [{"value": value}]
 
 
+def _sql_name(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
+    """One newline-delimited JSON file holding a view's rows, kept in ``.barca/views/`` and
+    reused while the view's results are the same, so a query opens one file, not one per key.
+    None when the view has parquet results (they are read in place)."""
+    name = short_name(vs.node)
+    rows = vs.rows or []
+    if any(r.format == "parquet" for _, r in rows):
+        return None
+    for _, r in rows:
+        if r.format != "json":
+            raise UsageError(f"'{name}' is stored as a pickle, which barca sql does not read.",
+                             f"Return JSON-like values or a DataFrame from '{name}', or read it "
+                             f"in Python with barca.get('{name}').")
+    from barca.artifacts import node_dir
+    from barca.hashing import sha
+    tag = sha(*(f"{k}\0{r.run_hash}\0{r.sha256}" for k, r in rows))[:16]
+    folder = ctx.graph.root / ".barca" / "views"
+    path = folder / f"{node_dir(vs.node)}-{tag}.ndjson"
+    columns_path = path.with_suffix(".columns")
+    if path.is_file() and columns_path.is_file():
+        return str(path), json.loads(columns_path.read_text())
+    partitioned = ctx.graph.nodes[vs.node].partitioned
+    columns: dict[str, None] = {"partition": None} if partitioned else {}
+    lines: list[str] = []
+    root = ctx.graph.root
+    for key, row in rows:
+        value = json.loads((root / (row.path or "")).read_bytes())
+        for rec in _records(value):
+            if partitioned:
+                rec = {"partition": key, **rec}
+            columns.update(dict.fromkeys(rec))
+            lines.append(json.dumps(rec, ensure_ascii=False))
+    from barca.artifacts import write_atomic
+    for old in folder.glob(f"{node_dir(vs.node)}-*"):
+        old.unlink(missing_ok=True)
+    write_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))
+    write_atomic(columns_path, json.dumps(list(columns)).encode("utf-8"))
+    return str(path), list(columns)
+
+
 def frame(ctx: Context, vs: ViewSource) -> Any:
-    """A pandas DataFrame holding a view's rows."""
+    """A pandas DataFrame of a view whose results are parquet files."""
     import pandas as pd
 
-    root = ctx.graph.root
-    partitioned = ctx.graph.nodes[vs.node].partitioned
-    records: list[dict[str, Any]] = []
-    frames: list[Any] = []
+    frames = []
     for key, row in vs.rows or []:
-        path = root / (row.path or "")
-        if row.format == "parquet":
-            df = pd.read_parquet(path)
-            if partitioned:
-                df.insert(0, "partition", key)
-            frames.append(df)
-            continue
-        if row.format != "json":
-            raise UsageError(f"'{short_name(vs.node)}' is stored as a pickle, which barca sql "
-                             "does not read.",
-                             f"Return JSON-like values or a DataFrame from "
-                             f"'{short_name(vs.node)}', or read it in Python with "
-                             f"barca.get('{short_name(vs.node)}').")
-        value = json.loads(path.read_bytes())
-        for rec in _records(value):
-            records.append({"partition": key, **rec} if partitioned else rec)
-    if records:
-        frames.insert(0, pd.DataFrame.from_records(records))
-    if not frames:
-        return pd.DataFrame()
-    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        df = pd.read_parquet(ctx.graph.root / (row.path or ""))
+        if ctx.graph.nodes[vs.node].partitioned:
+            df.insert(0, "partition", key)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def _table_rows(ctx: Context, table: str) -> list[dict[str, Any]]:
+    if ctx.store.conn is None:
+        return []
+    cur = ctx.store.conn.execute(f"SELECT * FROM {table}")
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur]
 
 
 def query(ctx: Context, sql: str, limit: int | None) -> tuple[list[str], list[tuple[Any, ...]], int]:
@@ -98,18 +136,25 @@ def query(ctx: Context, sql: str, limit: int | None) -> tuple[list[str], list[tu
         if not vs.rows:
             raise UsageError(f"view '{name}' has no result yet.",
                              f"Run `barca get {name}` first.")
-        con.register(f"__barca_{name}", frame(ctx, vs))
-        con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM "__barca_{name}"')
+        got = consolidated(ctx, vs)
+        if got is None:
+            con.register(f"__barca_{name}", frame(ctx, vs))
+            con.execute(f'CREATE VIEW {_sql_name(name)} AS SELECT * FROM "__barca_{name}"')
+            continue
+        path, columns = got
+        cols = ", ".join(_sql_name(c) for c in columns)
+        con.execute(f"CREATE VIEW {_sql_name(name)} AS SELECT {cols} FROM "
+                    f"read_json({_sql_str(path)}, format='newline_delimited')")
     if "barca" in words:
-        import pandas as pd
+        import tempfile
         con.execute("CREATE SCHEMA barca")
+        tmp = tempfile.mkdtemp(prefix="barca-sql-")
         for table in ("runs", "materializations"):
-            if ctx.store.conn is not None:
-                df = pd.read_sql_query(f"SELECT * FROM {table}", ctx.store.conn)
-            else:
-                df = pd.DataFrame()
-            con.register(f"__barca_{table}", df)
-            con.execute(f'CREATE VIEW barca.{table} AS SELECT * FROM "__barca_{table}"')
+            rows = _table_rows(ctx, table)
+            p = Path(tmp) / f"{table}.ndjson"
+            p.write_text("".join(json.dumps(r) + "\n" for r in rows) or "{}\n")
+            con.execute(f"CREATE VIEW barca.{table} AS SELECT * FROM "
+                        f"read_json({_sql_str(str(p))}, format='newline_delimited')")
     try:
         cur = con.execute(sql)
     except duckdb.CatalogException as exc:

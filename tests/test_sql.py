@@ -1,0 +1,98 @@
+"""barca sql: DuckDB views over cached results (the seed's "Looking at the results")."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import Project
+
+PRICES = """\
+partition    ticker  close  feed
+ticker=AAPL  AAPL    465.0  v1
+ticker=GOOG  GOOG    471.0  v1
+ticker=MSFT  MSFT    477.0  v1
+"""
+BUYS = """\
+partition    buy
+ticker=GOOG  true
+ticker=MSFT  true
+"""
+
+
+def test_seed_queries(seed: Project) -> None:
+    assert seed.barca("get", "report", "pipeline.py", "--json").code == 0
+    r = seed.barca("sql", "select * from prices order by ticker", "--pretty")
+    assert r.code == 0, r.err
+    assert r.out == PRICES
+    r = seed.barca("sql", "select partition, buy from signal where buy", "--pretty")
+    assert r.out == BUYS
+    js = seed.barca("sql", "select * from report", "--json").json()
+    assert js["columns"] == ["tickers", "buys"] and js["rows"] == [[3, ["GOOG", "MSFT"]]]
+    r = seed.barca("sql", "select count(*) as n from barca.materializations", "--json")
+    assert r.json()["rows"] == [[8]]
+
+
+def test_removed_key_leaves_the_view(project: Project) -> None:
+    project.copy_pipeline("regions_const.py")
+    assert project.barca("get", "summary", "pipeline.py", "--json").code == 0
+    project.edit("pipeline.py", '"emea", "amer", "apac"', '"emea", "apac"')
+    r = project.barca("sql", "select partition from sales order by 1", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["rows"] == [["region=apac"], ["region=emea"]]
+
+
+def test_limit_and_all(project: Project) -> None:
+    project.write("pipeline.py", """
+        from barca import asset
+
+
+        @asset()
+        def rows() -> list:
+            return [{"i": i} for i in range(250)]
+    """)
+    assert project.barca("get", "rows", "pipeline.py", "--json").code == 0
+    r = project.barca("sql", "select i from rows", "--json")
+    assert len(r.json()["rows"]) == 100 and r.json()["row_count"] == 250
+    assert r.json()["truncated"] is True
+    r = project.barca("sql", "select i from rows", "--limit", "7", "--json")
+    assert len(r.json()["rows"]) == 7
+    r = project.barca("sql", "select i from rows", "--all", "--pretty")
+    assert len(r.out.splitlines()) == 251
+    r = project.barca("sql", "select i from rows", "--pretty")
+    assert "showing 100 of 250 rows" in r.err
+
+
+def test_errors_exit_2(seed: Project) -> None:
+    r = seed.barca("sql", "select * from prices", "--pretty")
+    assert r.code == 2 and "view 'prices' has no result yet" in r.err and "barca get prices" in r.err
+    assert seed.barca("get", "report", "pipeline.py", "--json").code == 0
+    r = seed.barca("sql", "select * from pricse", "--pretty")
+    assert r.code == 2 and "No view named 'pricse'. Did you mean 'prices'?" in r.err
+    assert "Views: feed_version, prices, report, signal, barca.runs" in r.err
+    r = seed.barca("sql", "select nonsense(", "--json")
+    assert r.code == 2 and json.loads(r.err.strip())["kind"] == "usage"
+
+
+def test_pickle_is_not_a_view(project: Project) -> None:
+    project.write("pipeline.py", """
+        from barca import asset
+
+
+        @asset()
+        def things() -> set:
+            return {1, 2}
+    """)
+    assert project.barca("get", "things", "pipeline.py", "--json").code == 0
+    r = project.barca("sql", "select * from things", "--pretty")
+    assert r.code == 2 and "pickle" in r.err
+
+
+def test_python_api_returns_a_dataframe(seed: Project) -> None:
+    assert seed.barca("get", "report", "pipeline.py", "--json").code == 0
+    code = ("import barca; df = barca.sql('select * from prices order by ticker', 'pipeline.py');"
+            "print(type(df).__name__, list(df.columns), len(df))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=seed.path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "DataFrame ['partition', 'ticker', 'close', 'feed'] 3"
