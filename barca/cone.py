@@ -10,6 +10,7 @@ installed packages, ``PYTHONPATH``) is not the project's and is never followed.
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
 import hashlib
 import re
@@ -174,7 +175,7 @@ class Module:
     def _scan(self) -> None:
         assert self.tree is not None
         self._bindings = {}
-        nodes = list(ast.walk(self.tree))
+        nodes = list(_walk_lines(self.tree, self.lines, "import"))
         for n in nodes:
             if isinstance(n, (ast.Import, ast.ImportFrom)):
                 self.imports.append(n)
@@ -203,6 +204,26 @@ class Module:
         if self._bindings is None:
             self._scan()
         return self._bindings  # type: ignore[return-value]
+
+
+def _walk_lines(tree: ast.AST, lines: list[str] | None, needle: str) -> Iterable[ast.AST]:
+    """``ast.walk``, pruned to the nodes whose lines hold ``needle`` (every node whose source
+    text contains it is reached); without the source, all of them."""
+    if lines is None:
+        yield from ast.walk(tree)
+        return
+    hot = [i + 1 for i, line in enumerate(lines) if needle in line]
+    stack = [tree]
+    while stack:
+        n = stack.pop()
+        yield n
+        for c in ast.iter_child_nodes(n):
+            lo = getattr(c, "lineno", None)
+            if lo is not None:
+                i = bisect.bisect_left(hot, lo)
+                if i == len(hot) or hot[i] > (getattr(c, "end_lineno", None) or lo):
+                    continue
+            stack.append(c)
 
 
 # ----------------------------------------------------------------------------- one definition
@@ -464,12 +485,12 @@ class Project:
         return self._stmt_digest[key]
 
     # ------------------------------------------------------------ the cone of one step
-    def lines(self, file: Path) -> list[str] | None:
+    def lines(self, file: str) -> list[str] | None:
         """The source lines of a pipeline file (for ``analyse``)."""
-        mod = self.module_at(file, pipeline=True)
+        mod = self._pipeline(file)[0]
         return mod.lines if mod is not None else None
 
-    def check_imports(self, file: Path) -> None:
+    def check_imports(self, file: str) -> None:
         """Parse every project module a pipeline file imports, transitively (any import, at
         any depth): one that does not parse stops the command before any step runs
         (``UsageError``, exit 2), as its worker could not import it."""
@@ -499,10 +520,10 @@ class Project:
                 found += walk._find(dotted)
             todo += [f for f in found if id(f) not in seen]
 
-    def _pipeline(self, file: Path) -> tuple[Module | None, tuple[tuple[Path, ...], ...]]:
-        key = str(file)
+    def _pipeline(self, file: str) -> tuple[Module | None, tuple[tuple[Path, ...], ...]]:
+        key = file
         if key not in self._pipelines:
-            real = file.resolve()
+            real = Path(file).resolve()
             # A worker's sys.path starts with the pipeline's folder, then the root. A pipeline
             # inside a package is also resolved from the root alone (as `python -m pkg.mod`
             # would): where the two differ, both are followed.
@@ -512,7 +533,7 @@ class Project:
             self._pipelines[key] = (self.module_at(real, pipeline=True), tuple(searches))
         return self._pipelines[key]
 
-    def cone(self, file: Path, uses: Uses, exclude: str) -> dict[str, str]:
+    def cone(self, file: str, uses: Uses, exclude: str) -> dict[str, str]:
         mod, searches = self._pipeline(file)
         if mod is None:  # pragma: no cover - a pipeline file exists
             return {}

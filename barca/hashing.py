@@ -167,7 +167,7 @@ class DefinitionHasher:
         if not self._checked:  # a helper module that does not parse: stop before any step runs
             self._checked = True
             for f in list(self.files.values()):
-                self.project.check_imports(Path(f.abspath))
+                self.project.check_imports(f.abspath)
         fm = self.files[node.file]
         code = _strip_decorators(node.fn)
         parts = {
@@ -175,8 +175,8 @@ class DefinitionHasher:
             "decorator": digest(canonical_json(decorator_shape), *node.counted_decorator),
         }
         uses = analyse(code, _counted_exprs(node), node.counted_names,
-                       self.project.lines(Path(fm.abspath)))
-        parts.update(self.project.cone(Path(fm.abspath), uses, exclude=node.function))
+                       self.project.lines(fm.abspath))
+        parts.update(self.project.cone(fm.abspath, uses, exclude=node.function))
         for name in node.env:
             val = os.environ.get(name)
             parts[f"env:{name}"] = digest("unset" if val is None else "set", val or "")
