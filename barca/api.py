@@ -136,6 +136,9 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
                 warnings.append("--no-cascade: cached dependants were not refreshed: "
                                 + ", ".join(short_name(n) for n in sorted(below)))
                 on_event(ev.Note(warnings[-1]))
+        if runner.remote is not None:
+            runner.remote.check()
+            _retry_uploads(sess.store, runner.remote, warnings, on_event)
         warnings.extend(runner.w.notes)
         from barca.executors.process import default_pool_size
         sess.store.begin_run(runner.run_id, command, label, pool_size or default_pool_size())
@@ -147,6 +150,17 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
             wd = runner.w
             sess.store.end_run(runner.run_id, status, wd.done, wd.cached, wd.failed)
         elapsed = time.perf_counter() - start
+        if runner.remote is not None and runner.remote.fetched:
+            from barca.remote import human_bytes
+            got = runner.remote.fetched
+            on_event(ev.Note(f"fetched {len(got)} cached artifact{'s' if len(got) != 1 else ''} "
+                             f"({human_bytes(sum(got))}) in {runner.remote.fetch_seconds:.1f}s",
+                             "info"))
+        if runner.upload_errors:
+            n = len(runner.upload_errors)
+            warnings.append(f"{n} artifact{'s' if n != 1 else ''} could not be copied to the "
+                            f"remote store (the next command retries): {runner.upload_errors[0]}")
+            on_event(ev.Note(warnings[-1], "warning"))
         if w.done:
             on_event(ev.RunEnded(w.done, w.total, elapsed, bool(w.failed)))
         outputs = tuple(_output(sess, w.states[t], load_values) for t in targets
@@ -370,3 +384,27 @@ def graph(*files: str) -> "DagPicture":
     (SVG in its mime bundle). Read-only."""
     from barca.dag import DagPicture
     return DagPicture.from_status(status(None, *files))
+
+
+def _retry_uploads(store: Store, remote: Any, warnings: list[str],
+                   on_event: ev.EventCallback) -> None:
+    """Copy to the remote store what an earlier command could not (or ran without one)."""
+    pending = store.pending_uploads()
+    if not pending:
+        return
+    from concurrent.futures import ThreadPoolExecutor
+    root = store.root
+
+    def one(item: tuple[int, str]) -> int | None:
+        row_id, path = item
+        if not (root / path).is_file():
+            return None
+        try:
+            remote.upload(root, path)
+            return row_id
+        except Exception:
+            return None
+
+    with ThreadPoolExecutor(8) as pool:
+        done = [i for i in pool.map(one, pending) if i is not None]
+    store.mark_uploaded(done)

@@ -67,7 +67,8 @@ class EventPrinter:
                 self._line(f"[barca] step:{e.step} failed: {e.error}")
         elif isinstance(e, ev.Note):
             if self.agent or self.mode == "pretty":
-                self._line(f"[barca] {e.level}: {e.text}")
+                self._line(f"[barca] {e.text}" if e.level == "info"
+                           else f"[barca] {e.level}: {e.text}")
         elif isinstance(e, ev.RunEnded):
             if self.agent or self.mode == "pretty":
                 word = "failed" if e.failed else "done"

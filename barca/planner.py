@@ -75,6 +75,7 @@ class Context:
         self._hist: dict[NodeId, NodeHistory] = {}
         self._keys: dict[NodeId, list[str] | None] = {}
         self._modules: dict[str, Any] = {}
+        self.remote: Any = None   # the remote store, while executing (see barca.remote)
         self.key_sources: set[NodeId] = {
             d.source for n in graph.nodes.values() for d in n.dims
             if d.kind == "from" and d.source is not None and not graph.nodes[d.source].partitioned}
@@ -107,10 +108,12 @@ class Context:
     def adoptable(self, nid: NodeId, key: str, run_hash: str) -> Row | None:
         """A finished artifact with no metadata row (a killed run, a deleted metadata.db): its
         name is its run hash and it was written atomically, so it can be adopted."""
-        from barca.artifacts import EXT, artifact_relpath
+        from barca.artifacts import EXT, artifact_relpath, node_dir
         for fmt, ext in EXT.items():
             rel = artifact_relpath(nid, key, run_hash, ext)
-            if (self.graph.root / rel).is_file():
+            if (self.graph.root / rel).is_file() or (
+                    self.remote is not None and rel in self.remote.listing(node_dir(nid))
+                    and self.remote.fetch(self.graph.root, rel) is not None):
                 return Row(0, nid, nid, key, run_hash, rel, fmt, None, None, None, "success",
                            None, None, None, 0.0, None, None)
         return None

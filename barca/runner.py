@@ -120,6 +120,11 @@ class Runner:
         self.targets = list(targets)
         self._producer: dict[str, StepState] = {}   # artifact path -> the cached step behind it
         self._verified: set[str] = set()
+        from barca import remote
+        uri = remote.configured()
+        self.remote = remote.Remote(uri) if uri and execute else None
+        ctx.remote = self.remote
+        self.upload_errors: list[str] = []
 
     # ------------------------------------------------------------------ keys
     def _keys(self, nid: NodeId) -> tuple[list[str] | None, str]:
@@ -294,6 +299,9 @@ class Runner:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
+            if self.remote is not None and s.path:
+                if self.remote.fetch(self.graph.root, s.path) is not None:
+                    return self._intact(s)
             self._warn(f"artifact missing: {s.path}; computing {s.id} again")
             s.reason = "artifact_missing"
             return False
@@ -375,6 +383,8 @@ class Runner:
                 self.on_event(ev.StepFailedEvent(s.id, rec.error or "", rec.traceback or "",
                                                  rec.output))
             self._rows.append(self._row(nid, s, rec))
+            if rec.uploaded is False:
+                self.upload_errors.append(f"{s.path}: {rec.upload_error}")
             if len(self._rows) >= 500 or time.monotonic() - self._last_flush > 0.5:
                 self._flush()
 
@@ -393,6 +403,7 @@ class Runner:
             "error": rec.error, "traceback": rec.traceback, "elapsed": rec.elapsed,
             "run_id": self.run_id, "created_at": time.time(), "shape": rec.shape,
             "value_hash": rec.value_hash,
+            "remote": None if rec.uploaded is None else int(rec.uploaded),
         }
 
     def _flush(self) -> None:

@@ -20,13 +20,13 @@ CREATE TABLE IF NOT EXISTS materializations (
     id INTEGER PRIMARY KEY AUTOINCREMENT, node TEXT NOT NULL, asset TEXT NOT NULL,
     partition TEXT NOT NULL, run_hash TEXT NOT NULL, path TEXT, format TEXT, size INTEGER,
     sha256 TEXT, parts TEXT, status TEXT NOT NULL, error TEXT, traceback TEXT, elapsed REAL,
-    run_id TEXT, created_at REAL NOT NULL, shape TEXT, value_hash TEXT);
+    run_id TEXT, created_at REAL NOT NULL, shape TEXT, value_hash TEXT, remote INTEGER);
 CREATE INDEX IF NOT EXISTS mat_asset ON materializations(asset, partition, status);
 CREATE INDEX IF NOT EXISTS mat_hash ON materializations(asset, run_hash);
 """
 COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "sha256", "parts",
            "status", "error", "traceback", "elapsed", "run_id", "created_at", "shape",
-           "value_hash")
+           "value_hash", "remote")
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,9 @@ class Store:
                 self.conn.execute("PRAGMA journal_mode=WAL")
                 self.conn.execute("PRAGMA synchronous=NORMAL")
                 self.conn.executescript(SCHEMA)
+                cols = {r[1] for r in self.conn.execute("PRAGMA table_info(materializations)")}
+                if "remote" not in cols:  # a store written before the remote column existed
+                    self.conn.execute("ALTER TABLE materializations ADD COLUMN remote INTEGER")
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
         except OSError as exc:
@@ -174,6 +177,18 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
         return NodeHistory(self, asset, latest, latest_success, count > len(latest_success))
+
+    def pending_uploads(self) -> list[tuple[int, str]]:
+        """Successful results not yet copied to the remote store: (row id, path)."""
+        if self.conn is None:
+            return []
+        return list(self.conn.execute(
+            "SELECT id, path FROM materializations WHERE status='success' "
+            "AND (remote IS NULL OR remote=0) AND path IS NOT NULL"))
+
+    def mark_uploaded(self, ids: list[int]) -> None:
+        if ids:
+            self._write("UPDATE materializations SET remote=1 WHERE id=?", [(i,) for i in ids])
 
     def success_row(self, asset: str, run_hash: str) -> Row | None:
         found = self.rows(asset, "run_hash=? AND status='success'", (run_hash,))

@@ -48,6 +48,8 @@ class StepRecord:
     traceback: str | None = None
     output: str = ""
     infra: str | None = None                      # barca's own write failed (exit 3)
+    uploaded: bool | None = None                  # copied to the remote store (None: no store)
+    upload_error: str | None = None
     keys: list[str] | None = None                 # a key source's keys
     key_values: dict[str, str] | None = None      # a dict source: key -> value digest
     key_raw: dict[str, Any] | None = None         # a dict source: key -> value

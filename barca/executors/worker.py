@@ -26,6 +26,7 @@ class Worker:
         self.notify = notify
         self.functions: dict[tuple[str, str], Callable[..., Any]] = {}
         self.values: dict[str, Any] = {}
+        self.remote: Any = None
         source_only(root)  # run project modules from the source that was hashed, never a .pyc
         for p in (root,):
             if p not in sys.path:
@@ -70,6 +71,22 @@ class Worker:
             self.values.clear()
         self.values[relpath] = value
         return value
+
+    def _upload(self, rel: str, rec: StepRecord) -> None:
+        """Copy an artifact to the remote store, if one is configured; a failure is reported,
+        never fatal (the next command retries it)."""
+        from barca import remote
+        uri = remote.configured()
+        if uri is None:
+            return
+        try:
+            if self.remote is None:
+                self.remote = remote.Remote(uri)
+            self.remote.upload(self.root, rel)
+            rec.uploaded = True
+        except Exception as exc:
+            rec.uploaded = False
+            rec.upload_error = f"{type(exc).__name__}: {exc}"
 
     def kwargs(self, task: StepTask) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -140,6 +157,7 @@ class Worker:
             rec.elapsed = time.perf_counter() - start
             return rec
         self.values[rel] = value
+        self._upload(rel, rec)
         rec.path, rec.format, rec.size = rel, fmt, len(data)
         rec.sha256 = hashlib.sha256(data).hexdigest()
         rec.shape = artifacts.shape(value)
