@@ -381,6 +381,24 @@ RULES = [
                        "def step() -> int:\n    return A\n",
         "conf.py": "A = 1\nA += 1\n"},
      ["module:conf.py"], []),
+    ("module-level with and for: whole module", {
+        "pipeline.py": "from barca import asset\nfrom conf import A, B\n\n@asset()\n"
+                       "def step() -> int:\n    return A + B\n",
+        "conf.py": "import contextlib\nwith contextlib.nullcontext(1) as A:\n    pass\n"
+                   "for B in range(3):\n    pass\n"},
+     ["module:conf.py"], []),
+    ("a module passed as a value: whole, with what it imports", {
+        "pipeline.py": "from barca import asset\nimport valmod\n\ndef run(m):\n"
+                       "    return m.a()\n\n@asset()\ndef step() -> int:\n"
+                       "    return run(valmod)\n",
+        "valmod.py": "from deep import a\n",
+        "deep.py": "def a():\n    return 1\n\ndef b():\n    return 2\n"},
+     ["module:valmod.py", "helper:deep.py:a"], ["helper:deep.py:b"]),
+    ("a parameter shadowing a module-level name is not followed", {
+        "pipeline.py": "from barca import asset\nfrom helpers import x\n\n@asset()\n"
+                       "def step(x: int = 1) -> int:\n    return x\n",
+        "helpers.py": "x = 5\n"},
+     [], ["helper:helpers.py:x", "helper:pipeline.py:x"]),
     ("import a.b and a.b.f()", {
         "pipeline.py": "from barca import asset\nimport a.b\n\n@asset()\n"
                        "def step() -> int:\n    return a.b.f()\n",
