@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from barca import events as ev
 from barca.errors import StepFailed, UsageError
-from barca.graph import Graph, load_graph
+from barca.topology import Graph, load_graph
 from barca.planner import Context
 from barca.results import Listing, ListRow, Output, OutputItem, Plan, PhasePlan, RunResult, StatusReport
 from barca.runner import Runner, Selection, check_selection, new_run_id, resolve_refresh, walk_order

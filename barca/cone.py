@@ -397,8 +397,14 @@ class Project:
             raise syntax_error(rel, exc) from None
 
     def _namespace(self, dirs: list[Path]) -> Module:
-        from barca.discovery import relative_id
-        return Module(relative_id(dirs[0], self.root), None, None, tuple(dirs))
+        """A namespace package (kept, so that memo keys by ``id`` stay valid)."""
+        key = ("ns", tuple(dirs))
+        mod = self._find.get(key)
+        if mod is None:
+            from barca.discovery import relative_id
+            mod = self._find[key] = Module(relative_id(dirs[0], self.root), None, None,
+                                           tuple(dirs))
+        return mod
 
     def _entry(self, dirs: Iterable[Path], name: str) -> Module | None:
         """``name`` looked up in each directory in turn, as Python's path finder does: a

@@ -12,7 +12,7 @@ from typing import Any
 
 from barca.errors import UsageError
 from barca.notebook import PSEUDO_ABSPATH
-from barca.graph import Graph, combine, validate_keys
+from barca.topology import Graph, combine, validate_keys
 from barca.hashing import DefinitionHasher, definition_hash, digest, run_hash, sha
 from barca.store import NodeHistory, Row, Store
 from barca.types import NodeId, short_name, step_id

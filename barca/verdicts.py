@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from barca.graph import Graph
+from barca.topology import Graph
 from barca.planner import Context, NodeState
 from barca.results import PlanRow, StatusRow, StepSummary
 from barca.store import Row

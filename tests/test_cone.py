@@ -444,7 +444,7 @@ RULES = [
 
 def _parts(root: Path, files: dict[str, str], pipeline: str = "pipeline.py",
            step: str = "step") -> dict[str, str]:
-    from barca.graph import load_graph
+    from barca.topology import load_graph
     from barca.hashing import DefinitionHasher
 
     for name, text in files.items():
@@ -509,7 +509,7 @@ def test_each_module_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
              "lib.py": "import helpers\n\ndef g():\n    return 1\n"}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    from barca.graph import load_graph
+    from barca.topology import load_graph
     from barca.hashing import DefinitionHasher
     graph = load_graph([str(tmp_path / "pipeline.py")], root=tmp_path.resolve())
     monkeypatch.setattr(cone.ast, "parse", counting)

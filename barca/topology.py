@@ -1,5 +1,6 @@
-"""The DAG: references resolved to node ids, usage errors found before anything runs, phases,
-and the static part of partition expansion (key lists that the source text pins down)."""
+"""The DAG (the pipeline's topology): references resolved to node ids, usage errors found
+before anything runs, phases, and the static part of partition expansion (key lists that the
+source text pins down)."""
 from __future__ import annotations
 
 import itertools
