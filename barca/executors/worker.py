@@ -157,6 +157,16 @@ class Worker:
             rec.elapsed = time.perf_counter() - start
             return rec
         self.values[rel] = value
+        if task.sinks:
+            from barca import sinks
+            try:
+                sinks.write(self.root, task.sinks, task.key, value)
+            except Exception as exc:  # a sink the user asked for failed: the step fails
+                rec.status = "failed"
+                rec.error = f"sink failed: {type(exc).__name__}: {exc}"
+                rec.traceback = tb.format_exc()
+                rec.elapsed = time.perf_counter() - start
+                return rec
         self._upload(rel, rec)
         rec.path, rec.format, rec.size = rel, fmt, len(data)
         rec.sha256 = hashlib.sha256(data).hexdigest()
