@@ -437,13 +437,35 @@ class Project:
         parts = dotted.split(".")
         mod = None
         if parts[0] not in _NEVER_FOLLOW and all(p.isidentifier() for p in parts):
-            mod = self._entry(search, parts[0])
+            mod = self._entry(search, parts[0]) or self._elsewhere(parts[0])
             for p in parts[1:]:
                 if mod is None:
                     break
                 mod = self.submodule(mod, p)
         self._find[key] = mod
         return mod
+
+    def _elsewhere(self, name: str) -> Module | None:
+        """A top-level module found past the worker's first entries (PYTHONPATH, a ``.pth``,
+        an editable install): followed only when it lives in the project. Asks the import
+        system's finders, which locate a top-level module without running any of it."""
+        key = ("else", name)
+        if key not in self._find:
+            import importlib.util
+            mod = None
+            try:
+                spec = importlib.util.find_spec(name)
+            except (ImportError, ValueError, AttributeError):
+                spec = None
+            if spec is not None and spec.origin and spec.origin.endswith(".py"):
+                mod = self.module_at(Path(spec.origin))
+            elif spec is not None and spec.origin in (None, "namespace") and \
+                    spec.submodule_search_locations:
+                dirs = [Path(d).resolve() for d in spec.submodule_search_locations]
+                dirs = [d for d in dirs if self._allowed(d)]
+                mod = self._namespace(dirs) if dirs else None
+            self._find[key] = mod
+        return self._find[key]
 
     def import_source(self, ctx: Module, stmt: ast.ImportFrom, search: tuple[Path, ...]
                       ) -> Module | None:

@@ -517,3 +517,18 @@ def test_each_module_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     for node in graph.nodes.values():
         assert "helper:lib.py:g" in hasher.parts(node, {})
     assert sorted(calls) == ["helpers.py", "lib.py"]
+
+
+def test_pythonpath_inside_the_project_is_followed(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A src layout on PYTHONPATH (or an editable install) is project code: followed."""
+    import sys
+    (tmp_path / "src").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    parts = _parts(tmp_path, {
+        "pipeline.py": "from barca import asset\nimport srclib_cone_test\n\n@asset()\n"
+                       "def step() -> int:\n    return srclib_cone_test.f()\n",
+        "src/srclib_cone_test.py": "def f():\n    return 1\n\ndef g():\n    return 2\n"})
+    assert "helper:src/srclib_cone_test.py:f" in parts
+    assert "helper:src/srclib_cone_test.py:g" not in parts
+    assert "srclib_cone_test" not in sys.modules  # located, never imported
