@@ -10,7 +10,6 @@ import signal
 import sys
 from typing import Any, TextIO
 
-from barca import events as ev
 from barca.errors import BarcaError, Cancelled, InfrastructureError, StepFailed
 
 
@@ -30,6 +29,8 @@ class EventPrinter:
     end line (people), or nothing but errors (JSON)."""
 
     def __init__(self, mode: str, agent: bool, stream: TextIO = sys.stderr) -> None:
+        from barca import events
+        self.ev = events
         self.mode, self.agent, self.out = mode, agent, stream
         self.live = stream.isatty() and not agent and mode == "pretty"
         self._bar = False
@@ -46,7 +47,8 @@ class EventPrinter:
             for line in output.rstrip("\n").splitlines():
                 self._line(f"[{step}] {line}")
 
-    def __call__(self, e: ev.Event) -> None:
+    def __call__(self, e: Any) -> None:
+        ev = self.ev
         if isinstance(e, ev.Importing):
             if self.agent:
                 self._line(f"[barca] importing {e.path}")

@@ -5,12 +5,14 @@ result object. Neither prints."""
 from __future__ import annotations
 
 import argparse
-import difflib
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from barca import events as ev
 from barca.errors import UsageError
+
+def _close_matches(word: str, choices: list[str], n: int, cutoff: float) -> list[str]:
+    import difflib  # only on an error: keeps `barca --help` cheap
+    return difflib.get_close_matches(word, choices, n=n, cutoff=cutoff)
+
 
 COMMANDS = ("get", "run", "list", "status", "graph", "sql", "plan", "history", "docs",
             "version")
@@ -24,7 +26,7 @@ class _Parser(argparse.ArgumentParser):
             bad = m.group(1) if m else message.split(":", 1)[-1].strip().split()[0].strip("'")
             options = [o for a in self._actions for o in a.option_strings]
             choices = list(COMMANDS) if "invalid choice" in message else options
-            close = difflib.get_close_matches(bad, choices, n=1, cutoff=0.5)
+            close = _close_matches(bad, choices, n=1, cutoff=0.5)
             hint = f" Did you mean '{close[0]}'?" if close else ""
             if "invalid choice" in message:
                 raise UsageError(f"Unknown command '{bad}'.{hint}",
@@ -110,7 +112,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     cmd = argv[at]
     subs = p._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     if cmd not in subs:
-        close = difflib.get_close_matches(cmd, list(COMMANDS), n=1, cutoff=0.5)
+        close = _close_matches(cmd, list(COMMANDS), n=1, cutoff=0.5)
         hint = f" Did you mean '{close[0]}'?" if close else ""
         raise UsageError(f"Unknown command '{cmd}'.{hint}",
                          f"Commands: {', '.join(COMMANDS)}. See `barca --help`.")
@@ -120,7 +122,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if extras:
         bad = next((e for e in extras if e.startswith("-")), extras[0])
         options = [o for a in sub._actions for o in a.option_strings]
-        close = difflib.get_close_matches(bad, options, n=1, cutoff=0.5)
+        close = _close_matches(bad, options, n=1, cutoff=0.5)
         hint = f" Did you mean '{close[0]}'?" if close else ""
         what = "option" if bad.startswith("-") else "argument"
         raise UsageError(f"Unknown {what} '{bad}' for `barca {cmd}`.{hint}",
@@ -138,17 +140,18 @@ def split_target(args: list[str], takes_target: bool = True) -> tuple[str | None
     return args[0], list(args[1:])
 
 
-@dataclass
 class Outcome:
     """What a command produced, for a front end to render."""
-    command: str
-    result: Any
-    args: argparse.Namespace
+
+    def __init__(self, command: str, result: Any, args: argparse.Namespace) -> None:
+        self.command, self.result, self.args = command, result, args
 
 
-def dispatch(ns: argparse.Namespace, on_event: ev.EventCallback = ev.ignore,
+def dispatch(ns: argparse.Namespace, on_event: Any = None,
              load_values: bool = False, default_sql_limit: int | None = 100) -> Outcome:
     from barca import api
+    from barca import events as ev
+    on_event = on_event or ev.ignore
     cmd = ns.command
     if cmd in ("get", "run"):
         target, files = split_target(ns.args)

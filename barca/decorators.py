@@ -7,7 +7,6 @@ evaluated by importing the module.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 ASSET_ARGS = ("inputs", "partitions", "serializer", "freshness", "retries", "timeout_seconds",
@@ -19,22 +18,48 @@ SENSOR_ARGS = tuple(a for a in ASSET_ARGS if a != "inputs")
 NOTEBOOK: dict[str, Callable[..., Any]] = {}
 
 
-@dataclass(frozen=True)
-class Partitions:
+class _Marker:
+    """A small immutable marker (plain class: ``import barca`` stays cheap in workers)."""
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        object.__setattr__(self, "value", value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.value == self.value  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, id(self.value)))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__.lower()}({self.value!r})"
+
+
+class Partitions(_Marker):
     """``partitions([...])``: an explicit list of keys."""
-    keys: Any
+
+    @property
+    def keys(self) -> Any:
+        return self.value
 
 
-@dataclass(frozen=True)
-class PartitionsFrom:
+class PartitionsFrom(_Marker):
     """``partitions_from(upstream)``: keys taken from another node."""
-    source: Any
+
+    @property
+    def source(self) -> Any:
+        return self.value
 
 
-@dataclass(frozen=True)
-class Collect:
+class Collect(_Marker):
     """``collect(asset)``: every key's value of a partitioned asset, as one list."""
-    source: Any
+
+    @property
+    def source(self) -> Any:
+        return self.value
 
 
 class _Freshness:

@@ -16,6 +16,7 @@ from barca.errors import UsageError, did_you_mean
 from barca.types import NodeId
 
 KINDS = ("asset", "sensor", "task")
+PSEUDO_ABSPATH = "<notebook>"   # the abspath of the file model holding a notebook's own nodes
 MARKERS = ("partitions", "partitions_from", "collect")
 SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "tests", "test", "venv", "env",
              "build", "dist"}

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from barca import decorators
 from barca.hashing import canonical_json, digest, used_names
 
-PSEUDO_ABSPATH = "<notebook>"
+from barca.discovery import PSEUDO_ABSPATH  # noqa: E402  (re-exported)
 
 
 def interactive() -> bool:

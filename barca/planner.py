@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from barca.errors import UsageError
-from barca.notebook import PSEUDO_ABSPATH
+from barca.discovery import PSEUDO_ABSPATH
 from barca.topology import Graph, combine, validate_keys
 from barca.hashing import DefinitionHasher, definition_hash, digest, run_hash, sha
 from barca.store import NodeHistory, Row, Store

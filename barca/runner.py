@@ -13,7 +13,7 @@ from typing import Any
 from barca import events as ev
 from barca.errors import Cancelled, UsageError, did_you_mean
 from barca.executors.task import StepRecord, StepTask
-from barca.notebook import PSEUDO_ABSPATH
+from barca.discovery import PSEUDO_ABSPATH
 from barca.planner import Context, NodeState, StepState, decide, keys_from_row, source_dim
 from barca.types import NodeId, format_key, parse_key, short_name
 
