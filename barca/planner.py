@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,7 @@ class Context:
         self._keys: dict[NodeId, list[str] | None] = {}
         self._modules: dict[str, Any] = {}
         self.remote: Any = None   # the remote store, while executing (see barca.remote)
+        self._artifact_dirs: set[str] | None = None
         self.key_sources: set[NodeId] = {
             d.source for n in graph.nodes.values() for d in n.dims
             if d.kind == "from" and d.source is not None and not graph.nodes[d.source].partitioned}
@@ -108,10 +110,19 @@ class Context:
     def adoptable(self, nid: NodeId, key: str, run_hash: str) -> Row | None:
         """A finished artifact with no metadata row (a killed run, a deleted metadata.db): its
         name is its run hash and it was written atomically, so it can be adopted."""
-        from barca.artifacts import EXT, artifact_relpath, node_dir
+        from barca.artifacts import EXT, node_dir
+        d = node_dir(nid, key)
+        if self._artifact_dirs is None:  # one listing per command, not a stat per key
+            try:
+                self._artifact_dirs = set(os.listdir(self.graph.root / ".barca" / "artifacts"))
+            except OSError:
+                self._artifact_dirs = set()
+        local = d in self._artifact_dirs
+        if not local and self.remote is None:
+            return None
         for fmt, ext in EXT.items():
-            rel = artifact_relpath(nid, key, run_hash, ext)
-            if (self.graph.root / rel).is_file() or (
+            rel = f".barca/artifacts/{d}/{run_hash}.{ext}"
+            if (local and (self.graph.root / rel).is_file()) or (
                     self.remote is not None and rel in self.remote.listing(node_dir(nid))
                     and self.remote.fetch(self.graph.root, rel) is not None):
                 return Row(0, nid, nid, key, run_hash, rel, fmt, None, None, None, "success",
