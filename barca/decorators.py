@@ -37,6 +37,9 @@ class _Marker:
     def __repr__(self) -> str:
         return f"{type(self).__name__.lower()}({self.value!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled (e.g. with a notebook function) by value
+        return (type(self), (self.value,))
+
 
 class Partitions(_Marker):
     """``partitions([...])``: an explicit list of keys."""
