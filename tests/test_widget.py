@@ -86,6 +86,8 @@ def test_dag_svg_of_the_seed(seed: Project, monkeypatch: pytest.MonkeyPatch) -> 
     # the display object: SVG and text in its mime bundle, built from the same status
     monkeypatch.chdir(seed.path)
     import barca
+    import barca.api  # noqa: F401  (every engine module loaded: barca.graph is still the API)
+    barca.status("pipeline.py")
     pic = barca.graph("pipeline.py")
     bundle = pic._repr_mimebundle_()
     assert set(bundle) == {"image/svg+xml", "text/plain"}
