@@ -1,0 +1,80 @@
+"""Outputs around a run: final_output past 1,000 keys, history, dict-source key errors."""
+from __future__ import annotations
+
+import json
+
+from conftest import Project
+
+
+def test_final_output_past_1000_keys(project: Project) -> None:
+    project.write("pipeline.py", """
+        from barca import asset, partitions
+
+        N = 1001
+
+
+        @asset(partitions={"k": partitions([f"k{i:04d}" for i in range(N)])})
+        def item(k: str) -> int:
+            return len(k)
+    """)
+    r = project.barca("get", "item", "pipeline.py", "--json")
+    assert r.code == 0, r.err
+    out = r.json()["final_output"]
+    assert out["total_keys"] == 1001 and out["computed_keys"] == 1001
+    project.edit("pipeline.py", "N = 1001", "N = 1003")
+    r = project.barca("get", "item", "pipeline.py", "--json")
+    out = r.json()["final_output"]
+    assert out["total_keys"] == 1003 and out["computed_keys"] == 2
+    assert sorted(out["keys"]) == ["k=k1001", "k=k1002"] and out["not_shown"] == 1001
+
+
+def test_history(seed: Project) -> None:
+    for _ in range(3):
+        assert seed.barca("get", "report", "pipeline.py", "--json").code == 0
+    runs = seed.barca("history", "--json").json()["runs"]
+    assert [r["steps_run"] for r in runs] == [1, 1, 8]           # newest first
+    assert all(r["status"] == "success" and r["command"] == "get" for r in runs)
+    assert len(seed.barca("history", "--limit", "2", "--json").json()["runs"]) == 2
+    table = seed.barca("history", "--pretty").out.splitlines()
+    assert table[0].split() == ["RUN", "COMMAND", "TARGET", "STATUS", "RAN", "CACHED", "STARTED"]
+    assert len(table) == 4
+
+
+DICT_SOURCE = """
+import json
+from pathlib import Path
+from barca import asset, partitions_from, sensor
+
+
+@sensor()
+def versions() -> dict:
+    return {json.loads(k) if k.startswith("1") else k: v
+            for k, v in json.loads(Path("versions.json").read_text()).items()}
+
+
+@asset(partitions={"retailer": partitions_from(versions)})
+def orders(retailer: str) -> str:
+    return retailer
+"""
+
+
+def test_dict_source_key_errors_fail_the_source_step(project: Project) -> None:
+    project.write("pipeline.py", DICT_SOURCE)
+    project.write("versions.json", json.dumps({"1": "a", "r1": "b"}))
+    r = project.barca("get", "orders", "pipeline.py", "--json")
+    assert r.code == 0, r.err
+    assert sorted(r.json()["final_output"]) == ["retailer=1", "retailer=r1"]  # int key -> "1"
+    project.edit("pipeline.py", "def versions() -> dict:\n", "def versions() -> dict:\n"
+                 "    if Path('collide').exists():\n        return {1: 'a', '1': 'b'}\n"
+                 "    if Path('badvalue').exists():\n        return {'r1': {1, 2}}\n")
+    (project.path / "collide").write_text("")
+    r = project.barca("get", "orders", "pipeline.py", "--json")
+    assert r.code == 1
+    err = json.loads(r.err.strip().splitlines()[-1])
+    assert err["node"] == "pipeline.py:versions" and "collide" in err["error"]
+    (project.path / "collide").unlink()
+    (project.path / "badvalue").write_text("")
+    r = project.barca("get", "orders", "pipeline.py", "--json")
+    assert r.code == 1
+    err = json.loads(r.err.strip().splitlines()[-1])
+    assert "'r1' is not JSON-writable" in err["error"]
