@@ -183,6 +183,8 @@ def run_cli(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _error(Cancelled("cancelled", "Run the command again to finish."), mode or "pretty", agent)
         return 130
+    except BrokenPipeError:  # the reader went away (`barca list | head`): not an error of ours
+        raise
     except Exception as exc:  # a bug in barca: say so, with the traceback to report
         import traceback
         err = InfrastructureError(f"internal error: {type(exc).__name__}: {exc}",
@@ -200,6 +202,8 @@ def main(argv: list[str] | None = None) -> None:
         code = run_cli(argv)
         sys.stdout.flush()
     except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing more to flush to a closed pipe
         code = 0
     sys.exit(code)
 

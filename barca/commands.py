@@ -53,6 +53,8 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
                    help="narrow the run to these keys (or a JSON object)")
     p.add_argument("--dry-run", action="store_true", help="say what would run; run nothing")
     p.add_argument("--agent", action="store_true", help="one line per event on stderr")
+    p.add_argument("--executor", metavar="local|dask|tcp://HOST:PORT",
+                   help="where steps run (default: BARCA_EXECUTOR, else the local pool)")
     p.add_argument("-o", "--output", choices=("value", "path"),
                    help="print only the value, or only the artifact path(s)")
     _output_flags(p)
@@ -157,6 +159,9 @@ def dispatch(ns: argparse.Namespace, on_event: Any = None,
         target, files = split_target(ns.args)
         if cmd == "run" and target is None:
             raise UsageError("barca run needs a task name.", "Write: barca run TASK [files]")
+        if ns.executor:
+            import os
+            os.environ["BARCA_EXECUTOR"] = ns.executor
         if ns.dry_run:
             res: Any = api.plan_run(target, *files, command=cmd, refresh=ns.refresh,
                                     refresh_all=ns.refresh_all, no_cascade=ns.no_cascade,

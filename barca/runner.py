@@ -5,6 +5,7 @@ The same walk, without executing, predicts the state of every node for ``status`
 ``--dry-run``."""
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -335,11 +336,18 @@ class Runner:
 
     # ------------------------------------------------------------------ executing
     def pool(self) -> Any:
+        """The executor, started on first use: the local process pool, or Dask when
+        ``BARCA_EXECUTOR`` (or ``--executor``) says ``dask`` or a scheduler address."""
         if self._pool is None:
             from barca.executors.process import ProcessPool, default_pool_size
             size = self.pool_size or default_pool_size()
-            self._pool = ProcessPool(str(self.graph.root), size,
-                                     lambda path: self.on_event(ev.Importing(path)))
+            on_import = lambda path: self.on_event(ev.Importing(path))  # noqa: E731
+            kind = executor_name()
+            if kind == "local":
+                self._pool = ProcessPool(str(self.graph.root), size, on_import)
+            else:
+                from barca.executors.dask import DaskExecutor
+                self._pool = DaskExecutor(str(self.graph.root), kind, size, on_import)
         return self._pool
 
     def _execute(self, nid: NodeId, steps: list[StepState]) -> None:
@@ -411,6 +419,22 @@ class Runner:
             rows, self._rows = self._rows, []
             self.ctx.store.record(rows)
         self._last_flush = time.monotonic()
+
+
+def executor_name() -> str:
+    """``local`` (the process pool), ``dask`` (a LocalCluster) or a scheduler address."""
+    name = os.environ.get("BARCA_EXECUTOR", "").strip() or "local"
+    if name not in ("local", "dask") and "://" not in name:
+        raise UsageError(f"BARCA_EXECUTOR={name!r} is not an executor",
+                         "Use local, dask (a local Dask cluster) or a scheduler address such as "
+                         "tcp://127.0.0.1:8786.")
+    if "://" in name:
+        from barca import remote
+        if remote.configured() is None:
+            raise UsageError(f"BARCA_EXECUTOR={name} runs steps on other machines, which need "
+                             "a shared store", "Set BARCA_REMOTE_URI (for example "
+                             "s3://bucket/barca) so workers can read inputs and write results.")
+    return name
 
 
 def new_run_id() -> str:

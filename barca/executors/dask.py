@@ -1,0 +1,126 @@
+"""The Dask executor: steps run on a ``dask.distributed`` cluster — a ``LocalCluster`` started
+for the run (``BARCA_EXECUTOR=dask``) or an existing scheduler (``BARCA_EXECUTOR=tcp://...``).
+
+The same contract as the local pool: chunks of ``StepTask`` in, ``StepRecord`` out, through the
+one worker entry point (``barca.executors.worker.Worker``); the coordinator alone writes
+metadata. Workers on other machines read inputs from and write artifacts to the shared store
+(``BARCA_REMOTE_URI``)."""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from barca.executors.task import StepRecord, StepTask
+
+_WORKERS: dict[str, Any] = {}
+
+
+def _run_chunk(root: str, tasks: list[StepTask]) -> tuple[list[str], list[StepRecord]]:
+    """Runs on a Dask worker process: (files it imported, one record per task)."""
+    from barca.executors.worker import Worker
+
+    imported: list[str] = []
+    worker = _WORKERS.get(root)
+    if worker is not None and _stat(f for f, _, _ in worker.stamp) != worker.stamp:
+        _forget_project_modules(root)  # a long-lived worker, and the code changed since
+        worker = None
+    if worker is None:
+        worker = _WORKERS[root] = Worker(root, lambda kind, data: None)
+    worker.notify = lambda kind, data: imported.append(data) if kind == "importing" else None
+    os.makedirs(root, exist_ok=True)
+    os.chdir(root)
+    records = [worker.run(t) for t in tasks]
+    worker.stamp = _project_stamp(root, tasks)
+    return imported, records
+
+
+def _project_stamp(root: str, tasks: list[StepTask]) -> tuple[Any, ...]:
+    """What identifies the project's code now: each pipeline file's and each project module's
+    (mtime, size), for the modules this worker has imported."""
+    import sys
+    files = {t.file for t in tasks if t.shipped is None}
+    files |= {m.__file__ for m in list(sys.modules.values())
+              if getattr(m, "__file__", None) and str(m.__file__).startswith(root + os.sep)}
+    return _stat(sorted(files))
+
+
+def _stat(files: Any) -> tuple[Any, ...]:
+    out = []
+    for f in files:
+        try:
+            st = os.stat(f)
+            out.append((f, st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append((f, None, None))
+    return tuple(out)
+
+
+def _forget_project_modules(root: str) -> None:
+    import sys
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None)
+        if f and str(f).startswith(root + os.sep) and "site-packages" not in str(f):
+            del sys.modules[name]
+
+
+class DaskExecutor:
+    """Runs steps on Dask; a chunk whose worker died is split so only the step that killed it
+    fails."""
+
+    def __init__(self, root: str, address: str, size: int,
+                 on_import: Callable[[str], None]) -> None:
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            from barca.errors import UsageError
+            raise UsageError("BARCA_EXECUTOR asks for Dask, which is not installed",
+                             "pip install 'barca-pipelines[dask]', or unset BARCA_EXECUTOR.") \
+                from None
+        self.root, self.size, self.on_import = root, size, on_import
+        self.cluster = None
+        if address == "dask":
+            self.cluster = LocalCluster(n_workers=size, threads_per_worker=1, processes=True,
+                                        host="127.0.0.1", dashboard_address=None)
+            self.client = Client(self.cluster)
+        else:
+            self.client = Client(address)
+
+    def run(self, tasks: list[StepTask], on_record: Callable[[StepRecord], None]) -> None:
+        from distributed import as_completed
+
+        per_chunk = max(1, min(64, -(-len(tasks) // (self.size * 4))))
+        pending = {}
+        for i in range(0, len(tasks), per_chunk):
+            chunk = tasks[i:i + per_chunk]
+            pending[self._submit(chunk)] = chunk
+        done = as_completed(list(pending))
+        for fut in done:
+            chunk = pending.pop(fut)
+            try:
+                imported, records = fut.result()
+            except Exception as exc:  # the worker died (KilledWorker) or could not run it
+                if len(chunk) > 1:  # find the step that did it: one future per step
+                    for t in chunk:
+                        f = self._submit([t])
+                        pending[f] = [t]
+                        done.add(f)
+                    continue
+                on_record(StepRecord(chunk[0].index, "failed", 0.0,
+                                     error=f"WorkerDied: the Dask worker running {chunk[0].step} "
+                                           f"failed ({type(exc).__name__}: {exc})"))
+                continue
+            for path in imported:
+                self.on_import(path)
+            for rec in records:
+                on_record(rec)
+
+    def _submit(self, chunk: list[StepTask]) -> Any:
+        return self.client.submit(_run_chunk, self.root, chunk, pure=False,
+                                  retries=0)
+
+    def close(self) -> None:
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+    terminate = close

@@ -1,0 +1,102 @@
+"""The Dask executor: the same run hashes, decisions, values and failure isolation as the
+local pool, on a real dask.distributed LocalCluster with 2 worker processes."""
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, Project
+
+pytest.importorskip("distributed")
+
+DASK = {"BARCA_EXECUTOR": "dask", "BARCA_POOL_SIZE": "2"}
+
+KEYS_2000 = """
+from barca import asset, collect, partitions
+
+KEYS = [f"k{i:04d}" for i in range(2000)]
+
+
+@asset(partitions={"key": partitions(KEYS)})
+def item(key: str) -> dict:
+    return {"key": key, "n": len(key)}
+
+
+@asset(inputs={"items": collect(item)})
+def total(items: list[dict]) -> dict:
+    return {"count": len(items), "sum": sum(i["n"] for i in items)}
+"""
+
+
+def _hashes(p: Project) -> dict[str, str]:
+    db = sqlite3.connect(p.path / ".barca" / "metadata.db")
+    return dict(db.execute("select node, run_hash from materializations where status='success'"))
+
+
+def _pair(tmp_path: Path, source: str, extra: dict[str, str] | None = None) -> list[Project]:
+    out = []
+    for name in ("local", "dask"):
+        p = Project(tmp_path / name)
+        p.path.mkdir()
+        p.write("pipeline.py", source)
+        for k, v in (extra or {}).items():
+            p.write(k, v)
+        out.append(p)
+    return out
+
+
+def test_seed_example_same_on_dask_and_local(tmp_path: Path) -> None:
+    local, dask = _pair(tmp_path, (REPO / "examples/seed/pipeline.py").read_text(),
+                        {"feed_version.txt": "v1\n"})
+    results = []
+    for p, env in ((local, {}), (dask, DASK)):
+        first = p.barca("get", "report", "pipeline.py", "--json", "--agent", env=env)
+        assert first.code == 0, first.err
+        p.write("feed_version.txt", "v2\n")
+        second = p.barca("get", "report", "pipeline.py", "--json", "--agent", env=env)
+        third = p.barca("get", "report", "pipeline.py", "--json", "--agent", env=env)
+        results.append((first.json()["final_output"], sorted(first.completed()),
+                        sorted(second.completed()), sorted(third.completed())))
+    assert results[0] == results[1]
+    assert len(results[0][1]) == 8 and len(results[0][2]) == 8 and len(results[0][3]) == 1
+    assert _hashes(local) == _hashes(dask)
+
+
+def test_2000_keys_same_on_dask_and_local(tmp_path: Path) -> None:
+    local, dask = _pair(tmp_path, KEYS_2000)
+    outs = []
+    for p, env in ((local, {}), (dask, DASK)):
+        r = p.barca("get", "total", "pipeline.py", "--json", env=env, timeout=300)
+        assert r.code == 0, r.err
+        outs.append((r.json()["final_output"], r.json()["steps_executed"]))
+    assert outs[0] == outs[1] == ({"count": 2000, "sum": 10000}, 2001)
+    assert _hashes(local) == _hashes(dask)
+
+
+def test_a_killed_dask_worker_fails_only_its_step(project: Project) -> None:
+    project.write("pipeline.py", """
+import os, signal
+from barca import asset, partitions
+
+
+@asset(partitions={"k": partitions(["a", "b", "c", "d"])})
+def item(k: str) -> str:
+    if k == "b":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return k
+""")
+    r = project.barca("get", "item", "pipeline.py", "--json", "--agent", env=DASK, timeout=300)
+    assert r.code == 1, r.err
+    err = json.loads(r.err.strip().splitlines()[-1])
+    assert err["node"] == "pipeline.py:item[k=b]" and "Dask worker" in err["error"]
+    assert sorted(r.completed()) == ["pipeline.py:item[k=a]", "pipeline.py:item[k=c]",
+                                     "pipeline.py:item[k=d]"]
+
+
+def test_remote_scheduler_needs_a_shared_store(seed: Project) -> None:
+    r = seed.barca("get", "report", "pipeline.py", "--executor", "tcp://127.0.0.1:1",
+                   "--pretty")
+    assert r.code == 2 and "BARCA_REMOTE_URI" in r.err
