@@ -84,7 +84,15 @@ def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
     lines: list[str] = []
     root = ctx.graph.root
     for key, row in rows:
-        value = json.loads((root / (row.path or "")).read_bytes())
+        try:
+            value = json.loads((root / (row.path or "")).read_bytes())
+        except FileNotFoundError:
+            fetched = _fetch(ctx, row.path or "")
+            if fetched is None:
+                raise UsageError(f"view '{name}': the result of {row.node} is missing from "
+                                 f"disk ({row.path}).",
+                                 f"Run `barca get {name}` to compute it again.") from None
+            value = json.loads(fetched)
         for rec in _records(value):
             if partitioned:
                 rec = {"partition": key, **rec}
@@ -96,6 +104,15 @@ def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
     write_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))
     write_atomic(columns_path, json.dumps(list(columns)).encode("utf-8"))
     return str(path), list(columns)
+
+
+def _fetch(ctx: Context, rel: str) -> bytes | None:
+    """A result missing locally, from the remote store (when one is configured)."""
+    from barca import remote
+    uri = remote.configured()
+    if uri is None or remote.Remote(uri).fetch(ctx.graph.root, rel) is None:
+        return None
+    return (ctx.graph.root / rel).read_bytes()
 
 
 def frame(ctx: Context, vs: ViewSource) -> Any:
@@ -148,7 +165,8 @@ def query(ctx: Context, sql: str, limit: int | None) -> tuple[list[str], list[tu
     if "barca" in words:
         import tempfile
         con.execute("CREATE SCHEMA barca")
-        tmp = tempfile.mkdtemp(prefix="barca-sql-")
+        tmpdir = tempfile.TemporaryDirectory(prefix="barca-sql-")
+        tmp = tmpdir.name
         for table in ("runs", "materializations"):
             rows = _table_rows(ctx, table)
             p = Path(tmp) / f"{table}.ndjson"
@@ -170,6 +188,7 @@ def query(ctx: Context, sql: str, limit: int | None) -> tuple[list[str], list[tu
         raise UsageError(f"SQL error: {exc}", "Fix the query.") from None
     columns = [d[0] for d in cur.description or []]
     rows = cur.fetchall()
+    con.close()  # the views over barca's own tables read temp files: done with them now
     total = len(rows)
     if limit is not None:
         rows = rows[:limit]

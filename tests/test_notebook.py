@@ -115,12 +115,15 @@ def test_cell_magics(seed: Project) -> None:
     (seed.path / "pipeline.py").unlink()
     nb = notebook("%load_ext barca", "%%barca pipeline pipeline.py\n" + body,
                   "%barca get report pipeline.py", "%%barca sql\nselect partition, buy\n"
-                  "from signal where buy order by partition")
+                  "from signal where buy order by partition",
+                  "%%barca sql pipeline.py --limit 1\nselect * from prices order by ticker")
     execute(nb, seed.path)
     assert (seed.path / "pipeline.py").read_text().strip() == body.strip()
     assert "pipeline.py:report" in result(nb, 1)["text/plain"]
     df = result(nb, 3)["text/plain"]
     assert "ticker=GOOG" in df and "ticker=MSFT" in df and "ticker=AAPL" not in df
+    one = result(nb, 4)["text/plain"]
+    assert "ticker=AAPL" in one and "ticker=GOOG" not in one
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "notebooks").glob("*.ipynb")))

@@ -52,6 +52,11 @@ def test_failing_sink_fails_the_step(project: Project) -> None:
     assert r.code == 1
     err = json.loads(r.err.strip().splitlines()[-1])
     assert "sink failed" in err["error"] and err["node"] == "pipeline.py:total"
+    (project.path / "out" / "total.json").rmdir()                # the cause fixed outside the code
+    r = project.barca("get", "total", "pipeline.py", "--json", "--agent")
+    assert r.code == 0, r.err
+    assert r.completed() == ["pipeline.py:total"]                 # not served from a cache
+    assert json.loads((project.path / "out" / "total.json").read_text()) == [{"a": 1}, {"a": 2}]
 
 
 def test_adding_or_editing_a_sink_reruns_the_asset(project: Project) -> None:

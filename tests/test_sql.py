@@ -96,3 +96,12 @@ def test_python_api_returns_a_dataframe(seed: Project) -> None:
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "DataFrame ['partition', 'ticker', 'close', 'feed'] 3"
+
+
+def test_missing_artifact_is_a_clear_error(seed: Project) -> None:
+    assert seed.barca("get", "report", "pipeline.py", "--json").code == 0
+    for p in (seed.path / ".barca/artifacts/pipeline.py--prices_ticker_GOOG").glob("*.json"):
+        p.unlink()
+    r = seed.barca("sql", "select * from prices", "--pretty")
+    assert r.code == 2 and "missing" in r.err and "barca get prices" in r.err
+    assert "Traceback" not in r.err

@@ -148,16 +148,7 @@ class Worker:
             rec.value_hash = value_digest(value)
             run_hash = rec.run_hash = sensor_run_hash(task.run_hash, rec.value_hash)
         rel = artifacts.artifact_relpath(task.node, task.key, run_hash, artifacts.EXT[fmt])
-        try:
-            artifacts.write_atomic(self.root / rel, data,
-                                   fsync=os.environ.get("BARCA_FSYNC", "") not in ("", "0"))
-        except OSError as exc:
-            rec.status = "failed"
-            rec.infra = rec.error = f"cannot write {rel}: {exc.strerror or exc}"
-            rec.elapsed = time.perf_counter() - start
-            return rec
-        self.values[rel] = value
-        if task.sinks:
+        if task.sinks:  # before the artifact: a step whose sink failed leaves no result behind
             from barca import sinks
             try:
                 sinks.write(self.root, task.sinks, task.key, value)
@@ -167,6 +158,15 @@ class Worker:
                 rec.traceback = tb.format_exc()
                 rec.elapsed = time.perf_counter() - start
                 return rec
+        try:
+            artifacts.write_atomic(self.root / rel, data,
+                                   fsync=os.environ.get("BARCA_FSYNC", "") not in ("", "0"))
+        except OSError as exc:
+            rec.status = "failed"
+            rec.infra = rec.error = f"cannot write {rel}: {exc.strerror or exc}"
+            rec.elapsed = time.perf_counter() - start
+            return rec
+        self.values[rel] = value
         self._upload(rel, rec)
         rec.path, rec.format, rec.size = rel, fmt, len(data)
         rec.sha256 = hashlib.sha256(data).hexdigest()

@@ -71,8 +71,8 @@ def _value(outcome: Any) -> Any:
 
 
 def _cell(argv: list[str], body: str) -> Any:
-    if argv and argv[0] == "sql":
-        return run_magic(shlex.join(argv + [body.strip()]))
+    if argv and argv[0] == "sql":  # the cell is the query; the line may add files and flags
+        return run_magic(shlex.join(["sql", body.strip(), *argv[1:]]))
     if len(argv) == 2 and argv[0] == "pipeline":
         name = argv[1]
         inside = Path(name).resolve().is_relative_to(Path.cwd().resolve())
