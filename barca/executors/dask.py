@@ -7,6 +7,7 @@ metadata. Workers on other machines read inputs from and write artifacts to the 
 (``BARCA_REMOTE_URI``)."""
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Callable
 
@@ -79,8 +80,14 @@ class DaskExecutor:
         self.root, self.size, self.on_import = root, size, on_import
         self.cluster = None
         if address == "dask":
+            import dask
+            # A worker that dies fails its tasks at once; barca re-runs the innocent ones itself
+            # (see run), so a crashing step cannot exhaust the retries of its neighbours.
+            dask.config.set({"distributed.scheduler.allowed-failures": 0})
             self.cluster = LocalCluster(n_workers=size, threads_per_worker=1, processes=True,
-                                        host="127.0.0.1", dashboard_address=None)
+                                        host="127.0.0.1", dashboard_address=None,
+                                        silence_logs=logging.CRITICAL)
+            logging.getLogger("distributed").setLevel(logging.CRITICAL)
             self.client = Client(self.cluster)
         else:
             self.client = Client(address)
@@ -94,20 +101,41 @@ class DaskExecutor:
             chunk = tasks[i:i + per_chunk]
             pending[self._submit(chunk)] = chunk
         done = as_completed(list(pending))
+        suspects: list[StepTask] = []
         for fut in done:
             chunk = pending.pop(fut)
             try:
                 imported, records = fut.result()
-            except Exception as exc:  # the worker died (KilledWorker) or could not run it
-                if len(chunk) > 1:  # find the step that did it: one future per step
-                    for t in chunk:
-                        f = self._submit([t])
-                        pending[f] = [t]
-                        done.add(f)
-                    continue
-                on_record(StepRecord(chunk[0].index, "failed", 0.0,
-                                     error=f"WorkerDied: the Dask worker running {chunk[0].step} "
-                                           f"failed ({type(exc).__name__}: {exc})"))
+            except Exception:  # a worker died (KilledWorker): its steps are suspects
+                suspects.extend(chunk)
+                continue
+            for path in imported:
+                self.on_import(path)
+            for rec in records:
+                on_record(rec)
+        if suspects:
+            self._isolate(suspects, on_record)
+
+    def _isolate(self, suspects: list[StepTask], on_record: Callable[[StepRecord], None]) -> None:
+        """Run each step that was on a worker that died alone on a worker of its own, so only
+        the step that kills its worker fails."""
+        from distributed import wait
+
+        for t in sorted(suspects, key=lambda t: t.index):
+            workers = list(self.client.scheduler_info()["workers"])
+            if not workers:
+                self.client.wait_for_workers(1, timeout=60)
+                workers = list(self.client.scheduler_info()["workers"])
+            fut = self.client.submit(_run_chunk, self.root, [t], pure=False, retries=0,
+                                     workers=workers[:1], allow_other_workers=False)
+            wait(fut)
+            try:
+                imported, records = fut.result()
+            except Exception as exc:
+                on_record(StepRecord(t.index, "failed", 0.0,
+                                     error=f"WorkerDied: the Dask worker running {t.step} died "
+                                           f"({type(exc).__name__})"))
+                self.client.wait_for_workers(self.size, timeout=60)
                 continue
             for path in imported:
                 self.on_import(path)
