@@ -19,6 +19,7 @@ from barca.types import NodeId, short_name
 from barca.verdicts import plan_row, status_row, step_summary
 
 if TYPE_CHECKING:
+    from barca.dag import DagPicture
     from barca.results import SqlResult
 
 PREVIEW_BYTES = 2048
@@ -123,8 +124,10 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         selection = parse_partition(partition)
         if selection is not None:
             check_selection(sess.ctx, order, selection, label)
+        sess.store.close()  # read-only until now: usage errors leave no .barca/ behind
         sess.store = Store(sess.graph.root, create=True)
         sess.ctx.store = sess.store
+        sess.ctx.defcache.conn = sess.store.conn
         runner = Runner(sess.ctx, targets, execute=True, refresh=refresh_ids,
                         cascade=not no_cascade, refresh_all=refresh_all, selection=selection,
                         on_event=on_event, pool_size=pool_size)
@@ -149,6 +152,7 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         finally:
             wd = runner.w
             sess.store.end_run(runner.run_id, status, wd.done, wd.cached, wd.failed)
+            sess.ctx.defcache.flush(sess.store)
         elapsed = time.perf_counter() - start
         if runner.remote is not None and runner.remote.fetched:
             from barca.remote import human_bytes

@@ -149,7 +149,7 @@ def parse_file(path: Path, root: Path) -> FileModel:
     except SyntaxError as exc:
         raise syntax_error(rel, exc) from None
     fm = FileModel(rel, str(path.resolve()), source, tree, module_name(rel), {}, {}, set())
-    for stmt in ast.walk(tree):
+    for stmt in _module_level(tree.body):
         if isinstance(stmt, ast.Import):
             for a in stmt.names:
                 local = a.asname or a.name.split(".")[0]
@@ -168,6 +168,18 @@ def parse_file(path: Path, root: Path) -> FileModel:
             if node is not None:
                 fm.nodes.append(node)
     return fm
+
+
+def _module_level(body: list[ast.stmt]) -> Any:
+    """Module-level statements, including those inside module-level if/try/with blocks (not
+    function or class bodies: walking those costs a lot in big pipeline files)."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+            for field in ("body", "orelse", "finalbody"):
+                yield from _module_level(getattr(stmt, field, []) or [])
+            for handler in getattr(stmt, "handlers", []) or []:
+                yield from _module_level(handler.body)
 
 
 def _barca_attr(fm: FileModel, expr: ast.expr) -> str | None:

@@ -78,6 +78,8 @@ class Context:
         self._modules: dict[str, Any] = {}
         self.remote: Any = None   # the remote store, while executing (see barca.remote)
         self._artifact_dirs: set[str] | None = None
+        from barca.defcache import DefinitionCache
+        self.defcache = DefinitionCache(store.conn, graph.root)
         self.key_sources: set[NodeId] = {
             d.source for n in graph.nodes.values() for d in n.dims
             if d.kind == "from" and d.source is not None and not graph.nodes[d.source].partitioned}
@@ -91,11 +93,16 @@ class Context:
                 "dims": sorted([d.name, d.kind, d.source] for d in m.dims),
                 "serializer": m.serializer,
             }
-            if self.graph.files[m.file].abspath == PSEUDO_ABSPATH:
+            fm = self.graph.files[m.file]
+            if fm.abspath == PSEUDO_ABSPATH:
                 from barca.notebook import parts as notebook_parts
                 parts = notebook_parts(self.graph.root, m, shape)
             else:
-                parts = self.hasher.parts(m, shape)
+                parts = self.defcache.get(m, fm) if not m.env else None
+                if parts is None:
+                    parts = self.hasher.parts(m, shape)
+                    if not m.env:  # env values are read live, never memoised
+                        self.defcache.put(m, fm, parts)
             self._defs[nid] = (definition_hash(parts), parts)
         return self._defs[nid]
 
@@ -226,8 +233,7 @@ def source_dim(graph: Graph, nid: NodeId) -> tuple[NodeId, bool] | None:
 
 
 def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
-           forced: bool = False, predict: bool = False, selection_keys: set[str] | None = None
-           ) -> NodeState:
+           forced: bool = False, predict: bool = False) -> NodeState:
     """Decide every step of one node, given the states of its upstream nodes."""
     graph = ctx.graph
     m = graph.nodes[nid]

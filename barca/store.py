@@ -21,6 +21,8 @@ CREATE TABLE IF NOT EXISTS materializations (
     partition TEXT NOT NULL, run_hash TEXT NOT NULL, path TEXT, format TEXT, size INTEGER,
     sha256 TEXT, parts TEXT, status TEXT NOT NULL, error TEXT, traceback TEXT, elapsed REAL,
     run_id TEXT, created_at REAL NOT NULL, shape TEXT, value_hash TEXT, remote INTEGER);
+CREATE TABLE IF NOT EXISTS definitions (
+    node TEXT PRIMARY KEY, file_sha TEXT NOT NULL, deps TEXT NOT NULL, parts TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS mat_asset ON materializations(asset, partition, status);
 CREATE INDEX IF NOT EXISTS mat_hash ON materializations(asset, run_hash);
 """
