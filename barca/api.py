@@ -130,7 +130,7 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         sess.ctx.defcache.conn = sess.store.conn
         runner = Runner(sess.ctx, targets, execute=True, refresh=refresh_ids,
                         cascade=not no_cascade, refresh_all=refresh_all, selection=selection,
-                        on_event=on_event, pool_size=pool_size)
+                        on_event=on_event, pool_size=pool_size, verify_all=load_values)
         runner.run_id = new_run_id()
         warnings: list[str] = []
         if refresh_ids and no_cascade:

@@ -101,8 +101,9 @@ class Runner:
     def __init__(self, ctx: Context, targets: list[NodeId], *, execute: bool,
                  refresh: list[NodeId] = (), cascade: bool = True, refresh_all: bool = False,
                  selection: Selection | None = None, on_event: ev.EventCallback = ev.ignore,
-                 pool_size: int | None = None) -> None:
+                 pool_size: int | None = None, verify_all: bool = False) -> None:
         self.ctx = ctx
+        self.verify_all = verify_all  # every target key's value will be read (Python get)
         self.graph = ctx.graph
         self.execute = execute
         self.on_event = on_event
@@ -197,8 +198,9 @@ class Runner:
                     w.states[nid] = ns
                     continue
                 self._walk_node(nid)
-            if self.execute:  # a value we return must be intact too
+            if self.execute:  # a value we return (or show) must be intact too
                 self._ensure_steps([s for t in self.targets if t in w.states
+                                    and (self.verify_all or len(w.states[t].steps) <= 1000)
                                     for s in w.states[t].steps.values() if s.action == "cached"])
         except KeyboardInterrupt:
             raise Cancelled("cancelled: the run was interrupted; finished steps are recorded",

@@ -5,9 +5,8 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from barca.errors import InfrastructureError
 
@@ -31,9 +30,9 @@ COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "
            "value_hash", "remote")
 
 
-@dataclass(frozen=True)
-class Row:
-    """One recorded materialization (one step of one run)."""
+class Row(NamedTuple):
+    """One recorded materialization (one step of one run). A named tuple: thousands are read
+    per command."""
     id: int
     node: str
     asset: str
@@ -156,7 +155,7 @@ class Store:
         try:
             cur = self.conn.execute(self._SELECT + f"WHERE asset=? AND {where} ORDER BY id",
                                     (asset, *args))
-            return [Row(*r) for r in cur]
+            return list(map(Row._make, cur))
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
 

@@ -35,6 +35,11 @@ def parse_key(key: str) -> dict[str, str]:
     out: dict[str, str] = {}
     if not key:
         return out
+    if "\\" not in key:  # nothing escaped: the common, fast case
+        for part in key.split(","):
+            d, _, v = part.partition("=")
+            out[d] = v
+        return out
     parts: list[list[str]] = [[""]]
     i = 0
     while i < len(key):
