@@ -138,7 +138,11 @@ def _table_rows(ctx: Context, table: str) -> list[dict[str, Any]]:
 
 def query(ctx: Context, sql: str, limit: int | None) -> tuple[list[str], list[tuple[Any, ...]], int]:
     """Run ``sql`` over the views it names; (columns, rows, total row count)."""
-    import duckdb
+    try:
+        import duckdb
+    except ImportError:
+        raise UsageError("barca sql needs DuckDB, which is not installed.",
+                         "Install it with: pip install 'barca-pipelines[sql]'") from None
 
     graph = ctx.graph
     by_name: dict[str, NodeId] = {}
