@@ -240,6 +240,11 @@ def _read(root: Path, path: str | None, fmt: str | None) -> Any:
         return None
     if fmt == "pickle" and str(root) not in sys.path:
         sys.path.insert(0, str(root))  # a pickled value may name classes of the pipeline
+    if not (root / path).exists():  # computed by a worker on another machine
+        from barca import remote
+        uri = remote.configured()
+        if uri is not None:
+            remote.Remote(uri).fetch(root, path)
     try:
         return deserialize((root / path).read_bytes(), fmt or "json")
     except OSError as exc:

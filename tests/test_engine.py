@@ -385,3 +385,14 @@ def test_plan_version_docs(seed: Project) -> None:
     assert seed.barca("version").out.startswith("barca ")
     r = seed.barca("docs", "partitons")
     assert r.code == 2 and "Did you mean 'partitions'?" in r.err
+
+
+def test_status_of_a_target_is_its_upstream_cone(seed: Project) -> None:
+    assert seed.barca("get", "report", "pipeline.py", "--json").code == 0
+    js = seed.barca("status", "signal", "pipeline.py", "--json").json()
+    assert [n["name"] for n in js["nodes"]] == ["feed_version", "prices", "signal"]
+    report = next(n for n in seed.barca("status", "pipeline.py", "--json").json()["nodes"]
+                  if n["name"] == "report")
+    lm = report["last_materialization"]
+    assert lm["status"] == "success" and lm["path"].startswith(".barca/artifacts/pipeline.py--report/")
+    assert report["shape"] == "dict (2 keys)"

@@ -65,7 +65,18 @@ class Worker:
     def load(self, relpath: str, fmt: str) -> Any:
         if relpath in self.values:
             return self.values[relpath]
-        data = (self.root / relpath).read_bytes()
+        try:
+            data = (self.root / relpath).read_bytes()
+        except FileNotFoundError:  # a worker on another machine: read it from the shared store
+            from barca import remote
+            uri = remote.configured()
+            if uri is None:
+                raise
+            if self.remote is None:
+                self.remote = remote.Remote(uri)
+            if self.remote.fetch(self.root, relpath) is None:
+                raise
+            data = (self.root / relpath).read_bytes()
         value = artifacts.deserialize(data, fmt)
         if len(self.values) > 512:
             self.values.clear()
