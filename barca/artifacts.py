@@ -32,8 +32,26 @@ def node_dir(node: str, key: str = "") -> str:
     return base
 
 
-def artifact_relpath(node: str, key: str, run_hash: str, ext: str) -> str:
-    return f".barca/artifacts/{node_dir(node, key)}/{run_hash}.{ext}"
+_ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def store_prefix(env: str | None = None) -> str:
+    """The store's folder, relative to the project root: ``.barca``, or ``.barca/envs/<env>``
+    for a named environment (``--env`` / ``BARCA_ENV``): a cache of its own."""
+    name = env if env is not None else os.environ.get("BARCA_ENV", "")
+    if not name:
+        return ".barca"
+    if not _ENV_NAME.fullmatch(name) or ".." in name:
+        from barca.errors import UsageError
+        raise UsageError(f"--env {name!r} is not a plain folder name.",
+                         "Name an environment with letters, digits, '.', '_' and '-' only "
+                         "(for example --env staging).")
+    return f".barca/envs/{name}"
+
+
+def artifact_relpath(node: str, key: str, run_hash: str, ext: str,
+                     prefix: str = ".barca") -> str:
+    return f"{prefix}/artifacts/{node_dir(node, key)}/{run_hash}.{ext}"
 
 
 def choose_format(value: Any, serializer: str | None) -> str:

@@ -5,6 +5,7 @@ result object. Neither prints."""
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any, NoReturn
 
 from barca.errors import UsageError
@@ -36,7 +37,14 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}", f"See `{self.prog} --help`.")
 
 
+def _env_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--env", metavar="NAME",
+                   help="a named environment: a cache of its own in .barca/envs/NAME "
+                        "(default: BARCA_ENV, else .barca)")
+
+
 def _output_flags(p: argparse.ArgumentParser) -> None:
+    _env_flag(p)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="print the result as JSON")
     g.add_argument("--pretty", action="store_true", help="print the result for people")
@@ -155,12 +163,15 @@ def dispatch(ns: argparse.Namespace, on_event: Any = None,
     from barca import events as ev
     on_event = on_event or ev.ignore
     cmd = ns.command
+    if getattr(ns, "env", None) is not None:
+        from barca.artifacts import store_prefix
+        store_prefix(ns.env)  # a name that is not a plain folder name: exit 2 here
+        os.environ["BARCA_ENV"] = ns.env
     if cmd in ("get", "run"):
         target, files = split_target(ns.args)
         if cmd == "run" and target is None:
             raise UsageError("barca run needs a task name.", "Write: barca run TASK [files]")
         if ns.executor:
-            import os
             os.environ["BARCA_EXECUTOR"] = ns.executor
         if ns.dry_run:
             res: Any = api.plan_run(target, *files, command=cmd, refresh=ns.refresh,

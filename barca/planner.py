@@ -121,16 +121,17 @@ class Context:
         d = node_dir(nid, key)
         if self._artifact_dirs is None:  # one listing per command, not a stat per key
             try:
-                self._artifact_dirs = set(os.listdir(self.graph.root / ".barca" / "artifacts"))
+                self._artifact_dirs = set(os.listdir(self.store.dir / "artifacts"))
             except OSError:
                 self._artifact_dirs = set()
         local = d in self._artifact_dirs
         if not local and self.remote is None:
             return None
         for fmt, ext in EXT.items():
-            rel = f".barca/artifacts/{d}/{run_hash}.{ext}"
+            rel = f"{self.store.prefix}/artifacts/{d}/{run_hash}.{ext}"
             if (local and (self.graph.root / rel).is_file()) or (
-                    self.remote is not None and rel in self.remote.listing(node_dir(nid))
+                    self.remote is not None
+                    and rel in self.remote.listing(d, self.store.prefix)
                     and self.remote.fetch(self.graph.root, rel) is not None):
                 return Row(0, nid, nid, key, run_hash, rel, fmt, None, None, None, "success",
                            None, None, None, 0.0, None, None)

@@ -37,7 +37,7 @@ class Remote:
         self.base = self.base.rstrip("/")
         self.fetched: list[int] = []      # sizes of the artifacts fetched by this command
         self.fetch_seconds = 0.0
-        self._listed: dict[str, set[str]] = {}
+        self._listed: dict[tuple[str, str], set[str]] = {}
 
     def _remote(self, rel: str) -> str:
         return f"{self.base}/{rel[len(PREFIX):] if rel.startswith(PREFIX) else rel}"
@@ -76,11 +76,11 @@ class Remote:
         self.fetched.append(len(data))
         return len(data)
 
-    def listing(self, node_dir: str) -> set[str]:
+    def listing(self, node_dir: str, store: str = ".barca") -> set[str]:
         """Every artifact the store holds for a node (all its keys), as local relative paths:
         one listing per node, not one request per key."""
-        if node_dir not in self._listed:
-            prefix = f"{self.base}/artifacts/"
+        if (store, node_dir) not in self._listed:
+            prefix = self._remote(f"{store}/artifacts/")
             try:
                 found = self.fs.find(prefix, prefix=node_dir)
             except TypeError:  # a filesystem without prefix listing
@@ -88,9 +88,9 @@ class Remote:
             except Exception:
                 found = []
             base = self.base.lstrip("/") if not self.base.startswith("/") else self.base
-            self._listed[node_dir] = {
+            self._listed[(store, node_dir)] = {
                 PREFIX + p[len(base):].lstrip("/") if p.startswith(base) else p for p in found}
-        return self._listed[node_dir]
+        return self._listed[(store, node_dir)]
 
 
 def human_bytes(n: int) -> str:

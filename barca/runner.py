@@ -368,7 +368,7 @@ class Runner:
                 run_hash=def_hash if m.kind == "sensor" else s.run_hash,  # type: ignore[arg-type]
                 serializer=m.serializer if m.serializer != "expr" else None, kwargs=s.kwargs,
                 key_source=nid in self.ctx.key_sources, timeout=m.timeout, retries=m.retries,
-                sinks=m.sinks, shipped=shipped))
+                sinks=m.sinks, shipped=shipped, store_prefix=self.ctx.store.prefix))
         ns = self.w.states[nid]
 
         def on_record(rec: StepRecord) -> None:

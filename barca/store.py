@@ -88,9 +88,11 @@ class NodeHistory:
 
 
 class Store:
-    def __init__(self, root: Path, create: bool = True) -> None:
+    def __init__(self, root: Path, create: bool = True, prefix: str | None = None) -> None:
+        from barca.artifacts import store_prefix
         self.root = root
-        self.dir = root / ".barca"
+        self.prefix = prefix or store_prefix()   # ".barca", or ".barca/envs/<env>"
+        self.dir = root / self.prefix
         self.db_path = self.dir / "metadata.db"
         self.conn: sqlite3.Connection | None = None
         if create:
@@ -101,8 +103,8 @@ class Store:
     def _open(self, create: bool) -> None:
         try:
             if create:
-                self.dir.mkdir(exist_ok=True)
-                gi = self.dir / ".gitignore"
+                self.dir.mkdir(parents=True, exist_ok=True)
+                gi = self.root / ".barca" / ".gitignore"
                 if not gi.exists():
                     gi.write_text("*\n")
             wait = float(os.environ.get("BARCA_DB_TIMEOUT", "15") or 15)

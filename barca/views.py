@@ -74,7 +74,7 @@ def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
     from barca.artifacts import node_dir
     from barca.hashing import sha
     tag = sha(*(f"{k}\0{r.run_hash}\0{r.sha256}" for k, r in rows))[:16]
-    folder = ctx.graph.root / ".barca" / "views"
+    folder = ctx.store.dir / "views"
     path = folder / f"{node_dir(vs.node)}-{tag}.ndjson"
     columns_path = path.with_suffix(".columns")
     if path.is_file() and columns_path.is_file():

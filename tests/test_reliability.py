@@ -400,3 +400,27 @@ def total(items: list) -> int:
     for p in after:
         if p.is_file() and p.suffix == ".json" and "artifacts" in p.parts:
             assert p.resolve().is_relative_to(arts.resolve())
+
+
+@pytest.mark.parametrize("bad", ["..", "../x", "a/b", "/tmp", ".hidden", "", "x" * 65, "a b"])
+def test_env_names_must_be_plain_folder_names(seed: Project, bad: str) -> None:
+    r = seed.barca("get", "report", "pipeline.py", "--env", bad, "--pretty")
+    if bad == "":  # an empty name is the default store
+        assert r.code == 0, r.err
+        return
+    assert r.code == 2, r.err
+    assert "is not a plain folder name" in r.err and "Traceback" not in r.err
+    assert not (seed.path / ".barca" / "envs").exists()
+
+
+def test_an_environment_is_a_cache_of_its_own(seed: Project) -> None:
+    _seed_run(seed)
+    r = seed.barca("get", "report", "pipeline.py", "--env", "staging", "--json", "--agent")
+    assert r.code == 0, r.err
+    assert len(r.completed()) == 8                     # nothing shared with the default store
+    assert (seed.path / ".barca/envs/staging/artifacts/pipeline.py--report").is_dir()
+    r = seed.barca("get", "report", "pipeline.py", "--json", "--agent",
+                   env={"BARCA_ENV": "staging"})
+    assert r.completed() == ["pipeline.py:feed_version"]
+    st = seed.barca("status", "pipeline.py", "--env", "staging", "--json").json()
+    assert st["summary"]["cached"] == 3

@@ -30,6 +30,7 @@ class StepTask:
     retries: int = 0
     sinks: list[str] = field(default_factory=list)
     shipped: bytes | None = None  # a notebook function, by value (cloudpickle)
+    store_prefix: str = ".barca"  # where artifacts go: ".barca" or ".barca/envs/<env>"
 
 
 @dataclass

@@ -158,7 +158,8 @@ class Worker:
         if task.kind == "sensor":
             rec.value_hash = value_digest(value)
             run_hash = rec.run_hash = sensor_run_hash(task.run_hash, rec.value_hash)
-        rel = artifacts.artifact_relpath(task.node, task.key, run_hash, artifacts.EXT[fmt])
+        rel = artifacts.artifact_relpath(task.node, task.key, run_hash, artifacts.EXT[fmt],
+                                         task.store_prefix)
         if task.sinks:  # before the artifact: a step whose sink failed leaves no result behind
             from barca import sinks
             try:

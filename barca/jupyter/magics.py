@@ -31,12 +31,20 @@ def run_magic(line: str, cell: str | None = None) -> Any:
     if ns.command in ("get", "run") and not ns.dry_run:
         from barca.jupyter.progress import NotebookProgress
         progress = NotebookProgress()
+    import os
+    saved = {k: os.environ.get(k) for k in ("BARCA_ENV", "BARCA_EXECUTOR")}
     try:
         outcome = dispatch(ns, on_event=progress or (lambda e: None), load_values=True,
                            default_sql_limit=None)
     except StepFailed as exc:
         _show_failures(progress, exc)
         raise
+    finally:  # --env / --executor apply to this command, not to the rest of the kernel
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return _value(outcome)
 
 
