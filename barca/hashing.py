@@ -10,7 +10,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from barca.cone import Project, analyse
 from barca.discovery import FileModel, NodeModel
