@@ -8,7 +8,6 @@ import hashlib
 import json
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,58 +61,6 @@ def is_json_value(value: Any, _depth: int = 0) -> bool:
     return False
 
 
-# ----------------------------------------------------------------------------- the module model
-
-@dataclass
-class ModuleIndex:
-    """Where each module-level name of a file is bound, for following the dependency cone."""
-    simple: dict[str, ast.stmt]      # bound exactly once, by a def/class/assign/import
-    conservative: set[str]           # bound in a way static analysis cannot pin down
-    whole: str                       # digest of the whole module (the conservative fallback)
-
-
-def index_module(tree: ast.Module) -> ModuleIndex:
-    simple: dict[str, ast.stmt] = {}
-    counts: dict[str, int] = {}
-    conservative: set[str] = set()
-
-    def bind(name: str, stmt: ast.stmt) -> None:
-        counts[name] = counts.get(name, 0) + 1
-        simple[name] = stmt
-
-    for stmt in tree.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bind(stmt.name, stmt)
-        elif isinstance(stmt, ast.Assign):
-            if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                bind(stmt.targets[0].id, stmt)
-            else:
-                for t in stmt.targets:
-                    conservative |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-            bind(stmt.target.id, stmt)
-        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            for a in stmt.names:
-                if a.name == "*":
-                    conservative.add("*")
-                else:
-                    bind(a.asname or a.name.split(".")[0], stmt)
-        elif isinstance(stmt, (ast.Expr, ast.Pass)):
-            continue
-        else:  # if/try/for/while/with/augassign/...: whatever they bind is conservative
-            for n in ast.walk(stmt):
-                if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-                    conservative.add(n.id)
-                elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    conservative.add(n.name)
-                elif isinstance(n, (ast.Import, ast.ImportFrom)):
-                    conservative |= {a.asname or a.name.split(".")[0] for a in n.names}
-    conservative |= {n for n, c in counts.items() if c > 1}
-    for n in conservative:
-        simple.pop(n, None)
-    return ModuleIndex(simple, conservative, digest(ast.dump(tree, include_attributes=False)))
-
-
 def used_names(tree: ast.AST) -> set[str]:
     """The global names a definition reads: Python's own scope analysis (``symtable``), so a
     parameter or local that shadows a module-level name is not mistaken for it."""
@@ -152,14 +99,8 @@ class DefinitionHasher:
     def __init__(self, root: Path, files: dict[str, FileModel]) -> None:
         self.root = root
         self.files = files
-        self._index: dict[str, ModuleIndex] = {}
         self.project = Project(root, {fm.abspath: (fm.source, fm.tree) for fm in files.values()})
         self._checked = False
-
-    def index(self, fm: FileModel) -> ModuleIndex:
-        if fm.path not in self._index:
-            self._index[fm.path] = index_module(fm.tree)
-        return self._index[fm.path]
 
     def parts(self, node: NodeModel, decorator_shape: Any) -> dict[str, str]:
         """Digest of each part of a node's definition, by part name: ``code``, ``decorator``,

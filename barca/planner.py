@@ -170,8 +170,10 @@ class Context:
             return fn.__barca__["partitions"][dim].keys  # type: ignore[union-attr]
         expr = ast.parse(spec.expr or "", mode="eval").body
         if isinstance(expr, ast.Name):  # a module-level constant written as a literal
-            from barca.hashing import index_module
-            stmt = index_module(fm.tree).simple.get(expr.id)
+            from barca.cone import build_index
+            idx = build_index(fm.tree)
+            stmts = [] if expr.id in idx.conservative else (idx.defs.get(expr.id) or [])
+            stmt = stmts[0] if len(stmts) == 1 else None
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
                 try:
                     return ast.literal_eval(stmt.value)
