@@ -105,10 +105,6 @@ def file_model(root: Path) -> Any:
     return fm
 
 
-def is_notebook_file(rel: str, abspath: str) -> bool:
-    return abspath == PSEUDO_ABSPATH
-
-
 # ---------------------------------------------------------------------------- hashing
 
 def _value_digest(value: Any) -> str:

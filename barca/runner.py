@@ -441,10 +441,3 @@ def executor_name() -> str:
 
 def new_run_id() -> str:
     return f"{int(time.time() * 1000) & 0xFFFFFFFF:08x}{secrets.token_hex(2)}"
-
-
-def pool_size_for_plan() -> int:
-    from barca.executors.process import default_pool_size
-    return default_pool_size()
-
-

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from barca.discovery import DimSpec, FileModel, InputRef, NodeModel, find_files, find_root, parse_file
+from barca.discovery import FileModel, InputRef, NodeModel, find_files, find_root, parse_file
 from barca.errors import UsageError, did_you_mean
 from barca.types import NodeId, PartitionKey, format_key, short_name
 
@@ -70,12 +70,6 @@ class Graph:
 
     def input_of(self, node: NodeId, upstream: NodeId) -> list[InputRef]:
         return [i for i in self.nodes[node].inputs if i.target == upstream]
-
-    def is_dynamic(self, node: NodeId) -> bool:
-        """Keys that come from an upstream's output (a partitions_from on an unpartitioned node)."""
-        m = self.nodes[node]
-        return any(d.kind == "from" and d.source is not None
-                   and not self.nodes[d.source].partitioned for d in m.dims)
 
 
 # ---------------------------------------------------------------------------- building
@@ -344,7 +338,3 @@ def combine(dims: dict[str, list[str]]) -> list[PartitionKey]:
     names = list(dims)
     return [format_key(dict(zip(names, combo)))
             for combo in itertools.product(*(dims[d] for d in names))]
-
-
-def static_dims(graph: Graph, nid: NodeId) -> list[DimSpec]:
-    return graph.nodes[nid].dims
