@@ -78,3 +78,33 @@ def test_dict_source_key_errors_fail_the_source_step(project: Project) -> None:
     assert r.code == 1
     err = json.loads(r.err.strip().splitlines()[-1])
     assert "'r1' is not JSON-writable" in err["error"]
+
+
+def test_manual_freshness_and_declared_env(project: Project) -> None:
+    project.write("pipeline.py", """
+        import os
+        from barca import Manual, asset
+
+
+        @asset(freshness=Manual)
+        def snapshot() -> int:
+            return 1
+
+
+        @asset(env=["REGION"])
+        def regional() -> str:
+            return os.environ.get("REGION", "<unset>")
+    """)
+    assert project.barca("get", "snapshot", "pipeline.py", "--json").code == 0
+    project.edit("pipeline.py", "return 1", "return 2")          # a Manual asset keeps its value
+    r = project.barca("get", "snapshot", "pipeline.py", "--json", "--agent")
+    assert r.completed() == [] and r.json()["final_output"] == 1
+    r = project.barca("get", "snapshot", "pipeline.py", "--json", "--refresh", "snapshot")
+    assert r.json()["final_output"] == 2
+    runs = []
+    for env in ({}, {"REGION": ""}, {"REGION": "emea"}, {"REGION": "emea"}):
+        r = project.barca("get", "regional", "pipeline.py", "--json", "--agent", env=env)
+        assert r.code == 0, r.err
+        runs.append((r.completed(), r.json()["final_output"]))
+    assert runs == [(["pipeline.py:regional"], "<unset>"), (["pipeline.py:regional"], ""),
+                    (["pipeline.py:regional"], "emea"), ([], "emea")]
