@@ -143,7 +143,7 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
             runner.remote.check()
             _retry_uploads(sess.store, runner.remote, warnings, on_event)
         warnings.extend(runner.w.notes)
-        from barca.executors.process import default_pool_size
+        from barca.executors import default_pool_size
         sess.store.begin_run(runner.run_id, command, label, pool_size or default_pool_size())
         status = "cancelled"
         try:
@@ -345,7 +345,7 @@ def list_nodes(*files: str) -> Listing:
 
 def plan(*files: str, target: str | None = None) -> PhasePlan:
     """The execution plan: phases, one entry per step (per key), and the pool size."""
-    from barca.executors.process import default_pool_size
+    from barca.executors import default_pool_size
     sess = Session(files, write=False)
     try:
         targets = _targets(sess.graph, target, "get") if target else list(sess.graph.order)

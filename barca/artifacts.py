@@ -5,7 +5,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +106,7 @@ def deserialize(data: bytes, fmt: str) -> Any:
 
 def write_atomic(path: Path, data: bytes, fsync: bool = False) -> None:
     """Temp file in the same directory, then rename: a reader sees all or nothing."""
+    import tempfile
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:

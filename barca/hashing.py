@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from barca.cone import Project, analyse
 from barca.discovery import FileModel, NodeModel
 from barca.types import RunHash
 
@@ -99,8 +98,18 @@ class DefinitionHasher:
     def __init__(self, root: Path, files: dict[str, FileModel]) -> None:
         self.root = root
         self.files = files
-        self.project = Project(root, {fm.abspath: (fm.source, fm.tree) for fm in files.values()})
+        self._project: Any = None
         self._checked = False
+
+    @property
+    def project(self) -> Any:
+        """The cone's view of the project, built on first use (a run whose definitions are
+        all memoised never needs it, nor the import of ``barca.cone``)."""
+        if self._project is None:
+            from barca.cone import Project
+            self._project = Project(self.root, {fm.abspath: (fm.source, fm.tree)
+                                                for fm in self.files.values()})
+        return self._project
 
     def parts(self, node: NodeModel, decorator_shape: Any) -> dict[str, str]:
         """Digest of each part of a node's definition, by part name: ``code``, ``decorator``,
@@ -115,6 +124,7 @@ class DefinitionHasher:
             "code": digest(ast.dump(code, include_attributes=False)),
             "decorator": digest(canonical_json(decorator_shape), *node.counted_decorator),
         }
+        from barca.cone import analyse
         uses = analyse(code, _counted_exprs(node), node.counted_names,
                        self.project.lines(fm.abspath))
         parts.update(self.project.cone(fm.abspath, uses, exclude=node.function))

@@ -3,7 +3,6 @@ node (one per key), run / cached / unknown / skipped, with a reason and a detail
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import os
 import sys
@@ -191,6 +190,7 @@ class Context:
         for p in (str(self.graph.root), str(Path(fm.abspath).parent)):
             if p not in sys.path:
                 sys.path.insert(0, p)
+        import importlib.util
         spec = importlib.util.spec_from_file_location(fm.module, fm.abspath)
         assert spec is not None and spec.loader is not None
         mod = importlib.util.module_from_spec(spec)

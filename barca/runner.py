@@ -341,7 +341,8 @@ class Runner:
         """The executor, started on first use: the local process pool, or Dask when
         ``BARCA_EXECUTOR`` (or ``--executor``) says ``dask`` or a scheduler address."""
         if self._pool is None:
-            from barca.executors.process import ProcessPool, default_pool_size
+            from barca.executors import default_pool_size
+            from barca.executors.process import ProcessPool
             size = self.pool_size or default_pool_size()
             on_import = lambda path: self.on_event(ev.Importing(path))  # noqa: E731
             kind = executor_name()
