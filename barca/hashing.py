@@ -181,7 +181,7 @@ def definition_hash(parts: dict[str, str]) -> str:
 
 def run_hash(definition: str, inputs: dict[str, str], key: str, value: str | None) -> RunHash:
     """A step's run hash: definition, each input's run hash or digest, the key, a dict value."""
-    joined = "\x1f".join(f"{k}\x1e{v}" for k, v in sorted(inputs.items()))
+    joined = "\x1f".join([f"{k}\x1e{inputs[k]}" for k in sorted(inputs)]) if inputs else ""
     return RunHash(hashlib.sha256(
         f"{definition}\x00{joined}\x00{key}\x00{value or ''}".encode("utf-8", "surrogatepass")
     ).hexdigest())

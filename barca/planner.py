@@ -15,7 +15,7 @@ from barca.discovery import PSEUDO_ABSPATH
 from barca.topology import Graph, combine, validate_keys
 from barca.hashing import DefinitionHasher, definition_hash, digest, run_hash, sha
 from barca.store import NodeHistory, Row, Store
-from barca.types import NodeId, short_name, step_id
+from barca.types import NodeId, parse_key, short_name, step_id
 
 PART_ORDER = ("code", "decorator", "helper:", "module:", "env:", "input:", "key", "value")
 
@@ -247,32 +247,13 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
     src_state = states.get(src[0]) if src else None
     params = {p for p, _ in m.params}
     dim_params = [d.name for d in m.dims if d.name in params]
+    check = _Upstream(graph)
     for key in keys:
         st = StepState(nid, key)
         ns.steps[key] = st
         inputs: dict[str, str] = {}
-        blocked: StepState | None = None
-        unknown: str | None = None
-        keys_unknown: str | None = None
-
-        def need(up: StepState | None, up_id: NodeId) -> StepState | None:
-            nonlocal blocked, unknown, keys_unknown
-            if up is None:
-                raise_missing(up_id, key)
-            if up.action in ("failed", "skipped"):
-                blocked = blocked or up
-                return None
-            if up.action == "unknown" and up.reason == "partitions_unknown":
-                keys_unknown = keys_unknown or up.detail
-                return None
-            if up.run_hash is None:
-                if up.node in graph.nodes and graph.nodes[up.node].kind == "sensor":
-                    unknown = unknown or f"sensor '{short_name(up_id)}' has no recorded value"
-                else:
-                    unknown = unknown or up.detail or f"'{short_name(up_id)}' is not known yet"
-                return None
-            return up
-
+        check.reset()
+        need = check.need
         for inp in m.inputs:
             up_id = inp.target
             assert up_id is not None
@@ -281,7 +262,7 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
                 raise_missing(up_id, step_id(nid, key))
                 continue
             if up_ns.keys is None:
-                keys_unknown = keys_unknown or up_ns.unknown_detail
+                check.keys_unknown = check.keys_unknown or up_ns.unknown_detail
                 continue
             if inp.collect:
                 ups = [need(up_ns.steps.get(k), up_id) for k in sorted(up_ns.keys)]
@@ -313,18 +294,15 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
                     inputs[f"input:{src_id}"] = up.run_hash  # type: ignore[assignment]
                     if src_fn in params:
                         st.kwargs[src_fn] = ("artifact", up.path, up.format, up.sha256)
-        for d in dim_params:
-            st.kwargs[d] = ("value", _dim_value(key, d))
-        def all_parts() -> dict[str, str]:
-            """Each part's digest (stored with a result, compared to explain a miss)."""
-            parts = dict(def_parts)
-            parts.update({k: digest(v) for k, v in inputs.items()})
-            if key:
-                parts["key"] = digest(key)
-            if value_digest is not None:
-                parts["value"] = value_digest[:16]
-            return parts
+        if dim_params:
+            kv = parse_key(key)
+            for d in dim_params:
+                st.kwargs[d] = ("value", kv.get(d, ""))
 
+        def all_parts() -> dict[str, str]:
+            return _all_parts(def_parts, inputs, key, value_digest)
+
+        blocked, unknown, keys_unknown = check.blocked, check.unknown, check.keys_unknown
         old = hist.latest_success.get(key)
         if blocked is not None:
             st.action, st.reason = "skipped", "upstream_failed"
@@ -386,6 +364,50 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
         else:
             st.reason, st.detail = "no_record", "never run"
     return ns
+
+
+class _Upstream:
+    """What one step's upstream steps allow: their run hashes, or why there are none (reset for
+    each step; a plain object rather than a closure made per key)."""
+    __slots__ = ("graph", "blocked", "unknown", "keys_unknown")
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.reset()
+
+    def reset(self) -> None:
+        self.blocked: StepState | None = None
+        self.unknown: str | None = None
+        self.keys_unknown: str | None = None
+
+    def need(self, up: StepState | None, up_id: NodeId) -> StepState | None:
+        if up is None:
+            raise_missing(up_id, "a downstream step")
+        if up.action in ("failed", "skipped"):
+            self.blocked = self.blocked or up
+            return None
+        if up.action == "unknown" and up.reason == "partitions_unknown":
+            self.keys_unknown = self.keys_unknown or up.detail
+            return None
+        if up.run_hash is None:
+            if up.node in self.graph.nodes and self.graph.nodes[up.node].kind == "sensor":
+                self.unknown = self.unknown or f"sensor '{short_name(up_id)}' has no recorded value"
+            else:
+                self.unknown = self.unknown or up.detail or f"'{short_name(up_id)}' is not known yet"
+            return None
+        return up
+
+
+def _all_parts(def_parts: dict[str, str], inputs: dict[str, str], key: str,
+               value_digest: str | None) -> dict[str, str]:
+    """Each part's digest (stored with a result, compared to explain a miss)."""
+    parts = dict(def_parts)
+    parts.update({k: digest(v) for k, v in inputs.items()})
+    if key:
+        parts["key"] = digest(key)
+    if value_digest is not None:
+        parts["value"] = value_digest[:16]
+    return parts
 
 
 def _dim_value(key: str, dim: str) -> str:
