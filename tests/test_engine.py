@@ -202,27 +202,8 @@ def test_helper_edits(project: Project) -> None:
     assert _ran(project) == ["pipeline.py:top"]
 
 
-FAILING = """
-from pathlib import Path
-
-from barca import asset, collect, partitions
-
-
-@asset(partitions={"region": partitions(["emea", "amer", "apac"])})
-def sales(region: str) -> dict:
-    if region == "amer" and not Path("amer_ready").exists():
-        raise RuntimeError("amer feed not ready")
-    return {"region": region, "revenue": len(region) * 10}
-
-
-@asset(inputs={"all_sales": collect(sales)})
-def summary(all_sales: list[dict]) -> dict:
-    return {"regions": len(all_sales), "total": sum(s["revenue"] for s in all_sales)}
-"""
-
-
 def test_a_failing_key(project: Project) -> None:
-    project.write("pipeline.py", FAILING)
+    project.copy_pipeline("failing.py")
     r = project.barca("get", "summary", "pipeline.py", "--agent", "--pretty")
     assert r.code == 1
     assert "[barca] step:pipeline.py:sales[region=amer] failed: RuntimeError: amer feed not ready" \
@@ -237,7 +218,7 @@ def test_a_failing_key(project: Project) -> None:
     sales = next(n for n in js["nodes"] if n["name"] == "sales")
     assert sales["partitions"]["cached"] == 2 and sales["partitions"]["missing_keys"] == [
         "region=amer"]
-    (project.path / "amer_ready").write_text("")
+    (project.path / "amer_ready.txt").write_text("")
     r2 = project.barca("get", "summary", "pipeline.py", "--agent", "--json")
     assert r2.code == 0, r2.err
     assert sorted(r2.completed()) == ["pipeline.py:sales[region=amer]", "pipeline.py:summary"]
@@ -245,7 +226,7 @@ def test_a_failing_key(project: Project) -> None:
 
 
 def test_json_error_line_for_a_failed_step(project: Project) -> None:
-    project.write("pipeline.py", FAILING)
+    project.copy_pipeline("failing.py")
     r = project.barca("get", "summary", "pipeline.py", "--json")
     assert r.code == 1
     err = json.loads(r.err.strip().splitlines()[-1])
