@@ -246,8 +246,7 @@ class Runner:
                     self._adopt(nid, s)
                 if not self.graph.nodes[nid].partitioned:
                     self.on_event(ev.StepCached(s.id))
-        if todo:
-            self._ensure_inputs(todo)
+        if todo:  # workers check each input's SHA-256 as they read it (see Worker.load)
             self._execute(nid, todo)
         if nid in self.ctx.key_sources:
             step = ns.steps.get("")
@@ -257,19 +256,6 @@ class Runner:
                     ns.out_keys, ns.out_values, ns.out_raw = got
 
     # ------------------------------------------------------------------ integrity
-    def _ensure_inputs(self, steps: list[StepState]) -> None:
-        """Every cached artifact these steps will read is intact, or is computed again first."""
-        needed: list[StepState] = []
-        for s in steps:
-            for spec in s.kwargs.values():
-                paths = [spec[1]] if spec[0] == "artifact" else (
-                    [p for p, _, _ in spec[1]] if spec[0] == "collect" else [])
-                for p in paths:
-                    prod = self._producer.get(p)
-                    if prod is not None and prod.action == "cached":
-                        needed.append(prod)
-        self._ensure_steps(needed)
-
     def _ensure_steps(self, steps: list[StepState]) -> None:
         broken: dict[NodeId, list[StepState]] = {}
         for s in steps:
@@ -283,7 +269,6 @@ class Runner:
             for s in repair:
                 s.action = "run"
                 self.w.cached -= 1
-            self._ensure_inputs(repair)
             self._execute(nid, repair)
             for s in repair:
                 if s.action == "ran" and s.path:
@@ -353,7 +338,7 @@ class Runner:
                 self._pool = DaskExecutor(str(self.graph.root), kind, size, on_import)
         return self._pool
 
-    def _execute(self, nid: NodeId, steps: list[StepState]) -> None:
+    def _execute(self, nid: NodeId, steps: list[StepState], attempt: int = 0) -> None:
         m = self.graph.nodes[nid]
         fm = self.graph.files[m.file]
         def_hash, def_parts = self.ctx.definition(nid)
@@ -372,9 +357,14 @@ class Runner:
                 sinks=m.sinks, shipped=shipped, store_prefix=self.ctx.store.prefix))
         ns = self.w.states[nid]
 
+        bad_inputs: list[tuple[StepState, StepRecord]] = []
+
         def on_record(rec: StepRecord) -> None:
             s = steps[rec.index]
             s.elapsed = rec.elapsed
+            if rec.status == "input" and attempt == 0:  # repaired below, then run again
+                bad_inputs.append((s, rec))
+                return
             if rec.status == "success":
                 s.action = "ran"
                 s.path, s.format, s.sha256, s.shape = rec.path, rec.format, rec.sha256, rec.shape
@@ -402,6 +392,20 @@ class Runner:
         self.pool().run(tasks, on_record)
         self._flush()
         self.ctx.forget(nid)
+        if bad_inputs:
+            self._repair_inputs(nid, bad_inputs)
+
+    def _repair_inputs(self, nid: NodeId, bad: list[tuple[StepState, StepRecord]]) -> None:
+        """Steps whose worker found an input missing or corrupt: compute those inputs again
+        (under the same run hash), then run the steps once more."""
+        producers: dict[str, StepState] = {}
+        for _, rec in bad:
+            prod = self._producer.get(rec.bad_input or "")
+            if prod is not None and prod.action == "cached":
+                producers[prod.path or ""] = prod
+        self._verified -= set(producers)
+        self._ensure_steps(list(producers.values()))
+        self._execute(nid, [s for s, _ in bad], attempt=1)
 
     def _row(self, nid: NodeId, s: StepState, rec: StepRecord) -> dict[str, Any]:
         import json

@@ -424,3 +424,21 @@ def test_an_environment_is_a_cache_of_its_own(seed: Project) -> None:
     assert r.completed() == ["pipeline.py:feed_version"]
     st = seed.barca("status", "pipeline.py", "--env", "staging", "--json").json()
     assert st["summary"]["cached"] == 3
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "missing"])
+def test_a_worker_finds_a_bad_input_and_it_is_recomputed(seed: Project, damage: str) -> None:
+    _seed_run(seed)
+    art = next((seed.path / ".barca/artifacts/pipeline.py--prices_ticker_AAPL").glob("*.json"))
+    if damage == "corrupt":
+        art.write_text('{"ticker": "AAPL", "close": 999.0, "feed": "v1"}')
+    else:
+        art.unlink()
+    seed.edit("pipeline.py", 'prices["close"] > 470}', 'prices["close"] > 470, "v": 2}')
+    r = seed.barca("get", "report", "pipeline.py", "--json", "--agent")
+    assert r.code == 0, r.err
+    word = "corrupt (SHA-256 differs" if damage == "corrupt" else "missing"
+    assert f"artifact {word}" in r.err and art.name in r.err
+    assert "pipeline.py:prices[ticker=AAPL]" in r.completed()
+    assert r.json()["final_output"] == {"buys": ["GOOG", "MSFT"], "tickers": 3}
+    assert json.loads(art.read_text())["close"] == 465.0   # never served the edited value

@@ -36,7 +36,7 @@ class StepTask:
 @dataclass
 class StepRecord:
     index: int
-    status: str                   # "success" | "failed"
+    status: str                   # "success" | "failed" | "input" (an input could not be read)
     elapsed: float
     run_hash: str | None = None   # set for a sensor, whose hash folds in the value it returned
     path: str | None = None
@@ -49,6 +49,8 @@ class StepRecord:
     traceback: str | None = None
     output: str = ""
     infra: str | None = None                      # barca's own write failed (exit 3)
+    bad_input: str | None = None                  # status "input": the artifact that was missing
+                                                  # or corrupt (the step did not run)
     uploaded: bool | None = None                  # copied to the remote store (None: no store)
     upload_error: str | None = None
     keys: list[str] | None = None                 # a key source's keys

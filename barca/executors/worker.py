@@ -18,6 +18,14 @@ from barca.executors.task import StepRecord, StepTask
 from barca.hashing import canonical_json, sensor_run_hash, sha, source_only, value_digest
 
 
+class BadInput(Exception):
+    """An input artifact that is missing or does not match its recorded SHA-256."""
+
+    def __init__(self, path: str, what: str) -> None:
+        super().__init__(f"input artifact {what}: {path}")
+        self.path, self.what = path, what
+
+
 class Worker:
     """State kept by one worker process across steps: imported modules, loaded inputs."""
 
@@ -62,26 +70,36 @@ class Worker:
             self.functions[key] = fn
         return fn
 
-    def load(self, relpath: str, fmt: str) -> Any:
+    def load(self, relpath: str, fmt: str, sha256: str | None = None) -> Any:
+        """An input's value, checked against its recorded SHA-256 as it is read: a missing or
+        corrupt input is reported to the coordinator (which computes it again), never passed
+        to the function and never blamed on this step."""
         if relpath in self.values:
             return self.values[relpath]
         try:
             data = (self.root / relpath).read_bytes()
-        except FileNotFoundError:  # a worker on another machine: read it from the shared store
-            from barca import remote
-            uri = remote.configured()
-            if uri is None:
-                raise
-            if self.remote is None:
-                self.remote = remote.Remote(uri)
-            if self.remote.fetch(self.root, relpath) is None:
-                raise
-            data = (self.root / relpath).read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            data = self._fetch(relpath)  # a worker on another machine: from the shared store
+            if data is None:
+                raise BadInput(relpath, "missing") from None
+        if sha256 and hashlib.sha256(data).hexdigest() != sha256:
+            raise BadInput(relpath, "corrupt")
         value = artifacts.deserialize(data, fmt)
         if len(self.values) > 512:
             self.values.clear()
         self.values[relpath] = value
         return value
+
+    def _fetch(self, relpath: str) -> bytes | None:
+        from barca import remote
+        uri = remote.configured()
+        if uri is None:
+            return None
+        if self.remote is None:
+            self.remote = remote.Remote(uri)
+        if self.remote.fetch(self.root, relpath) is None:
+            return None
+        return (self.root / relpath).read_bytes()
 
     def _upload(self, rel: str, rec: StepRecord) -> None:
         """Copy an artifact to the remote store, if one is configured; a failure is reported,
@@ -106,9 +124,9 @@ class Worker:
             if tag == "value":
                 out[param] = spec[1]
             elif tag == "artifact":
-                out[param] = self.load(spec[1], spec[2])
+                out[param] = self.load(spec[1], spec[2], spec[3])
             elif tag == "collect":
-                out[param] = [self.load(p, f) for p, f, _ in spec[1]]
+                out[param] = [self.load(p, f, h) for p, f, h in spec[1]]
             else:
                 out[param] = None
         return out
@@ -121,7 +139,12 @@ class Worker:
             try:
                 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                     fn = self.function(task)
-                    value = fn(**self.kwargs(task))
+                    try:
+                        kwargs = self.kwargs(task)
+                    except BadInput as bad:
+                        return StepRecord(task.index, "input", time.perf_counter() - start,
+                                          error=str(bad), bad_input=bad.path)
+                    value = fn(**kwargs)
                 if task.kind == "sensor" and isinstance(value, tuple) and len(value) == 2 \
                         and isinstance(value[0], bool):
                     value = value[1]
