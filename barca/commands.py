@@ -68,7 +68,18 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     _output_flags(p)
 
 
+_PARSER: argparse.ArgumentParser | None = None
+
+
 def parser() -> argparse.ArgumentParser:
+    """The grammar (built once per process: a kernel runs many magics)."""
+    global _PARSER
+    if _PARSER is None:
+        _PARSER = _build_parser()
+    return _PARSER
+
+
+def _build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="barca", description="Run plain Python functions as a cached dependency "
                 "graph. `barca docs` is the manual.")
     p.add_argument("--version", action="version", version=_version())

@@ -336,5 +336,9 @@ def validate_keys(node: NodeModel, dim: str, keys: Any, line: int | None = None)
 def combine(dims: dict[str, list[str]]) -> list[PartitionKey]:
     """The cartesian product of each dimension's keys, as compound keys."""
     names = list(dims)
+    if len(names) == 1:  # the common case, without a dict per key
+        from barca.types import _escape
+        prefix = _escape(names[0]) + "="
+        return [PartitionKey(prefix + _escape(v)) for v in dims[names[0]]]
     return [format_key(dict(zip(names, combo)))
             for combo in itertools.product(*(dims[d] for d in names))]
