@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from barca import events as ev
 from barca.errors import StepFailed, UsageError
+from barca.listing import list_nodes  # noqa: F401  (part of the API)
 from barca.topology import Graph, load_graph
 from barca.planner import Context
-from barca.results import Listing, ListRow, Output, OutputItem, Plan, PhasePlan, RunResult, StatusReport
+from barca.results import Output, OutputItem, Plan, PhasePlan, RunResult, StatusReport
 from barca.runner import Runner, Selection, check_selection, new_run_id, resolve_refresh, walk_order
 from barca.store import Store
 from barca.types import NodeId, short_name
@@ -333,14 +334,6 @@ def status(target: str | None = None, *files: str) -> StatusReport:
         return StatusReport(tuple(status_row(sess.ctx, w.states[n]) for n in order))
     finally:
         sess.close()
-
-
-def list_nodes(*files: str) -> Listing:
-    graph = load_graph(_files(files))
-    return Listing(tuple(
-        ListRow(n, graph.nodes[n].kind, graph.nodes[n].freshness, tuple(graph.upstream[n]),
-                tuple(d.name for d in graph.nodes[n].dims))
-        for n in graph.order))
 
 
 def plan(*files: str, target: str | None = None) -> PhasePlan:

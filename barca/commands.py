@@ -170,7 +170,6 @@ class Outcome:
 
 def dispatch(ns: argparse.Namespace, on_event: Any = None,
              load_values: bool = False, default_sql_limit: int | None = 100) -> Outcome:
-    from barca import api
     from barca import events as ev
     on_event = on_event or ev.ignore
     cmd = ns.command
@@ -178,6 +177,8 @@ def dispatch(ns: argparse.Namespace, on_event: Any = None,
         from barca.artifacts import store_prefix
         store_prefix(ns.env)  # a name that is not a plain folder name: exit 2 here
         os.environ["BARCA_ENV"] = ns.env
+    if cmd not in ("list", "docs", "version"):
+        from barca import api
     if cmd in ("get", "run"):
         target, files = split_target(ns.args)
         if cmd == "run" and target is None:
@@ -195,7 +196,8 @@ def dispatch(ns: argparse.Namespace, on_event: Any = None,
                                   load_values=load_values or ns.output == "value")
         return Outcome(cmd, res, ns)
     if cmd == "list":
-        return Outcome(cmd, api.list_nodes(*ns.args), ns)
+        from barca.listing import list_nodes
+        return Outcome(cmd, list_nodes(*ns.args), ns)
     if cmd == "status":
         target, files = split_target(ns.args)
         return Outcome(cmd, api.status(target, *files), ns)

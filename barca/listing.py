@@ -1,0 +1,15 @@
+"""``barca list``: one row per node, from the static model alone (kept apart from the API
+module so listing imports neither the planner nor the store)."""
+from __future__ import annotations
+
+from barca.results import Listing, ListRow
+from barca.topology import load_graph
+
+
+def list_nodes(*files: str) -> Listing:
+    """One row per node (never per key): id, kind, freshness, what it reads."""
+    graph = load_graph(tuple(str(f) for f in files if f is not None))
+    return Listing(tuple(
+        ListRow(n, graph.nodes[n].kind, graph.nodes[n].freshness, tuple(graph.upstream[n]),
+                tuple(d.name for d in graph.nodes[n].dims))
+        for n in graph.order))
