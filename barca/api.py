@@ -17,7 +17,7 @@ from barca.results import Output, OutputItem, Plan, PhasePlan, RunResult, Status
 from barca.runner import Runner, Selection, check_selection, new_run_id, resolve_refresh, walk_order
 from barca.store import Store
 from barca.types import NodeId, short_name
-from barca.verdicts import plan_row, status_row, step_summary
+from barca.verdicts import plan_row, run_result, status_row
 
 if TYPE_CHECKING:
     from barca.dag import DagPicture
@@ -140,9 +140,7 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
                 warnings.append("--no-cascade: cached dependants were not refreshed: "
                                 + ", ".join(short_name(n) for n in sorted(below)))
                 on_event(ev.Note(warnings[-1]))
-        if runner.remote is not None:
-            runner.remote.check()
-            _retry_uploads(sess.store, runner.remote, warnings, on_event)
+        runner.prepare_remote()
         warnings.extend(runner.w.notes)
         from barca.executors import default_pool_size
         sess.store.begin_run(runner.run_id, command, label, pool_size or default_pool_size())
@@ -155,17 +153,7 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
             sess.store.end_run(runner.run_id, status, wd.done, wd.cached, wd.failed)
             sess.ctx.defcache.flush(sess.store)
         elapsed = time.perf_counter() - start
-        if runner.remote is not None and runner.remote.fetched:
-            from barca.remote import human_bytes
-            got = runner.remote.fetched
-            on_event(ev.Note(f"fetched {len(got)} cached artifact{'s' if len(got) != 1 else ''} "
-                             f"({human_bytes(sum(got))}) in {runner.remote.fetch_seconds:.1f}s",
-                             "info"))
-        if runner.upload_errors:
-            n = len(runner.upload_errors)
-            warnings.append(f"{n} artifact{'s' if n != 1 else ''} could not be copied to the "
-                            f"remote store (the next command retries): {runner.upload_errors[0]}")
-            on_event(ev.Note(warnings[-1], "warning"))
+        warnings.extend(runner.remote_notes())
         if w.done:
             on_event(ev.RunEnded(w.done, w.total, elapsed, bool(w.failed)))
         outputs = tuple(_output(sess, w.states[t], load_values) for t in targets
@@ -177,23 +165,13 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
                 + (f" (+{len(w.infra) - 1} more)" if len(w.infra) > 1 else ""),
                 "Check free disk space and the permissions of the project's .barca/ folder, "
                 "then run again: finished steps are kept.")
-        failures = [(s.id, s.error or "", s.traceback or "") for t in w.order
-                    for s in w.states[t].steps.values() if s.action == "failed"]
-        skipped = sum(1 for t in w.order for s in w.states[t].steps.values()
-                      if s.action == "skipped" and s.reason == "upstream_failed")
-        result = RunResult(
-            command=command, run_id=runner.run_id, status=status, elapsed=elapsed,
-            steps_executed=w.done, steps_total=w.total, phases=w.phases,
-            steps=tuple(step_summary(sess.ctx, w.states[t]) for t in w.order),
-            outputs=outputs, warnings=tuple(warnings),
-            failed_node=failures[0][0] if failures else None,
-            error=failures[0][1] if failures else None, skipped_downstream=skipped,
-            verb="ran" if command == "run" else "got", failures=tuple(failures))
+        result = run_result(sess.ctx, runner, command, elapsed, outputs, warnings)
+        failures = result.failures
         if failures:
             more = f" (+{len(failures) - 1} more failed)" if len(failures) > 1 else ""
             raise StepFailed(
                 f"step '{failures[0][0]}' failed: {failures[0][1]}{more}; "
-                f"{skipped} downstream steps skipped",
+                f"{result.skipped_downstream} downstream steps skipped",
                 "Fix the cause and run the same command again: finished keys are cached.",
                 result=result, node=failures[0][0], traceback=failures[0][2])
         return result
@@ -386,27 +364,3 @@ def graph(*files: str) -> "DagPicture":
     (SVG in its mime bundle). Read-only."""
     from barca.dag import DagPicture
     return DagPicture.from_status(status(None, *files))
-
-
-def _retry_uploads(store: Store, remote: Any, warnings: list[str],
-                   on_event: ev.EventCallback) -> None:
-    """Copy to the remote store what an earlier command could not (or ran without one)."""
-    pending = store.pending_uploads()
-    if not pending:
-        return
-    from concurrent.futures import ThreadPoolExecutor
-    root = store.root
-
-    def one(item: tuple[int, str]) -> int | None:
-        row_id, path = item
-        if not (root / path).is_file():
-            return None
-        try:
-            remote.upload(root, path)
-            return row_id
-        except Exception:
-            return None
-
-    with ThreadPoolExecutor(8) as pool:
-        done = [i for i in pool.map(one, pending) if i is not None]
-    store.mark_uploaded(done)

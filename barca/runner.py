@@ -321,6 +321,52 @@ class Runner:
             "status": "success", "error": None, "traceback": None, "elapsed": 0.0,
             "run_id": self.run_id, "created_at": time.time(), "shape": None, "value_hash": None})
 
+    # ------------------------------------------------------------------ the remote store
+    def prepare_remote(self) -> None:
+        """Before any step: the store is reachable (or exit 3), and what an earlier command
+        could not copy to it (or ran without it) is copied now."""
+        if self.remote is None:
+            return
+        self.remote.check()
+        store = self.ctx.store
+        pending = store.pending_uploads()
+        if not pending:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+        root, remote = store.root, self.remote
+
+        def one(item: tuple[int, str]) -> int | None:
+            row_id, path = item
+            if not (root / path).is_file():
+                return None
+            try:
+                remote.upload(root, path)
+                return row_id
+            except Exception:
+                return None
+
+        with ThreadPoolExecutor(8) as pool:
+            done = [i for i in pool.map(one, pending) if i is not None]
+        store.mark_uploaded(done)
+
+    def remote_notes(self) -> list[str]:
+        """After the run: what was fetched (a note), what could not be uploaded (a warning)."""
+        if self.remote is None:
+            return []
+        if self.remote.fetched:
+            from barca.remote import human_bytes
+            got = self.remote.fetched
+            self.on_event(ev.Note(
+                f"fetched {len(got)} cached artifact{'s' if len(got) != 1 else ''} "
+                f"({human_bytes(sum(got))}) in {self.remote.fetch_seconds:.1f}s", "info"))
+        if not self.upload_errors:
+            return []
+        n = len(self.upload_errors)
+        text = (f"{n} artifact{'s' if n != 1 else ''} could not be copied to the remote store "
+                f"(the next command retries): {self.upload_errors[0]}")
+        self.on_event(ev.Note(text, "warning"))
+        return [text]
+
     # ------------------------------------------------------------------ executing
     def pool(self) -> Any:
         """The executor, started on first use: the local process pool, or Dask when

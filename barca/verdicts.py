@@ -7,7 +7,7 @@ from typing import Any
 
 from barca.topology import Graph
 from barca.planner import Context, NodeState
-from barca.results import PlanRow, StatusRow, StepSummary
+from barca.results import PlanRow, RunResult, StatusRow, StepSummary
 from barca.store import Row
 from barca.types import NodeId, short_name
 
@@ -193,3 +193,21 @@ def step_summary(ctx: Context, ns: NodeState) -> StepSummary:
     run_hash = first.run_hash if first is not None and not m.partitioned else None
     return StepSummary(ns.node, m.kind, status, first.reason if first else "", detail or "",
                        run_hash, parts)
+
+
+def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs: Any,
+               warnings: list[str]) -> RunResult:
+    """The result of a run: one summary per node, the failures, what was skipped below them."""
+    w = runner.w
+    failures = tuple((s.id, s.error or "", s.traceback or "") for t in w.order
+                     for s in w.states[t].steps.values() if s.action == "failed")
+    skipped = sum(1 for t in w.order for s in w.states[t].steps.values()
+                  if s.action == "skipped" and s.reason == "upstream_failed")
+    return RunResult(
+        command=command, run_id=runner.run_id, status="failed" if w.failed else "success",
+        elapsed=elapsed, steps_executed=w.done, steps_total=w.total, phases=w.phases,
+        steps=tuple(step_summary(ctx, w.states[t]) for t in w.order),
+        outputs=tuple(outputs), warnings=tuple(warnings),
+        failed_node=failures[0][0] if failures else None,
+        error=failures[0][1] if failures else None, skipped_downstream=skipped,
+        verb="ran" if command == "run" else "got", failures=failures)
