@@ -33,30 +33,26 @@ def table_rows(text: str) -> list[list[str]]:
     return rows
 
 
-def dry_rows(text: str) -> dict[str, list[str]]:
-    """STEP -> [STATUS, WHY] for a dry-run table."""
+def _rows_after(text: str, header: str) -> list[list[str]]:
+    """The cells of each row of the table whose header line starts with ``header``."""
     lines = text.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith("STATUS"))
-    out = {}
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(header))
+    rows = []
     for ln in lines[start + 1:]:
         if not ln.strip():
             break
-        cells = re.split(r" {2,}", ln.strip())
-        out[cells[-1]] = cells[:-1]
-    return out
+        rows.append(re.split(r" {2,}", ln.strip()))
+    return rows
+
+
+def dry_rows(text: str) -> dict[str, list[str]]:
+    """STEP -> [STATUS, WHY] for a dry-run table."""
+    return {cells[-1]: cells[:-1] for cells in _rows_after(text, "STATUS")}
 
 
 def status_rows(text: str) -> dict[str, list[str]]:
     """NAME -> the other cells of a status table."""
-    lines = text.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith("NAME"))
-    out = {}
-    for ln in lines[start + 1:]:
-        if not ln.strip():
-            break
-        cells = re.split(r" {2,}", ln.strip())
-        out[cells[0]] = cells[1:]
-    return out
+    return {cells[0]: cells[1:] for cells in _rows_after(text, "NAME")}
 
 
 def last_line(text: str) -> str:
