@@ -7,10 +7,10 @@ from __future__ import annotations
 import ast
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from barca._record import Fields
 from barca.decorators import ASSET_ARGS, SENSOR_ARGS
 from barca.errors import UsageError, did_you_mean
 from barca.types import NodeId
@@ -32,64 +32,88 @@ def find_root(start: str | os.PathLike[str] | None = None) -> Path:
     return here
 
 
-@dataclass
-class InputRef:
-    param: str
-    ref: str                  # the expression as written: "feed_version", "mod.fn"
-    collect: bool
-    line: int
-    target: NodeId | None = None
+class InputRef(Fields):
+    __slots__ = ("param", "ref", "collect", "line", "target")
+
+    def __init__(self, param: str, ref: str, collect: bool, line: int,
+                 target: NodeId | None = None) -> None:
+        self.param = param
+        self.ref = ref            # the expression as written: "feed_version", "mod.fn"
+        self.collect = collect
+        self.line = line
+        self.target = target
 
 
-@dataclass
-class DimSpec:
-    name: str
-    kind: str                 # "list" | "from"
-    line: int
-    keys: list[Any] | None = None   # literal keys, when the source says them statically
-    expr: str | None = None         # the source text, for a key list that must be evaluated
-    source_ref: str | None = None   # partitions_from(<ref>)
-    source: NodeId | None = None
+class DimSpec(Fields):
+    __slots__ = ("name", "kind", "line", "keys", "expr", "source_ref", "source")
+
+    def __init__(self, name: str, kind: str, line: int, keys: list[Any] | None = None,
+                 expr: str | None = None, source_ref: str | None = None,
+                 source: NodeId | None = None) -> None:
+        self.name = name
+        self.kind = kind                # "list" | "from"
+        self.line = line
+        self.keys = keys                # literal keys, when the source says them statically
+        self.expr = expr                # the source text, for a key list that must be evaluated
+        self.source_ref = source_ref    # partitions_from(<ref>)
+        self.source = source
 
 
-@dataclass
-class NodeModel:
-    id: NodeId
-    file: str                 # path relative to the project root, "/"-separated
-    abspath: str
-    function: str
-    kind: str
-    line: int
-    fn: ast.FunctionDef | ast.AsyncFunctionDef
-    params: list[tuple[str, bool]]          # (name, has_default)
-    inputs: list[InputRef] = field(default_factory=list)
-    dims: list[DimSpec] = field(default_factory=list)
-    serializer: str | None = None
-    freshness: str = "always"
-    env: list[str] = field(default_factory=list)
-    retries: int = 0
-    timeout: float | None = None
-    description: str | None = None
-    counted_decorator: list[str] = field(default_factory=list)  # dumps that enter the hash
-    counted_names: set[str] = field(default_factory=set)        # names used by counted args
-    sinks: list[str] = field(default_factory=list)
+class NodeModel(Fields):
+    __slots__ = ("id", "file", "abspath", "function", "kind", "line", "fn", "params", "inputs",
+                 "dims", "serializer", "freshness", "env", "retries", "timeout", "description",
+                 "counted_decorator", "counted_names", "sinks")
+
+    def __init__(self, id: NodeId, file: str, abspath: str, function: str, kind: str, line: int,
+                 fn: ast.FunctionDef | ast.AsyncFunctionDef, params: list[tuple[str, bool]],
+                 inputs: list[InputRef] | None = None, dims: list[DimSpec] | None = None,
+                 serializer: str | None = None, freshness: str = "always",
+                 env: list[str] | None = None, retries: int = 0, timeout: float | None = None,
+                 description: str | None = None, counted_decorator: list[str] | None = None,
+                 counted_names: set[str] | None = None, sinks: list[str] | None = None) -> None:
+        # a None list/set argument: a fresh empty one
+        self.id = id
+        self.file = file          # path relative to the project root, "/"-separated
+        self.abspath = abspath
+        self.function = function
+        self.kind = kind
+        self.line = line
+        self.fn = fn
+        self.params = params      # (name, has_default)
+        self.inputs = [] if inputs is None else inputs
+        self.dims = [] if dims is None else dims
+        self.serializer = serializer
+        self.freshness = freshness
+        self.env = [] if env is None else env
+        self.retries = retries
+        self.timeout = timeout
+        self.description = description
+        # dumps that enter the hash, and the names those counted arguments use
+        self.counted_decorator = [] if counted_decorator is None else counted_decorator
+        self.counted_names = set() if counted_names is None else counted_names
+        self.sinks = [] if sinks is None else sinks
 
     @property
     def partitioned(self) -> bool:
         return bool(self.dims)
 
 
-@dataclass
-class FileModel:
-    path: str
-    abspath: str
-    source: str
-    tree: ast.Module
-    module: str                               # import name used by workers
-    imports: dict[str, tuple[str, str | None]]  # local name -> (module, attr or None)
-    barca_names: dict[str, str]               # local name -> barca attribute ("asset", ...)
-    barca_modules: set[str]                   # local names bound to the barca module
-    nodes: list[NodeModel] = field(default_factory=list)
+class FileModel(Fields):
+    __slots__ = ("path", "abspath", "source", "tree", "module", "imports", "barca_names",
+                 "barca_modules", "nodes")
+
+    def __init__(self, path: str, abspath: str, source: str, tree: ast.Module, module: str,
+                 imports: dict[str, tuple[str, str | None]], barca_names: dict[str, str],
+                 barca_modules: set[str], nodes: list[NodeModel] | None = None) -> None:
+        self.path = path
+        self.abspath = abspath
+        self.source = source
+        self.tree = tree
+        self.module = module              # import name used by workers
+        self.imports = imports            # local name -> (module, attr or None)
+        self.barca_names = barca_names    # local name -> barca attribute ("asset", ...)
+        self.barca_modules = barca_modules  # local names bound to the barca module
+        self.nodes = [] if nodes is None else nodes
 
 
 def find_files(root: Path) -> list[Path]:

@@ -1,16 +1,20 @@
 """Result objects: frozen data whose ``to_json()`` is the contract, and the renderings derived
-from it (``__str__`` = the CLI's ``--pretty`` text, ``__rich__``, ``_repr_mimebundle_``)."""
+from it (``__str__`` = the CLI's ``--pretty`` text, ``__rich__``, ``_repr_mimebundle_``).
+
+Each is a ``barca._record.Record``: its fields are its ``__slots__`` in order, defaults in
+``_defaults``; built by position or keyword, compared, hashed and shown like a frozen dataclass."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
+from barca._record import Record
 from barca.render import html_table, plural, rich_table, text_table
 
 
 class _Displayable:
     """Shared renderings: every result object shows itself the same way everywhere."""
+    __slots__ = ()
 
     def to_json(self) -> dict[str, Any]:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -36,17 +40,18 @@ class _Displayable:
 
 # ---------------------------------------------------------------------------- listing
 
-@dataclass(frozen=True)
-class ListRow:
+class ListRow(Record):
+    __slots__ = ("id", "kind", "freshness", "deps", "dims")
+    _defaults = {"dims": ()}
     id: str
     kind: str
     freshness: str
     deps: tuple[str, ...]
-    dims: tuple[str, ...] = ()
+    dims: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Listing(_Displayable):
+class Listing(_Displayable, Record):
+    __slots__ = ("rows",)
     rows: tuple[ListRow, ...]
 
     def to_json(self) -> dict[str, Any]:
@@ -66,8 +71,10 @@ class Listing(_Displayable):
 
 # ---------------------------------------------------------------------------- status
 
-@dataclass(frozen=True)
-class StatusRow:
+class StatusRow(Record):
+    __slots__ = ("id", "kind", "state", "reason", "why", "last_run", "shape", "deps", "inputs",
+                 "partitions", "last_materialization")
+    _defaults = {"partitions": None, "last_materialization": None}
     id: str
     kind: str
     state: str                 # JSON value: cached, stale, never_run, partial, unknown, always_runs
@@ -77,8 +84,8 @@ class StatusRow:
     shape: str
     deps: tuple[str, ...]
     inputs: tuple[str, ...]
-    partitions: dict[str, Any] | None = None
-    last_materialization: dict[str, Any] | None = None
+    partitions: dict[str, Any] | None
+    last_materialization: dict[str, Any] | None
 
     @property
     def name(self) -> str:
@@ -90,8 +97,8 @@ SUMMARY_ORDER = (("cached", "cached"), ("stale", "stale"), ("never_run", "never 
                  ("partial", "partial"), ("unknown", "unknown"), ("always_runs", "always run"))
 
 
-@dataclass(frozen=True)
-class StatusReport(_Displayable):
+class StatusReport(_Displayable, Record):
+    __slots__ = ("rows",)
     rows: tuple[StatusRow, ...]
 
     def summary(self) -> dict[str, int]:
@@ -128,8 +135,9 @@ class StatusReport(_Displayable):
 
 # ---------------------------------------------------------------------------- dry run
 
-@dataclass(frozen=True)
-class PlanRow:
+class PlanRow(Record):
+    __slots__ = ("step", "kind", "action", "reason", "why", "partitions", "will_run", "cached",
+                 "unknown")
     step: str
     kind: str
     action: str                # will run | cached | partial | unknown | skipped
@@ -144,8 +152,8 @@ class PlanRow:
 WHY_WIDTH = 70  # the dry-run WHY column pads to at most this; longer reasons overflow
 
 
-@dataclass(frozen=True)
-class Plan(_Displayable):
+class Plan(_Displayable, Record):
+    __slots__ = ("command", "target", "rows")
     command: str
     target: str
     rows: tuple[PlanRow, ...]
@@ -184,39 +192,45 @@ class Plan(_Displayable):
 
 # ---------------------------------------------------------------------------- runs
 
-@dataclass(frozen=True)
-class StepSummary:
+class StepSummary(Record):
+    __slots__ = ("id", "kind", "status", "reason", "detail", "run_hash", "partitions")
+    _defaults = {"partitions": None}
     id: str
     kind: str
     status: str                # ran | cached | partial | failed | skipped
     reason: str
     detail: str
     run_hash: str | None
-    partitions: dict[str, Any] | None = None
+    partitions: dict[str, Any] | None
 
 
-@dataclass(frozen=True)
-class OutputItem:
+class OutputItem(Record):
+    __slots__ = ("key", "path", "format", "computed")
     key: str
     path: str | None
     format: str | None
     computed: bool
 
 
-@dataclass(frozen=True)
-class Output:
+class Output(Record):
+    __slots__ = ("target", "partitioned", "items", "values", "preview")
+    _defaults = {"values": None, "preview": ""}
     target: str
     partitioned: bool
     items: tuple[OutputItem, ...]
-    values: Any = None          # filled by the API when it loads values (JSON-able or None)
-    preview: str = ""
+    values: Any                 # filled by the API when it loads values (JSON-able or None)
+    preview: str
 
 
 MAX_KEYS_IN_OUTPUT = 1000
 
 
-@dataclass(frozen=True)
-class RunResult(_Displayable):
+class RunResult(_Displayable, Record):
+    __slots__ = ("command", "run_id", "status", "elapsed", "steps_executed", "steps_total",
+                 "phases", "steps", "outputs", "warnings", "failed_node", "error",
+                 "skipped_downstream", "verb", "failures")
+    _defaults = {"warnings": (), "failed_node": None, "error": None, "skipped_downstream": 0,
+                 "verb": "got", "failures": ()}
     command: str
     run_id: str
     status: str                # success | failed | cancelled
@@ -226,12 +240,12 @@ class RunResult(_Displayable):
     phases: int
     steps: tuple[StepSummary, ...]
     outputs: tuple[Output, ...]
-    warnings: tuple[str, ...] = ()
-    failed_node: str | None = None
-    error: str | None = None
-    skipped_downstream: int = 0
-    verb: str = "got"
-    failures: tuple[tuple[str, str, str], ...] = field(default=())  # (step, error, traceback)
+    warnings: tuple[str, ...]
+    failed_node: str | None
+    error: str | None
+    skipped_downstream: int
+    verb: str
+    failures: tuple[tuple[str, str, str], ...]  # (step, error, traceback)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -293,8 +307,8 @@ class RunResult(_Displayable):
 
 # ---------------------------------------------------------------------------- barca plan
 
-@dataclass(frozen=True)
-class PhasePlan(_Displayable):
+class PhasePlan(_Displayable, Record):
+    __slots__ = ("pool_size", "phases")
     pool_size: int
     phases: tuple[tuple[dict[str, Any], ...], ...]
 
@@ -323,8 +337,8 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-@dataclass(frozen=True)
-class SqlResult(_Displayable):
+class SqlResult(_Displayable, Record):
+    __slots__ = ("query", "columns", "rows", "total")
     query: str
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]

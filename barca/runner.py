@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from barca import events as ev
+from barca._record import Fields
 from barca.errors import Cancelled, UsageError, did_you_mean
 from barca.executors.task import StepRecord, StepTask
 from barca.discovery import PSEUDO_ABSPATH
@@ -19,30 +19,38 @@ from barca.planner import Context, NodeState, StepState, decide, keys_from_row, 
 from barca.types import NodeId, format_key, parse_key, short_name
 
 
-@dataclass
-class Selection:
+class Selection(Fields):
     """``--partition``: the keys a run is narrowed to, by dimension."""
-    dims: dict[str, list[str]]
+    __slots__ = ("dims",)
+
+    def __init__(self, dims: dict[str, list[str]]) -> None:
+        self.dims = dims
 
     def admits(self, key: str) -> bool:
         kv = parse_key(key)
         return all(kv[d] in vals for d, vals in self.dims.items() if d in kv)
 
 
-@dataclass
-class Walk:
+class Walk(Fields):
     """The outcome of walking a cone: one NodeState per node, in walk order."""
-    order: list[NodeId]
-    states: dict[NodeId, NodeState]
-    forced: set[NodeId]
-    skipped_fanins: list[NodeId] = field(default_factory=list)
-    total: int = 0
-    done: int = 0
-    failed: int = 0
-    cached: int = 0
-    phases: int = 0
-    notes: list[str] = field(default_factory=list)
-    infra: list[str] = field(default_factory=list)   # barca's own writes that failed
+    __slots__ = ("order", "states", "forced", "skipped_fanins", "total", "done", "failed",
+                 "cached", "phases", "notes", "infra")
+
+    def __init__(self, order: list[NodeId], states: dict[NodeId, NodeState],
+                 forced: set[NodeId], skipped_fanins: list[NodeId] | None = None, total: int = 0,
+                 done: int = 0, failed: int = 0, cached: int = 0, phases: int = 0,
+                 notes: list[str] | None = None, infra: list[str] | None = None) -> None:
+        self.order = order
+        self.states = states
+        self.forced = forced
+        self.skipped_fanins = [] if skipped_fanins is None else skipped_fanins
+        self.total = total
+        self.done = done
+        self.failed = failed
+        self.cached = cached
+        self.phases = phases
+        self.notes = [] if notes is None else notes
+        self.infra = [] if infra is None else infra   # barca's own writes that failed
 
 
 def walk_order(ctx: Context, targets: list[NodeId]) -> list[NodeId]:

@@ -4,24 +4,29 @@ source text pins down)."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from barca._record import Fields
 from barca.discovery import FileModel, InputRef, NodeModel, find_files, find_root, parse_file
 from barca.errors import UsageError, did_you_mean
 from barca.types import NodeId, PartitionKey, format_key, short_name
 
 
-@dataclass
-class Graph:
-    root: Path
-    files: dict[str, FileModel]
-    nodes: dict[NodeId, NodeModel]
-    order: list[NodeId]                               # topological, stable
-    upstream: dict[NodeId, list[NodeId]] = field(default_factory=dict)
-    downstream: dict[NodeId, list[NodeId]] = field(default_factory=dict)
-    phase: dict[NodeId, int] = field(default_factory=dict)
+class Graph(Fields):
+    __slots__ = ("root", "files", "nodes", "order", "upstream", "downstream", "phase")
+
+    def __init__(self, root: Path, files: dict[str, FileModel], nodes: dict[NodeId, NodeModel],
+                 order: list[NodeId], upstream: dict[NodeId, list[NodeId]] | None = None,
+                 downstream: dict[NodeId, list[NodeId]] | None = None,
+                 phase: dict[NodeId, int] | None = None) -> None:
+        self.root = root
+        self.files = files
+        self.nodes = nodes
+        self.order = order                # topological, stable
+        self.upstream = {} if upstream is None else upstream
+        self.downstream = {} if downstream is None else downstream
+        self.phase = {} if phase is None else phase
 
     # -------------------------------------------------------------- names
     def resolve(self, name: str, what: str = "Asset", command: str = "get") -> NodeId:

@@ -1,8 +1,9 @@
 """What an executor is handed for one step, and what it hands back: small, picklable records."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+from barca._record import Fields
 
 # An input spec, per parameter:
 #   ("value", v)                      the value itself (a partition key, a dict source's value)
@@ -12,47 +13,67 @@ from typing import Any
 InputSpec = tuple[Any, ...]
 
 
-@dataclass
-class StepTask:
-    index: int
-    step: str
-    node: str
-    key: str
-    kind: str
-    file: str            # absolute path of the pipeline file
-    module: str
-    function: str
-    run_hash: str
-    serializer: str | None
-    kwargs: dict[str, InputSpec]
-    key_source: bool = False      # its output gives another node's partition keys
-    timeout: float | None = None
-    retries: int = 0
-    sinks: list[str] = field(default_factory=list)
-    shipped: bytes | None = None  # a notebook function, by value (cloudpickle)
-    store_prefix: str = ".barca"  # where artifacts go: ".barca" or ".barca/envs/<env>"
+class StepTask(Fields):
+    __slots__ = ("index", "step", "node", "key", "kind", "file", "module", "function", "run_hash",
+                 "serializer", "kwargs", "key_source", "timeout", "retries", "sinks", "shipped",
+                 "store_prefix")
+
+    def __init__(self, index: int, step: str, node: str, key: str, kind: str, file: str,
+                 module: str, function: str, run_hash: str, serializer: str | None,
+                 kwargs: dict[str, InputSpec], key_source: bool = False,
+                 timeout: float | None = None, retries: int = 0, sinks: list[str] | None = None,
+                 shipped: bytes | None = None, store_prefix: str = ".barca") -> None:
+        self.index = index
+        self.step = step
+        self.node = node
+        self.key = key
+        self.kind = kind
+        self.file = file                  # absolute path of the pipeline file
+        self.module = module
+        self.function = function
+        self.run_hash = run_hash
+        self.serializer = serializer
+        self.kwargs = kwargs
+        self.key_source = key_source      # its output gives another node's partition keys
+        self.timeout = timeout
+        self.retries = retries
+        self.sinks = [] if sinks is None else sinks
+        self.shipped = shipped            # a notebook function, by value (cloudpickle)
+        self.store_prefix = store_prefix  # where artifacts go: ".barca" or ".barca/envs/<env>"
 
 
-@dataclass
-class StepRecord:
-    index: int
-    status: str                   # "success" | "failed" | "input" (an input could not be read)
-    elapsed: float
-    run_hash: str | None = None   # set for a sensor, whose hash folds in the value it returned
-    path: str | None = None
-    format: str | None = None
-    size: int | None = None
-    sha256: str | None = None
-    shape: str | None = None
-    value_hash: str | None = None
-    error: str | None = None
-    traceback: str | None = None
-    output: str = ""
-    infra: str | None = None                      # barca's own write failed (exit 3)
-    bad_input: str | None = None                  # status "input": the artifact that was missing
-                                                  # or corrupt (the step did not run)
-    uploaded: bool | None = None                  # copied to the remote store (None: no store)
-    upload_error: str | None = None
-    keys: list[str] | None = None                 # a key source's keys
-    key_values: dict[str, str] | None = None      # a dict source: key -> value digest
-    key_raw: dict[str, Any] | None = None         # a dict source: key -> value
+class StepRecord(Fields):
+    __slots__ = ("index", "status", "elapsed", "run_hash", "path", "format", "size", "sha256",
+                 "shape", "value_hash", "error", "traceback", "output", "infra", "bad_input",
+                 "uploaded", "upload_error", "keys", "key_values", "key_raw")
+
+    def __init__(self, index: int, status: str, elapsed: float, run_hash: str | None = None,
+                 path: str | None = None, format: str | None = None, size: int | None = None,
+                 sha256: str | None = None, shape: str | None = None,
+                 value_hash: str | None = None, error: str | None = None,
+                 traceback: str | None = None, output: str = "", infra: str | None = None,
+                 bad_input: str | None = None, uploaded: bool | None = None,
+                 upload_error: str | None = None, keys: list[str] | None = None,
+                 key_values: dict[str, str] | None = None,
+                 key_raw: dict[str, Any] | None = None) -> None:
+        self.index = index
+        self.status = status          # "success" | "failed" | "input" (an input could not be read)
+        self.elapsed = elapsed
+        self.run_hash = run_hash      # set for a sensor, whose hash folds in the value it returned
+        self.path = path
+        self.format = format
+        self.size = size
+        self.sha256 = sha256
+        self.shape = shape
+        self.value_hash = value_hash
+        self.error = error
+        self.traceback = traceback
+        self.output = output
+        self.infra = infra                # barca's own write failed (exit 3)
+        self.bad_input = bad_input        # status "input": the artifact that was missing or
+                                          # corrupt (the step did not run)
+        self.uploaded = uploaded          # copied to the remote store (None: no store)
+        self.upload_error = upload_error
+        self.keys = keys                  # a key source's keys
+        self.key_values = key_values      # a dict source: key -> value digest
+        self.key_raw = key_raw            # a dict source: key -> value

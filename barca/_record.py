@@ -1,0 +1,74 @@
+"""Plain slotted record classes: what ``@dataclass`` gave barca, without its cost at import.
+
+Creating a dataclass runs ``exec`` and ``inspect`` (~0.7 ms per frozen class, and
+``import dataclasses`` itself pulls ``inspect``); a CLI command imports dozens of them. These
+bases cost nothing to subclass: the fields are the subclass's ``__slots__``, in order.
+
+* ``Fields``: ``__repr__`` and ``__eq__`` over the fields, unhashable (a mutable dataclass's
+  behaviour). Subclasses write their own ``__init__``.
+* ``Record``: frozen. Also built by position or keyword in field order with defaults from
+  ``_defaults``, hashable, copyable and picklable.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+_set = object.__setattr__
+
+
+class Fields:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        cls = type(self)
+        return f"{cls.__qualname__}({', '.join(f'{f}={getattr(self, f)!r}' for f in cls.__slots__)})"
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f) for f in type(self).__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()  # type: ignore[attr-defined]
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Record(Fields):
+    __slots__ = ()
+    _defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        cls = type(self)
+        fields = cls.__slots__
+        if len(args) > len(fields):
+            raise TypeError(f"{cls.__name__}() takes {len(fields)} positional arguments "
+                            f"but {len(args)} were given")
+        for name, value in zip(fields, args):
+            _set(self, name, value)
+        defaults = cls._defaults
+        for name in fields[len(args):]:
+            if name in kwargs:
+                _set(self, name, kwargs.pop(name))
+            elif name in defaults:
+                _set(self, name, defaults[name])
+            else:
+                raise TypeError(f"{cls.__name__}() missing required argument: '{name}'")
+        if kwargs:
+            name = next(iter(kwargs))
+            if name in fields:
+                raise TypeError(f"{cls.__name__}() got multiple values for argument '{name}'")
+            raise TypeError(f"{cls.__name__}() got an unexpected keyword argument '{name}'")
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field '{name}'")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field '{name}'")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copy and pickle rebuild through __init__: the default route sets slots with setattr
+        return (type(self), self._values())

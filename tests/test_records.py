@@ -1,0 +1,115 @@
+"""Result objects, events and step records are plain slotted classes (barca._record), not
+dataclasses: they must still build, compare, show, freeze, copy and pickle like the dataclasses
+they replaced."""
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+
+from barca import events as ev
+from barca import results
+from barca._record import Fields, Record
+from barca.discovery import NodeModel
+from barca.executors.task import StepRecord, StepTask
+from barca.runner import Walk
+
+
+def _records() -> list[type[Record]]:
+    mods = (results, ev)
+    return [c for m in mods for c in vars(m).values()
+            if isinstance(c, type) and issubclass(c, Record) and c.__module__ == m.__name__]
+
+
+def _run_result(**kw: object) -> results.RunResult:
+    item = results.OutputItem("", ".barca/artifacts/x.json", "json", True)
+    out = results.Output("pipeline.py:x", False, (item,), values={"a": 1})
+    return results.RunResult("get x", "abc", "success", 0.5, 1, 1, 1, (), (out,), **kw)
+
+
+def test_every_record_declares_its_fields_once() -> None:
+    classes = _records()
+    assert results.RunResult in classes and ev.Note in classes
+    for cls in classes:
+        assert tuple(cls.__dict__.get("__annotations__", {})) == cls.__slots__, cls
+        assert set(cls._defaults) <= set(cls.__slots__), cls
+
+
+def test_built_by_position_or_keyword_with_defaults() -> None:
+    r = _run_result(verb="ran")
+    assert (r.warnings, r.failed_node, r.skipped_downstream, r.verb, r.failures) == \
+        ((), None, 0, "ran", ())
+    assert results.ListRow("a", "asset", "always", ()) == \
+        results.ListRow(id="a", kind="asset", freshness="always", deps=(), dims=())
+    assert ev.StepCompleted("s", 1.0, 1, 2).output == ""
+    with pytest.raises(TypeError, match="missing required argument: 'deps'"):
+        results.ListRow("a", "asset", "always")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
+        results.ListRow("a", "asset", "always", (), nope=1)
+    with pytest.raises(TypeError, match="multiple values for argument 'kind'"):
+        results.ListRow("a", "asset", "always", (), kind="task")
+    with pytest.raises(TypeError, match="takes 1 positional arguments"):
+        results.Listing((), ())
+
+
+def test_repr_eq_hash_like_a_frozen_dataclass() -> None:
+    assert repr(ev.Note("hi")) == "Note(text='hi', level='note')"
+    assert repr(results.OutputItem("k", None, None, False)) == \
+        "OutputItem(key='k', path=None, format=None, computed=False)"
+    assert ev.Note("hi") == ev.Note("hi", "note") != ev.Note("hi", "warning")
+    assert ev.StepCached("s") != ev.Importing("s")   # same fields, another class
+    assert hash(ev.Note("hi")) == hash(ev.Note("hi"))
+    assert len({results.ListRow("a", "asset", "always", ()),
+                results.ListRow("a", "asset", "always", ())}) == 1
+
+
+def test_frozen() -> None:
+    r = _run_result()
+    with pytest.raises(AttributeError):
+        r.status = "failed"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del r.status
+    with pytest.raises(AttributeError):
+        r.extra = 1  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError):
+        ev.Note("hi").text = "bye"  # type: ignore[misc]
+    assert r.status == "success"
+
+
+def test_copy_and_pickle() -> None:
+    r = _run_result(warnings=("w",))
+    for other in (copy.copy(r), copy.deepcopy(r), pickle.loads(pickle.dumps(r))):
+        assert other == r and type(other) is results.RunResult
+        assert other.to_json() == r.to_json() and str(other) == str(r)
+    e = ev.StepFailedEvent("s", "boom")
+    assert pickle.loads(pickle.dumps(e)) == e
+
+
+def test_mutable_records_pickle_for_workers() -> None:
+    task = StepTask(3, "p.py:x", "p.py:x", "", "asset", "/p.py", "p", "x", "h" * 64, None,
+                    {"a": ("value", 1)}, timeout=2.0)
+    rec = StepRecord(3, "success", 0.25, keys=["a"], key_values={"a": "d"})
+    rec.uploaded = True
+    for proto in range(2, pickle.HIGHEST_PROTOCOL + 1):
+        t2 = pickle.loads(pickle.dumps(task, protocol=proto))
+        r2 = pickle.loads(pickle.dumps(rec, protocol=proto))
+        assert (t2, r2) == (task, rec)
+        assert t2.sinks == [] and t2.store_prefix == ".barca" and r2.uploaded is True
+    assert repr(rec).startswith("StepRecord(index=3, status='success', elapsed=0.25, ")
+    with pytest.raises(TypeError):
+        hash(task)   # mutable: unhashable, as the dataclass was
+    assert isinstance(task, Fields) and not isinstance(task, Record)
+
+
+def test_fresh_default_lists_per_instance() -> None:
+    a, b = Walk([], {}, set()), Walk([], {}, set())
+    a.notes.append("x")
+    a.infra.append("y")
+    assert b.notes == [] and b.infra == [] and b.skipped_fanins == []
+    n1 = NodeModel("p.py:x", "p.py", "/p.py", "x", "asset", 1, None, [])  # type: ignore[arg-type]
+    n2 = NodeModel("p.py:x", "p.py", "/p.py", "x", "asset", 1, None, [])  # type: ignore[arg-type]
+    n1.sinks.append("s")
+    n1.counted_names.add("c")
+    assert n2.sinks == [] and n2.counted_names == set() and n2.inputs is not n1.inputs
+    assert n1.freshness == "always" and not n1.partitioned
