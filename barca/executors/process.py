@@ -15,10 +15,10 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
+from barca._record import Fields
 from barca.executors import default_pool_size  # noqa: F401  (re-exported)
 from barca.executors.task import StepRecord, StepTask
 
@@ -69,14 +69,18 @@ def _worker_main(conn: Connection, root: str, parent: int | None) -> None:
         conn.send(("idle", None))
 
 
-@dataclass
-class _Slot:
-    proc: Any
-    conn: Connection
-    chunk: list[StepTask] = field(default_factory=list)
-    done: set[int] = field(default_factory=set)
-    deadline: float | None = None
-    running: int | None = None
+class _Slot(Fields):
+    __slots__ = ("proc", "conn", "chunk", "done", "deadline", "running")
+
+    def __init__(self, proc: Any, conn: Connection, chunk: list[StepTask] | None = None,
+                 done: set[int] | None = None, deadline: float | None = None,
+                 running: int | None = None) -> None:
+        self.proc = proc
+        self.conn = conn
+        self.chunk = [] if chunk is None else chunk
+        self.done = set() if done is None else done
+        self.deadline = deadline
+        self.running = running
 
 
 class ProcessPool:
