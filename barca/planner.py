@@ -3,10 +3,10 @@ node (one per key), run / cached / unknown / skipped, with a reason and a detail
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,27 +20,100 @@ from barca.types import NodeId, parse_key, short_name, step_id
 PART_ORDER = ("code", "decorator", "helper:", "module:", "env:", "input:", "key", "value")
 
 
-@dataclass
 class StepState:
-    """One key of one node as the planner and the executor see it."""
-    node: NodeId
-    key: str
-    action: str = "run"           # run | cached | unknown | skipped | ran | failed
-    reason: str = ""
-    detail: str = ""
-    run_hash: str | None = None
-    parts: dict[str, str] | None = None
-    path: str | None = None
-    format: str | None = None
-    sha256: str | None = None
-    value_hash: str | None = None
-    row: Row | None = None
-    error: str | None = None
-    traceback: str | None = None
-    elapsed: float | None = None
-    shape: str | None = None
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    adopted: bool = False         # an artifact on disk under this run hash with no record
+    """One key of one node as the planner and the executor see it.
+
+    A step found cached by its run hash alone (in the node's snapshot) reads its row -- path,
+    format, SHA-256, shape -- from the store only when one of those is first asked for."""
+    __slots__ = ("node", "key", "action", "reason", "detail", "run_hash", "parts", "value_hash",
+                 "error", "traceback", "elapsed", "kwargs", "adopted", "_path", "_format",
+                 "_sha256", "_shape", "_row", "_hist")
+
+    def __init__(self, node: NodeId, key: str, action: str = "run", reason: str = "",
+                 detail: str = "", run_hash: str | None = None) -> None:
+        self.node, self.key = node, key
+        self.action = action          # run | cached | unknown | skipped | ran | failed
+        self.reason, self.detail, self.run_hash = reason, detail, run_hash
+        self.parts: dict[str, str] | None = None
+        self.value_hash: str | None = None
+        self.error: str | None = None
+        self.traceback: str | None = None
+        self.elapsed: float | None = None
+        self.kwargs: dict[str, Any] | None = None   # built when the step is executed
+        self.adopted = False          # an artifact on disk under this run hash with no record
+        self._path: str | None = None
+        self._format: str | None = None
+        self._sha256: str | None = None
+        self._shape: str | None = None
+        self._row: Row | None = None
+        self._hist: NodeHistory | None = None
+
+    @classmethod
+    def cached(cls, node: NodeId, key: str, run_hash: str, hist: NodeHistory) -> "StepState":
+        """A step whose run hash is known to have a successful row (read on demand)."""
+        st = cls(node, key, "cached", "materialized", "-", run_hash)
+        st._hist = hist
+        return st
+
+    def _resolve(self) -> None:
+        hist, self._hist = self._hist, None
+        row = hist.success(self.run_hash or "") if hist is not None else None
+        if row is not None:
+            self.row = row
+
+    @property
+    def row(self) -> Row | None:
+        if self._hist is not None:
+            self._resolve()
+        return self._row
+
+    @row.setter
+    def row(self, row: Row | None) -> None:
+        self._hist = None
+        self._row = row
+        if row is not None:
+            self._path, self._format, self._sha256 = row.path, row.format, row.sha256
+            self._shape = row.shape
+
+    @property
+    def path(self) -> str | None:
+        if self._hist is not None:
+            self._resolve()
+        return self._path
+
+    @path.setter
+    def path(self, value: str | None) -> None:
+        self._hist, self._path = None, value
+
+    @property
+    def format(self) -> str | None:
+        if self._hist is not None:
+            self._resolve()
+        return self._format
+
+    @format.setter
+    def format(self, value: str | None) -> None:
+        self._hist, self._format = None, value
+
+    @property
+    def sha256(self) -> str | None:
+        if self._hist is not None:
+            self._resolve()
+        return self._sha256
+
+    @sha256.setter
+    def sha256(self, value: str | None) -> None:
+        self._hist, self._sha256 = None, value
+
+    @property
+    def shape(self) -> str | None:
+        if self._hist is not None:
+            self._resolve()
+        return self._shape
+
+    @shape.setter
+    def shape(self, value: str | None) -> None:
+        self._hist, self._shape = None, value
 
     @property
     def id(self) -> str:
@@ -51,17 +124,127 @@ class StepState:
         """A value exists (or will, for a prediction) under a known run hash."""
         return self.run_hash is not None and self.action in ("cached", "ran", "run")
 
+    def __repr__(self) -> str:
+        return (f"StepState({self.id!r}, action={self.action!r}, reason={self.reason!r}, "
+                f"run_hash={self.run_hash!r})")
 
-@dataclass
+
 class NodeState:
-    node: NodeId
-    keys: list[str] | None                  # None: not knowable yet
-    steps: dict[str, StepState] = field(default_factory=dict)
-    unknown_detail: str = ""
-    # a key source's output: its keys, and for a dict source each key's value and digest
-    out_keys: list[str] | None = None
-    out_values: dict[str, str] | None = None
-    out_raw: dict[str, Any] | None = None
+    """Every step of one node. A *settled* node (its snapshot matched: every key cached under
+    a run hash it records) makes its StepStates only when something asks for them."""
+    __slots__ = ("node", "keys", "unknown_detail", "out_keys", "out_values", "out_raw",
+                 "ident", "combined", "settled", "_steps", "_hashes", "_hist")
+
+    def __init__(self, node: NodeId, keys: list[str] | None, unknown_detail: str = "") -> None:
+        self.node, self.keys, self.unknown_detail = node, keys, unknown_detail
+        # a key source's output: its keys, and for a dict source each key's value and digest
+        self.out_keys: list[str] | None = None
+        self.out_values: dict[str, str] | None = None
+        self.out_raw: dict[str, Any] | None = None
+        self.ident: str | None = None      # the digest its snapshot is keyed by (see identity)
+        self.combined: str | None = None   # digest of every key's run hash, once all are known
+        self.settled = False
+        self._steps: dict[str, StepState] | None = {}
+        self._hashes: list[str] | None = None
+        self._hist: NodeHistory | None = None
+
+    @classmethod
+    def from_snapshot(cls, node: NodeId, keys: list[str], ident: str, combined: str,
+                      hashes: list[str], hist: NodeHistory) -> "NodeState":
+        ns = cls(node, keys)
+        ns.ident, ns.combined, ns.settled = ident, combined, True
+        ns._steps, ns._hashes, ns._hist = None, hashes, hist
+        return ns
+
+    @property
+    def steps(self) -> dict[str, StepState]:
+        if self._steps is None:
+            hist, cached = self._hist, StepState.cached
+            assert self.keys is not None and self._hashes is not None and hist is not None
+            self._steps = {k: cached(self.node, k, h, hist)
+                           for k, h in zip(self.keys, self._hashes)}
+        return self._steps
+
+    @property
+    def lazy(self) -> bool:
+        """Settled, and no StepState made yet: every key is cached (see Tally)."""
+        return self._steps is None
+
+    def run_hashes(self) -> list[str] | None:
+        """Every key's run hash in key order, or None while one is unknown or unavailable."""
+        if self._hashes is not None:
+            return self._hashes
+        if self.keys is None:
+            return None
+        steps, out = self.steps, []
+        for k in self.keys:
+            s = steps.get(k)
+            if s is None or s.run_hash is None or s.action not in ("cached", "ran", "run"):
+                return None
+            out.append(s.run_hash)
+        return out
+
+    def seal(self) -> None:
+        """Once every step is decided (and run): the combined digest, if every key has a run
+        hash -- what a fan-in reading all keys, or a downstream snapshot, depends on."""
+        if self.combined is None and self.keys is not None:
+            hashes = self.run_hashes()
+            if hashes is not None:
+                self.combined = combined_digest(self.keys, hashes)
+
+    def tally(self) -> "Tally":
+        return Tally(self)
+
+
+class Tally:
+    """A node's steps grouped by action, in key order (cheap for a settled node)."""
+    __slots__ = ("ns", "total", "_by")
+
+    def __init__(self, ns: NodeState) -> None:
+        self.ns = ns
+        if ns.lazy:
+            self.total, self._by = len(ns.keys or ()), None
+        else:
+            by: dict[str, list[StepState]] = {}
+            for s in ns.steps.values():
+                by.setdefault(s.action, []).append(s)
+            self.total, self._by = len(ns.steps), by
+
+    def count(self, action: str) -> int:
+        if self._by is None:
+            return self.total if action == "cached" else 0
+        return len(self._by.get(action, ()))
+
+    def first(self, *actions: str) -> StepState | None:
+        """The first step (in key order) of the first of ``actions`` that has any."""
+        for a in actions:
+            if self._by is None:
+                if a == "cached" and self.total:  # a stand-in: makes no other StepState
+                    ns = self.ns
+                    assert ns.keys is not None and ns._hashes is not None
+                    return StepState.cached(ns.node, ns.keys[0], ns._hashes[0], ns._hist)  # type: ignore[arg-type]
+                continue
+            got = self._by.get(a)
+            if got:
+                return got[0]
+        return None
+
+    def steps(self, action: str) -> list[StepState]:
+        if self._by is None:
+            return list(self.ns.steps.values()) if action == "cached" else []
+        return self._by.get(action, [])
+
+    def keys(self, action: str) -> list[str]:
+        if self._by is None:
+            return list(self.ns.keys or ()) if action == "cached" else []
+        return [s.key for s in self._by.get(action, ())]
+
+
+def combined_digest(keys: list[str], hashes: list[str]) -> str:
+    """``sha("k1=h1", "k2=h2", ...)`` over keys in sorted order: the input digest of a fan-in
+    that reads every key (the same bytes as ``sha(*parts)``, hashed in one call)."""
+    text = "".join([f"{k}={h}\x00" for k, h in sorted(zip(keys, hashes))])
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class Context:
@@ -235,25 +418,74 @@ def source_dim(graph: Graph, nid: NodeId) -> tuple[NodeId, bool] | None:
     return None
 
 
+def identity(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState]
+             ) -> str | None:
+    """The digest every run hash of an asset node is a function of: its definition, its keys,
+    and the combined run hashes of what it reads (a dict source: the SHA-256 of its output).
+    None while something it reads is not wholly available, or a key holds a NUL."""
+    graph = ctx.graph
+    m = graph.nodes[nid]
+    joined = "\x00".join(keys)
+    if joined.count("\x00") != len(keys) - 1:
+        return None
+    parts = ["snapshot-1", ctx.definition(nid)[0], m.freshness or "", str(len(keys)), joined]
+    for inp in sorted(m.inputs, key=lambda i: i.param):
+        up = states.get(inp.target)  # type: ignore[arg-type]
+        if up is None or up.combined is None:
+            return None
+        parts.append(f"input:{inp.param}:{'all' if inp.collect else 'key'}:{up.combined}")
+    src = source_dim(graph, nid)
+    if src is not None:
+        up = states.get(src[0])
+        if up is None or up.combined is None:
+            return None
+        if src[1]:  # keys (and values) from an output: what that output holds
+            step = up.steps.get("")
+            if step is None or not step.sha256:
+                return None
+            parts.append(f"source:{step.sha256}")
+        else:
+            parts.append(f"source:{up.combined}")
+    return sha(*parts)
+
+
+def _hashes(text: str) -> list[str]:
+    return [text[i:i + 64] for i in range(0, len(text), 64)]
+
+
 def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
            forced: bool = False, predict: bool = False) -> NodeState:
-    """Decide every step of one node, given the states of its upstream nodes."""
+    """Decide every step of one node, given the states of its upstream nodes.
+
+    An asset whose snapshot digest (see identity) is unchanged is settled at once: every key
+    cached under the run hash the snapshot records, with no per-key work. Otherwise each key's
+    run hash is computed; one equal to the snapshot's for that key is cached without reading
+    its row, and only the rest are looked up in the store."""
     graph = ctx.graph
     m = graph.nodes[nid]
     def_hash, def_parts = ctx.definition(nid)
     hist = ctx.history(nid)
+    ident = identity(ctx, nid, keys, states) if m.kind == "asset" else None
+    snap = ctx.store.snapshot(nid) if m.kind == "asset" and not forced else None
+    prev: dict[str, str] = {}
+    if snap is not None:
+        hashes = _hashes(snap[3])
+        if ident is not None and snap[0] == ident and len(hashes) == len(keys):
+            return NodeState.from_snapshot(nid, keys, ident, snap[1], hashes, hist)
+        prev = dict(zip(snap[2].split("\x00"), hashes))
     ns = NodeState(nid, keys)
+    ns.ident = ident
+    steps = ns.steps
     src = source_dim(graph, nid)
     src_state = states.get(src[0]) if src else None
-    params = {p for p, _ in m.params}
-    dim_params = [d.name for d in m.dims if d.name in params]
+    dim0 = m.dims[0].name if m.dims else ""
     check = _Upstream(graph)
+    need = check.need
     for key in keys:
         st = StepState(nid, key)
-        ns.steps[key] = st
+        steps[key] = st
         inputs: dict[str, str] = {}
         check.reset()
-        need = check.need
         for inp in m.inputs:
             up_id = inp.target
             assert up_id is not None
@@ -265,45 +497,30 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
                 check.keys_unknown = check.keys_unknown or up_ns.unknown_detail
                 continue
             if inp.collect:
+                if up_ns.combined is not None:  # every key available: their combined digest
+                    inputs[f"input:{up_id}"] = up_ns.combined
+                    continue
                 ups = [need(up_ns.steps.get(k), up_id) for k in sorted(up_ns.keys)]
                 if all(u is not None for u in ups):
                     inputs[f"input:{up_id}"] = sha(*(f"{u.key}={u.run_hash}" for u in ups))  # type: ignore[union-attr]
-                    st.kwargs[inp.param] = ("none",) if inp.param.startswith("_") else (
-                        "collect", [(u.path, u.format, u.sha256) for u in ups])  # type: ignore[union-attr]
                 continue
             up = need(up_ns.steps.get(key if graph.nodes[up_id].partitioned else ""), up_id)
             if up is not None:
                 inputs[f"input:{up_id}"] = up.run_hash  # type: ignore[assignment]
-                st.kwargs[inp.param] = ("none",) if inp.param.startswith("_") else (
-                    "artifact", up.path, up.format, up.sha256)
         value_digest = None
         if src is not None:
             src_id, dynamic = src
-            src_fn = graph.nodes[src_id].function
             if dynamic:
                 if src_state is None:
                     raise_missing(src_id, step_id(nid, key))
                 elif src_state.out_values is not None:  # a dict source: this key's value
-                    raw_key = _dim_value(key, m.dims[0].name)
-                    value_digest = src_state.out_values.get(raw_key)
-                    if src_fn in params:
-                        st.kwargs[src_fn] = ("value", (src_state.out_raw or {}).get(raw_key))
+                    value_digest = src_state.out_values.get(_dim_value(key, dim0))
             else:
                 up = need(src_state.steps.get(key) if src_state else None, src_id)
                 if up is not None:
                     inputs[f"input:{src_id}"] = up.run_hash  # type: ignore[assignment]
-                    if src_fn in params:
-                        st.kwargs[src_fn] = ("artifact", up.path, up.format, up.sha256)
-        if dim_params:
-            kv = parse_key(key)
-            for d in dim_params:
-                st.kwargs[d] = ("value", kv.get(d, ""))
-
-        def all_parts() -> dict[str, str]:
-            return _all_parts(def_parts, inputs, key, value_digest)
 
         blocked, unknown, keys_unknown = check.blocked, check.unknown, check.keys_unknown
-        old = hist.latest_success.get(key)
         if blocked is not None:
             st.action, st.reason = "skipped", "upstream_failed"
             st.detail = f"upstream {blocked.id} failed" if blocked.action == "failed" \
@@ -315,55 +532,98 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
         if unknown is not None:
             if not predict:
                 raise_missing(unknown, step_id(nid, key))
-            if old is None:
+            if hist.newest_success(key) is None:
                 st.action, st.reason, st.detail = "run", "no_record", "never run"
             else:
                 st.action, st.reason, st.detail = "unknown", "sensor_output_unknown", unknown
             continue
         if m.kind == "sensor":
-            st.parts = all_parts()
+            st.parts = _all_parts(def_parts, inputs, key, value_digest)
             st.action, st.reason, st.detail = "run", "sensor", "sensors always re-run"
             if predict:  # its last recorded value, if the sensor's code is unchanged
                 for row in reversed(hist.all_success()):
                     rp = row.part_digests()
                     if all(rp.get(k) == v for k, v in def_parts.items()):
-                        st.run_hash, st.path, st.format = row.run_hash, row.path, row.format
-                        st.sha256, st.row = row.sha256, row
+                        st.run_hash, st.row = row.run_hash, row
                         break
             continue
-        st.run_hash = run_hash(def_hash, inputs, key, value_digest)
+        rh = st.run_hash = run_hash(def_hash, inputs, key, value_digest)
         if m.kind == "task":
-            st.parts = all_parts()
+            st.parts = _all_parts(def_parts, inputs, key, value_digest)
             st.action, st.reason, st.detail = "run", "task", "tasks always run"
             continue
         if forced:
-            st.parts = all_parts()
+            st.parts = _all_parts(def_parts, inputs, key, value_digest)
             st.action, st.reason, st.detail = "run", "refresh", "refresh"
             continue
-        row = hist.success(st.run_hash)
+        if prev.get(key) == rh:  # cached at the last walk under this very run hash
+            st.action, st.reason, st.detail = "cached", "materialized", "-"
+            st._hist = hist
+            continue
+        row = hist.success(rh)
+        old = hist.newest_success(key) if row is None else None
         if row is None and m.freshness == "manual" and old is not None:
             row = old
         if row is None and old is None:
-            row = ctx.adoptable(nid, key, st.run_hash)
+            row = ctx.adoptable(nid, key, rh)
             st.adopted = row is not None
             if st.adopted:
-                st.parts = all_parts()
+                st.parts = _all_parts(def_parts, inputs, key, value_digest)
         if row is not None:  # an artifact that went missing is recomputed when it is read
             st.action, st.reason, st.detail = "cached", "materialized", "-"
-            st.row, st.path, st.format, st.sha256 = row, row.path, row.format, row.sha256
+            st.row = row
             st.run_hash = row.run_hash
-            st.shape = row.shape
             continue
         st.action = "run"
-        st.parts = all_parts()
-        last = hist.latest.get(key)
+        st.parts = _all_parts(def_parts, inputs, key, value_digest)
         if old is not None:
             st.reason, st.detail = "changed", explain(st.parts, old.part_digests())
-        elif last is not None and last.status == "failed":
-            st.reason, st.detail = "failed", f"last run failed: {last.error}"
         else:
-            st.reason, st.detail = "no_record", "never run"
+            last = hist.newest(key)
+            if last is not None and last.status == "failed":
+                st.reason, st.detail = "failed", f"last run failed: {last.error}"
+            else:
+                st.reason, st.detail = "no_record", "never run"
     return ns
+
+
+def step_kwargs(ctx: Context, nid: NodeId, key: str, states: dict[NodeId, NodeState]
+                ) -> dict[str, Any]:
+    """What the worker passes to each parameter of one step (see barca.executors.task):
+    built only for steps that are executed."""
+    graph = ctx.graph
+    m = graph.nodes[nid]
+    params = {p for p, _ in m.params}
+    kwargs: dict[str, Any] = {}
+    for inp in m.inputs:
+        up_ns = states[inp.target]  # type: ignore[index]
+        if inp.param.startswith("_"):
+            kwargs[inp.param] = ("none",)
+        elif inp.collect:
+            ups = [up_ns.steps[k] for k in sorted(up_ns.keys or ())]
+            kwargs[inp.param] = ("collect", [(u.path, u.format, u.sha256) for u in ups])
+        else:
+            u = up_ns.steps[key if graph.nodes[inp.target].partitioned else ""]  # type: ignore[index]
+            kwargs[inp.param] = ("artifact", u.path, u.format, u.sha256)
+    src = source_dim(graph, nid)
+    if src is not None:
+        src_id, dynamic = src
+        src_fn = graph.nodes[src_id].function
+        if src_fn in params:
+            src_state = states[src_id]
+            if dynamic:
+                if src_state.out_values is not None:  # a dict source: this key's value
+                    raw = _dim_value(key, m.dims[0].name)
+                    kwargs[src_fn] = ("value", (src_state.out_raw or {}).get(raw))
+            else:
+                u = src_state.steps[key]
+                kwargs[src_fn] = ("artifact", u.path, u.format, u.sha256)
+    dim_params = [d.name for d in m.dims if d.name in params]
+    if dim_params:
+        kv = parse_key(key)
+        for d in dim_params:
+            kwargs[d] = ("value", kv.get(d, ""))
+    return kwargs
 
 
 class _Upstream:

@@ -15,8 +15,9 @@ from barca._record import Fields
 from barca.errors import Cancelled, UsageError, did_you_mean
 from barca.executors.task import StepRecord, StepTask
 from barca.discovery import PSEUDO_ABSPATH
-from barca.planner import Context, NodeState, StepState, decide, keys_from_row, source_dim
-from barca.types import NodeId, format_key, parse_key, short_name
+from barca.planner import (Context, NodeState, StepState, decide, keys_from_row, source_dim,
+                           step_kwargs)
+from barca.types import NodeId, format_key, parse_key, short_name, step_id
 
 
 class Selection(Fields):
@@ -128,7 +129,7 @@ class Runner:
         self._last_flush = time.monotonic()
         self.run_id = ""
         self.targets = list(targets)
-        self._producer: dict[str, StepState] = {}   # artifact path -> the cached step behind it
+        self._snapshots: list[tuple[str, str, str, str, str]] = []  # written after the rows
         self._verified: set[str] = set()
         from barca import remote
         uri = remote.configured()
@@ -208,13 +209,19 @@ class Runner:
                 self._walk_node(nid)
             if self.execute:  # a value we return (or show) must be intact too
                 self._ensure_steps([s for t in self.targets if t in w.states
-                                    and (self.verify_all or len(w.states[t].steps) <= 1000)
+                                    and (self.verify_all or len(w.states[t].keys or ()) <= 1000)
                                     for s in w.states[t].steps.values() if s.action == "cached"])
         except KeyboardInterrupt:
             raise Cancelled("cancelled: the run was interrupted; finished steps are recorded",
                             "Run the same command again: it computes only what did not finish.")
         finally:
             self._flush()
+            if self._snapshots:
+                snaps, self._snapshots = self._snapshots, []
+                try:
+                    self.ctx.store.put_snapshots(snaps)
+                except Exception:  # a snapshot only saves work next time: never fail for it
+                    pass
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
@@ -242,20 +249,30 @@ class Runner:
         ns = decide(self.ctx, nid, keys, w.states, forced=nid in w.forced,
                     predict=not self.execute)
         w.states[nid] = ns
-        if not self.execute:
-            return
-        todo = [s for s in ns.steps.values() if s.action == "run"]
-        for s in ns.steps.values():
-            if s.action == "cached":
-                w.cached += 1
-                if s.path:
-                    self._producer[s.path] = s
-                if s.adopted:
-                    self._adopt(nid, s)
-                if not self.graph.nodes[nid].partitioned:
-                    self.on_event(ev.StepCached(s.id))
-        if todo:  # workers check each input's SHA-256 as they read it (see Worker.load)
-            self._execute(nid, todo)
+        partitioned = self.graph.nodes[nid].partitioned
+        if ns.settled:  # every key cached under its snapshot's run hash
+            if self.execute:
+                w.cached += len(keys)
+                if not partitioned:
+                    self.on_event(ev.StepCached(step_id(nid, "")))
+        else:
+            if not self.execute:
+                ns.seal()
+                return
+            todo = [s for s in ns.steps.values() if s.action == "run"]
+            for s in ns.steps.values():
+                if s.action == "cached":
+                    w.cached += 1
+                    if s.adopted:
+                        self._adopt(nid, s)
+                    if not partitioned:
+                        self.on_event(ev.StepCached(s.id))
+            if todo:  # workers check each input's SHA-256 as they read it (see Worker.load)
+                self._execute(nid, todo)
+            ns.seal()
+            if ns.ident is not None and ns.combined is not None and ns.keys is not None:
+                self._snapshots.append((nid, ns.ident, ns.combined, "\x00".join(ns.keys),
+                                        "".join(ns.run_hashes() or ())))
         if nid in self.ctx.key_sources:
             step = ns.steps.get("")
             if step is not None and step.action in ("ran", "cached") and ns.out_keys is None:
@@ -402,6 +419,8 @@ class Runner:
             shipped = ship(function_for(m.function))  # type: ignore[arg-type]
         tasks: list[StepTask] = []
         for i, s in enumerate(steps):
+            if s.kwargs is None:
+                s.kwargs = step_kwargs(self.ctx, nid, s.key, self.w.states)
             tasks.append(StepTask(
                 index=i, step=s.id, node=nid, key=s.key, kind=m.kind, file=fm.abspath,
                 module=fm.module, function=m.function,
@@ -454,12 +473,21 @@ class Runner:
         (under the same run hash), then run the steps once more."""
         producers: dict[str, StepState] = {}
         for _, rec in bad:
-            prod = self._producer.get(rec.bad_input or "")
+            prod = self._producer(rec.bad_input or "")
             if prod is not None and prod.action == "cached":
                 producers[prod.path or ""] = prod
         self._verified -= set(producers)
         self._ensure_steps(list(producers.values()))
         self._execute(nid, [s for s, _ in bad], attempt=1)
+
+    def _producer(self, path: str) -> StepState | None:
+        """The cached step behind an artifact: its file is named by its run hash."""
+        run_hash = path.rsplit("/", 1)[-1].split(".", 1)[0]
+        for ns in self.w.states.values():
+            for s in ns.steps.values():
+                if s.run_hash == run_hash and s.path == path:
+                    return s
+        return None
 
     def _row(self, nid: NodeId, s: StepState, rec: StepRecord) -> dict[str, Any]:
         import json

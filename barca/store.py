@@ -22,6 +22,9 @@ CREATE TABLE IF NOT EXISTS materializations (
     run_id TEXT, created_at REAL NOT NULL, shape TEXT, value_hash TEXT, remote INTEGER);
 CREATE TABLE IF NOT EXISTS definitions (
     node TEXT PRIMARY KEY, file_sha TEXT NOT NULL, deps TEXT NOT NULL, parts TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS snapshots (
+    asset TEXT PRIMARY KEY, digest TEXT NOT NULL, combined TEXT NOT NULL, keys TEXT NOT NULL,
+    hashes TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS mat_asset ON materializations(asset, partition, status);
 CREATE INDEX IF NOT EXISTS mat_hash ON materializations(asset, run_hash);
 """
@@ -57,27 +60,80 @@ class Row(NamedTuple):
 
 class NodeHistory:
     """What the store knows of one node: the newest row per key (any status, and successful),
-    and successful rows looked up by run hash."""
+    and successful rows looked up by run hash.
 
-    def __init__(self, store: "Store | None", asset: str, latest: dict[str, Row],
-                 latest_success: dict[str, Row], older_success: bool) -> None:
+    Lazy: a planner that needs a handful of rows asks for them one by one (an indexed query
+    each); the newest row of every key is read in one query on first use of ``latest`` /
+    ``latest_success``, or once point queries stop being few."""
+
+    POINT_QUERIES = 64
+
+    def __init__(self, store: "Store | None", asset: str) -> None:
         self.store, self.asset = store, asset
-        self.latest = latest                  # partition -> newest row of any status
-        self.latest_success = latest_success  # partition -> newest successful row
-        self._by_hash = {r.run_hash: r for r in latest_success.values()}
-        self._older = older_success           # successes exist beyond the newest per key
+        self._latest: dict[str, Row] | None = None if store is not None else {}
+        self._latest_success: dict[str, Row] = {}
+        self._by_hash: dict[str, Row | None] = {}
+        self._older = False
+        self._points = 0
 
     @classmethod
     def empty(cls) -> "NodeHistory":
-        return cls(None, "", {}, {}, False)
+        return cls(None, "")
+
+    def _load(self) -> None:
+        assert self.store is not None
+        latest, latest_success, older = self.store.newest_rows(self.asset)
+        self._latest, self._latest_success, self._older = latest, latest_success, older
+        for r in latest_success.values():
+            self._by_hash.setdefault(r.run_hash, r)
+
+    @property
+    def latest(self) -> dict[str, Row]:
+        """partition -> newest row of any status."""
+        if self._latest is None:
+            self._load()
+        return self._latest  # type: ignore[return-value]
+
+    @property
+    def latest_success(self) -> dict[str, Row]:
+        """partition -> newest successful row."""
+        if self._latest is None:
+            self._load()
+        return self._latest_success
+
+    def _point(self) -> bool:
+        """Whether to ask for one row (rather than read every key's newest rows at once)."""
+        if self._latest is not None or self.store is None:
+            return False
+        self._points += 1
+        if self._points > self.POINT_QUERIES:
+            self._load()
+            return False
+        return True
+
+    def newest_success(self, key: str) -> Row | None:
+        if self._point():
+            return self.store.newest_row(self.asset, key, True)  # type: ignore[union-attr]
+        return self.latest_success.get(key)
+
+    def newest(self, key: str) -> Row | None:
+        if self._point():
+            return self.store.newest_row(self.asset, key, False)  # type: ignore[union-attr]
+        return self.latest.get(key)
 
     def success(self, run_hash: str) -> Row | None:
         """A successful row with this run hash (the newest), if any."""
-        row = self._by_hash.get(run_hash)
-        if row is None and self._older and self.store is not None:
+        if run_hash in self._by_hash:
+            return self._by_hash[run_hash]
+        if self.store is None:
+            return None
+        if self._point():
             row = self.store.success_row(self.asset, run_hash)
-            if row is not None:
-                self._by_hash[run_hash] = row
+        elif run_hash in self._by_hash:  # every key's newest rows were just read
+            return self._by_hash[run_hash]
+        else:  # a miss among the newest rows is a miss, unless older successes exist
+            row = self.store.success_row(self.asset, run_hash) if self._older else None
+        self._by_hash[run_hash] = row
         return row
 
     def all_success(self) -> list[Row]:
@@ -151,20 +207,24 @@ class Store:
                "status, error, elapsed, run_id, created_at, shape, value_hash "
                "FROM materializations ")
 
-    def rows(self, asset: str, where: str = "1", args: tuple[Any, ...] = ()) -> list[Row]:
+    def rows(self, asset: str, where: str = "1", args: tuple[Any, ...] = (),
+             order: str = "id") -> list[Row]:
         if self.conn is None:
             return []
         try:
-            cur = self.conn.execute(self._SELECT + f"WHERE asset=? AND {where} ORDER BY id",
+            cur = self.conn.execute(self._SELECT + f"WHERE asset=? AND {where} ORDER BY {order}",
                                     (asset, *args))
             return list(map(Row._make, cur))
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
 
     def history(self, asset: str) -> NodeHistory:
-        """The newest row per key and status in one query (not the whole history)."""
-        if self.conn is None:
-            return NodeHistory.empty()
+        """The node's history, read lazily (see NodeHistory)."""
+        return NodeHistory(self if self.conn is not None else None, asset)
+
+    def newest_rows(self, asset: str) -> tuple[dict[str, Row], dict[str, Row], bool]:
+        """The newest row per key (any status), the newest successful row per key, and whether
+        older successful rows exist: in one query (not the whole history)."""
         rows = self.rows(asset, "id IN (SELECT max(id) FROM materializations WHERE asset=? "
                                 "GROUP BY partition, status)", (asset,))
         latest: dict[str, Row] = {}
@@ -174,12 +234,39 @@ class Store:
             if r.status == "success":
                 latest_success[r.partition] = r
         try:
-            count = self.conn.execute(
+            count = self.conn.execute(  # type: ignore[union-attr]
                 "SELECT count(*) FROM materializations WHERE asset=? AND status='success'",
                 (asset,)).fetchone()[0]
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
-        return NodeHistory(self, asset, latest, latest_success, count > len(latest_success))
+        return latest, latest_success, count > len(latest_success)
+
+    def newest_row(self, asset: str, key: str, success: bool) -> Row | None:
+        found = self.rows(asset, "partition=?" + (" AND status='success'" if success else ""),
+                          (key,), order="id DESC LIMIT 1")
+        return found[0] if found else None
+
+    # ---------------------------------------------------------------- node snapshots
+    def snapshot(self, asset: str) -> tuple[str, str, str, str] | None:
+        """The last complete walk of a node (see barca.planner.Snapshot): the digest of all
+        its run hashes depend on, their combined digest, its keys joined by NUL, and their run
+        hashes in that order, concatenated."""
+        if self.conn is None:
+            return None
+        try:
+            got = self.conn.execute("SELECT digest, combined, keys, hashes FROM snapshots "
+                                    "WHERE asset=?", (asset,)).fetchone()
+        except sqlite3.OperationalError:  # a store written before snapshots existed
+            return None
+        except sqlite3.DatabaseError as exc:
+            raise self._db_error(exc) from None
+        return tuple(got) if got else None  # type: ignore[return-value]
+
+    def put_snapshots(self, snaps: list[tuple[str, str, str, str, str]]) -> None:
+        """(asset, digest, combined, keys, hashes) rows, in one transaction."""
+        if snaps:
+            self._write("INSERT OR REPLACE INTO snapshots (asset, digest, combined, keys, "
+                        "hashes) VALUES (?, ?, ?, ?, ?)", snaps)
 
     def pending_uploads(self) -> list[tuple[int, str]]:
         """Successful results not yet copied to the remote store: (row id, path)."""
@@ -194,8 +281,9 @@ class Store:
             self._write("UPDATE materializations SET remote=1 WHERE id=?", [(i,) for i in ids])
 
     def success_row(self, asset: str, run_hash: str) -> Row | None:
-        found = self.rows(asset, "run_hash=? AND status='success'", (run_hash,))
-        return found[-1] if found else None
+        found = self.rows(asset, "run_hash=? AND status='success'", (run_hash,),
+                          order="id DESC LIMIT 1")
+        return found[0] if found else None
 
     def runs(self, limit: int = 20) -> list[dict[str, Any]]:
         if self.conn is None:

@@ -37,11 +37,12 @@ def _assumption(graph: Graph, nid: NodeId) -> str:
 
 
 def partition_counts(ns: NodeState) -> dict[str, Any]:
-    steps = list(ns.steps.values())
-    cached = [s for s in steps if s.action == "cached"]
-    missing = sorted(s.key for s in steps if s.action != "cached")
-    return {"cached": len(cached), "missing": len(missing), "missing_keys": missing,
-            "total": len(steps)}
+    t = ns.tally()
+    cached = t.count("cached")
+    missing = [] if cached == t.total else sorted(
+        s.key for s in ns.steps.values() if s.action != "cached")
+    return {"cached": cached, "missing": len(missing), "missing_keys": missing,
+            "total": t.total}
 
 
 # ---------------------------------------------------------------------------- dry run
@@ -49,25 +50,23 @@ def partition_counts(ns: NodeState) -> dict[str, Any]:
 def plan_row(ctx: Context, ns: NodeState) -> PlanRow:
     graph = ctx.graph
     m = graph.nodes[ns.node]
-    steps = list(ns.steps.values())
-    run = [s for s in steps if s.action == "run"]
-    cached = [s for s in steps if s.action == "cached"]
-    unknown = [s for s in steps if s.action == "unknown"]
-    skipped = [s for s in steps if s.action == "skipped"]
+    t = ns.tally()
+    run, unknown, skipped = t.steps("run"), t.steps("unknown"), t.steps("skipped")
+    n_cached = t.count("cached")
     parts = None
     if m.partitioned and ns.keys is not None:
-        parts = {"cached": len(cached), "total": len(steps), "will_run": len(run),
+        parts = {"cached": n_cached, "total": t.total, "will_run": len(run),
                  "will_run_keys": sorted(s.key for s in run)}
-    first = (run or unknown or skipped or cached or [None])[0]
+    first = t.first("run", "unknown", "skipped", "cached")
     reason = first.reason if first else "materialized"
     assume = _assumption(graph, ns.node)
-    if ns.keys is None or (unknown and not run and not cached):
+    if ns.keys is None or (unknown and not run and not n_cached):
         action, why = "unknown", unknown[0].detail if unknown else ns.unknown_detail
-    elif skipped and not run and not cached:
+    elif skipped and not run and not n_cached:
         action, why = "skipped", skipped[0].detail
-    elif run and cached:
+    elif run and n_cached:
         action = "partial"
-        why = (f"{len(cached)} of {len(steps)} keys cached; will run: "
+        why = (f"{n_cached} of {t.total} keys cached; will run: "
                f"{_keys_text([s.key for s in run])}")
     elif run:
         action = "will run"
@@ -77,12 +76,12 @@ def plan_row(ctx: Context, ns: NodeState) -> PlanRow:
     else:
         action = "cached"
         if m.partitioned:
-            n = len(cached)
+            n = n_cached
             why = f"{n} key{'s' if n != 1 else ''}; {assume}" if assume else \
                 f"{n} key{'s' if n != 1 else ''} cached"
         else:
             why = assume or "-"
-    return PlanRow(ns.node, m.kind, action, reason, why, parts, len(run), len(cached),
+    return PlanRow(ns.node, m.kind, action, reason, why, parts, len(run), n_cached,
                    len(unknown))
 
 
@@ -107,26 +106,25 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
     graph = ctx.graph
     m = graph.nodes[ns.node]
     hist = ctx.history(ns.node)
-    steps = list(ns.steps.values())
+    t = ns.tally()
     last = _last_row(ctx, ns)
     last_failed = last is not None and last.status == "failed"
     parts = partition_counts(ns) if m.partitioned and ns.keys is not None else None
-    cached = [s for s in steps if s.action == "cached"]
-    unknown = [s for s in steps if s.action == "unknown"]
-    run = [s for s in steps if s.action == "run"]
+    n_cached = t.count("cached")
+    unknown, run = t.steps("unknown"), t.steps("run")
     keys = ns.keys or []
-    has_record = any(k in hist.latest_success for k in keys)
+    has_record = n_cached > 0 or any(k in hist.latest_success for k in keys)
     if m.kind in ("sensor", "task"):
         state, reason, why = "always_runs", m.kind, m.kind
     elif ns.keys is None or (unknown and unknown[0].reason == "partitions_unknown"):
         state, reason = "unknown", "partitions_unknown"
         why = unknown[0].detail if unknown else ns.unknown_detail
-    elif m.partitioned and cached and run + unknown:
+    elif m.partitioned and n_cached and run + unknown:
         state, reason = "partial", "partitions_missing"
-        why = f"{len(cached)} of {len(steps)} keys cached; partitions_missing"
+        why = f"{n_cached} of {t.total} keys cached; partitions_missing"
         if last_failed:
             why += f"; last run failed: {last.error}"  # type: ignore[union-attr]
-    elif steps and len(cached) == len(steps):
+    elif t.total and n_cached == t.total:
         state, reason, why = "cached", "materialized", "materialized"
     elif unknown:
         state, reason, why = "unknown", unknown[0].reason, unknown[0].detail
@@ -136,10 +134,10 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
             reason, why = "failed", f"last run failed: {last.error}"  # type: ignore[union-attr]
         else:
             reason, why = "no_record", "no_record"
-    elif not steps:
+    elif not t.total:
         state, reason, why = "cached", "materialized", "materialized"
     else:
-        first = (run or steps)[0]
+        first = run[0] if run else next(iter(ns.steps.values()))
         state, reason, why = "stale", first.reason, first.detail
         if first.reason == "failed":
             why = first.detail
@@ -166,29 +164,27 @@ def _materialization(r: Row) -> dict[str, Any]:
 
 def step_summary(ctx: Context, ns: NodeState) -> StepSummary:
     m = ctx.graph.nodes[ns.node]
-    steps = list(ns.steps.values())
-    ran = [s for s in steps if s.action == "ran"]
-    cached = [s for s in steps if s.action == "cached"]
-    failed = [s for s in steps if s.action == "failed"]
-    skipped = [s for s in steps if s.action == "skipped"]
+    t = ns.tally()
+    ran, failed = t.steps("ran"), t.steps("failed")
+    n_cached = t.count("cached")
     if failed:
         status, first = "failed", failed[0]
-    elif ran and cached:
+    elif ran and n_cached:
         status, first = "partial", ran[0]
     elif ran:
         status, first = "ran", ran[0]
-    elif cached:
-        status, first = "cached", cached[0]
-    elif skipped:
-        status, first = "skipped", skipped[0]
+    elif n_cached:
+        status, first = "cached", t.first("cached")
+    elif t.count("skipped"):
+        status, first = "skipped", t.first("skipped")
     else:
         status, first = "cached", None
     detail = first.error if first is not None and first.action == "failed" else (
         first.detail if first else "")
     parts = None
     if m.partitioned:
-        will = [s for s in steps if s.action in ("ran", "failed")]
-        parts = {"cached": len(cached), "total": len(steps), "will_run": len(will),
+        will = ran + failed
+        parts = {"cached": n_cached, "total": t.total, "will_run": len(will),
                  "will_run_keys": sorted(s.key for s in will)}
     run_hash = first.run_hash if first is not None and not m.partitioned else None
     return StepSummary(ns.node, m.kind, status, first.reason if first else "", detail or "",
@@ -200,8 +196,10 @@ def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs:
     """The result of a run: one summary per node, the failures, what was skipped below them."""
     w = runner.w
     failures = tuple((s.id, s.error or "", s.traceback or "") for t in w.order
+                     if not w.states[t].lazy
                      for s in w.states[t].steps.values() if s.action == "failed")
-    skipped = sum(1 for t in w.order for s in w.states[t].steps.values()
+    skipped = sum(1 for t in w.order if not w.states[t].lazy
+                  for s in w.states[t].steps.values()
                   if s.action == "skipped" and s.reason == "upstream_failed")
     return RunResult(
         command=command, run_id=runner.run_id, status="failed" if w.failed else "success",
