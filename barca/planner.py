@@ -351,16 +351,11 @@ class Context:
             fn = function_for(m.function)
             return fn.__barca__["partitions"][dim].keys  # type: ignore[union-attr]
         expr = ast.parse(spec.expr or "", mode="eval").body
-        if isinstance(expr, ast.Name):  # a module-level constant written as a literal
-            from barca.cone import build_index
-            idx = build_index(fm.tree)
-            stmts = [] if expr.id in idx.conservative else (idx.defs.get(expr.id) or [])
-            stmt = stmts[0] if len(stmts) == 1 else None
-            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
-                try:
-                    return ast.literal_eval(stmt.value)
-                except (ValueError, TypeError, SyntaxError):
-                    pass
+        from barca.keyexpr import NotPure, pure_value
+        try:  # literals, constants and pure builtins: no import of the pipeline
+            return pure_value(fm.tree, expr, spec.line)
+        except NotPure:
+            pass
         mod = self.import_module(m.file)
         fn = getattr(mod, m.function)
         return fn.__barca__["partitions"][dim].keys
