@@ -37,6 +37,7 @@ class DefinitionCache:
         self._rows: dict[str, tuple[str, str, str]] | None = None
         self._files: dict[str, str | None] = {}
         self._dirs: dict[str, str] = {}
+        self._prints: dict[str, str] = {}
         self._new: list[tuple[str, str, str, str]] = []
 
     def _load(self) -> dict[str, tuple[str, str, str]]:
@@ -80,7 +81,11 @@ class DefinitionCache:
         return json.loads(row[2])
 
     def fingerprint(self, fm: FileModel) -> str:
-        return _sha(fm.source.encode("utf-8", "surrogatepass"))
+        """The pipeline file's text, hashed once per command (not once per node)."""
+        got = self._prints.get(fm.path)
+        if got is None:
+            got = self._prints[fm.path] = _sha(fm.source.encode("utf-8", "surrogatepass"))
+        return got
 
     def put(self, node: NodeModel, fm: FileModel, parts: dict[str, str]) -> None:
         files = {f for f in map(_part_file, parts) if f and f != fm.path}
