@@ -29,6 +29,16 @@ def format_key(values: dict[str, str]) -> PartitionKey:
     return PartitionKey(",".join(f"{_escape(d)}={_escape(values[d])}" for d in sorted(values)))
 
 
+def one_dim_keys(dim: str, values: list[str]) -> list[PartitionKey]:
+    """``format_key({dim: v})`` for each value (one string scan, not a dict per key, when no
+    value needs escaping)."""
+    joined = "".join(values)
+    if "\\" in joined or "," in joined or "=" in joined:
+        return [format_key({dim: v}) for v in values]
+    prefix = _escape(dim) + "="
+    return [PartitionKey(prefix + v) for v in values]
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def parse_key(key: str) -> dict[str, str]:
     """Inverse of :func:`format_key` (memoised: do not mutate the result)."""
