@@ -27,7 +27,7 @@ class StepState:
     format, SHA-256, shape -- from the store only when one of those is first asked for."""
     __slots__ = ("node", "key", "action", "reason", "detail", "run_hash", "parts", "value_hash",
                  "error", "traceback", "elapsed", "kwargs", "adopted", "_path", "_format",
-                 "_sha256", "_shape", "_row", "_hist")
+                 "_sha256", "_shape", "_row", "_hist", "_src")
 
     def __init__(self, node: NodeId, key: str, action: str = "run", reason: str = "",
                  detail: str = "", run_hash: str | None = None) -> None:
@@ -46,7 +46,8 @@ class StepState:
         self._sha256: str | None = None
         self._shape: str | None = None
         self._row: Row | None = None
-        self._hist: NodeHistory | None = None
+        self._hist: NodeHistory | None = None   # where path/format/sha256/shape are read
+        self._src: NodeHistory | None = None    # where the whole row is read, if asked for
 
     @classmethod
     def cached(cls, node: NodeId, key: str, run_hash: str, hist: NodeHistory) -> "StepState":
@@ -57,19 +58,24 @@ class StepState:
 
     def _resolve(self) -> None:
         hist, self._hist = self._hist, None
-        row = hist.success(self.run_hash or "") if hist is not None else None
-        if row is not None:
-            self.row = row
+        got = hist.resolve(self.run_hash or "") if hist is not None else None
+        if got is not None:
+            self._path, self._format, self._sha256, self._shape = got
+        self._src = hist
 
     @property
     def row(self) -> Row | None:
-        if self._hist is not None:
-            self._resolve()
+        hist = self._hist or self._src
+        if self._row is None and hist is not None:
+            self._hist = self._src = None
+            row = hist.success(self.run_hash or "")
+            if row is not None:
+                self.row = row
         return self._row
 
     @row.setter
     def row(self, row: Row | None) -> None:
-        self._hist = None
+        self._hist = self._src = None
         self._row = row
         if row is not None:
             self._path, self._format, self._sha256 = row.path, row.format, row.sha256
@@ -83,7 +89,8 @@ class StepState:
 
     @path.setter
     def path(self, value: str | None) -> None:
-        self._hist, self._path = None, value
+        self._hist = self._src = None
+        self._path = value
 
     @property
     def format(self) -> str | None:
@@ -93,7 +100,8 @@ class StepState:
 
     @format.setter
     def format(self, value: str | None) -> None:
-        self._hist, self._format = None, value
+        self._hist = self._src = None
+        self._format = value
 
     @property
     def sha256(self) -> str | None:
@@ -103,7 +111,8 @@ class StepState:
 
     @sha256.setter
     def sha256(self, value: str | None) -> None:
-        self._hist, self._sha256 = None, value
+        self._hist = self._src = None
+        self._sha256 = value
 
     @property
     def shape(self) -> str | None:
@@ -113,7 +122,8 @@ class StepState:
 
     @shape.setter
     def shape(self, value: str | None) -> None:
-        self._hist, self._shape = None, value
+        self._hist = self._src = None
+        self._shape = value
 
     @property
     def id(self) -> str:
@@ -130,10 +140,15 @@ class StepState:
 
 
 class NodeState:
-    """Every step of one node. A *settled* node (its snapshot matched: every key cached under
-    a run hash it records) makes its StepStates only when something asks for them."""
+    """Every step of one node, in one of two forms.
+
+    *Full*: a StepState per key. *Compact*: every key's run hash, in key order, plus the few
+    steps that are not simply cached (to run, adopted, ...); a cached step's StepState is made
+    only when something asks for it (``step``), and ``steps`` turns the node into the full form.
+    A *settled* node (its snapshot matched) is compact with nothing but cached keys."""
     __slots__ = ("node", "keys", "unknown_detail", "out_keys", "out_values", "out_raw",
-                 "ident", "combined", "settled", "_steps", "_hashes", "_hist")
+                 "ident", "combined", "settled", "_steps", "_hashes", "_odd", "_made", "_hist",
+                 "_map")
 
     def __init__(self, node: NodeId, keys: list[str] | None, unknown_detail: str = "") -> None:
         self.node, self.keys, self.unknown_detail = node, keys, unknown_detail
@@ -145,44 +160,103 @@ class NodeState:
         self.combined: str | None = None   # digest of every key's run hash, once all are known
         self.settled = False
         self._steps: dict[str, StepState] | None = {}
-        self._hashes: list[str] | None = None
+        self._hashes: list[str] | None = None        # compact: every key's run hash
+        self._odd: dict[str, StepState] = {}         # compact: the steps not simply cached
+        self._made: dict[str, StepState] = {}        # compact: cached StepStates made so far
         self._hist: NodeHistory | None = None
+        self._map: dict[str, int] | None = None    # compact: key -> index in keys
+
+    @classmethod
+    def compact(cls, node: NodeId, keys: list[str], hashes: list[str],
+                odd: dict[str, StepState], hist: NodeHistory) -> "NodeState":
+        ns = cls(node, keys)
+        ns._steps, ns._hashes, ns._odd, ns._hist = None, hashes, odd, hist
+        return ns
 
     @classmethod
     def from_snapshot(cls, node: NodeId, keys: list[str], ident: str, combined: str,
                       hashes: list[str], hist: NodeHistory) -> "NodeState":
-        ns = cls(node, keys)
+        ns = cls.compact(node, keys, hashes, {}, hist)
         ns.ident, ns.combined, ns.settled = ident, combined, True
-        ns._steps, ns._hashes, ns._hist = None, hashes, hist
         return ns
+
+    @property
+    def lazy(self) -> bool:
+        """Compact (see Tally): StepStates only for the odd steps, and those asked for."""
+        return self._steps is None
+
+    def step(self, key: str) -> StepState | None:
+        """One key's step, without making the others."""
+        if self._steps is not None:
+            return self._steps.get(key)
+        got = self._odd.get(key) or self._made.get(key)
+        if got is None:
+            i = self._index(key)
+            if i is None:
+                return None
+            got = self._made[key] = StepState.cached(
+                self.node, key, self._hashes[i], self._hist)  # type: ignore[index, arg-type]
+        return got
+
+    def _index(self, key: str) -> int | None:
+        if self._map is None:
+            self._map = {k: i for i, k in enumerate(self.keys or ())}
+        return self._map.get(key)
+
+    def odd_steps(self) -> list[StepState]:
+        """Every step that is not simply cached, in key order (all steps of a full node)."""
+        if self._steps is not None:
+            return list(self._steps.values())
+        return [self._odd[k] for k in (self.keys or ()) if k in self._odd] \
+            if len(self._odd) > 1 else list(self._odd.values())
 
     @property
     def steps(self) -> dict[str, StepState]:
         if self._steps is None:
-            hist, cached = self._hist, StepState.cached
+            hist, cached, odd, made = self._hist, StepState.cached, self._odd, self._made
             assert self.keys is not None and self._hashes is not None and hist is not None
-            self._steps = {k: cached(self.node, k, h, hist)
+            self._steps = {k: odd.get(k) or made.get(k) or cached(self.node, k, h, hist)
                            for k, h in zip(self.keys, self._hashes)}
+            self._odd, self._made = {}, {}
         return self._steps
-
-    @property
-    def lazy(self) -> bool:
-        """Settled, and no StepState made yet: every key is cached (see Tally)."""
-        return self._steps is None
 
     def run_hashes(self) -> list[str] | None:
         """Every key's run hash in key order, or None while one is unknown or unavailable."""
-        if self._hashes is not None:
-            return self._hashes
         if self.keys is None:
             return None
-        steps, out = self.steps, []
+        if self._steps is None:
+            if any(s.run_hash is None or s.action not in ("cached", "ran", "run")
+                   for s in self._odd.values()):
+                return None
+            return self._hashes
+        steps, out = self._steps, []
         for k in self.keys:
             s = steps.get(k)
             if s is None or s.run_hash is None or s.action not in ("cached", "ran", "run"):
                 return None
             out.append(s.run_hash)
         return out
+
+    def located(self, where: dict[str, tuple[str, str, str, str]]) -> Any:
+        """A compact node's (key, path, format, ran) per key with a value, in key order; a
+        cached key's path and format from ``where`` (run hash -> Store.success_locations)."""
+        odd = self._odd
+        for k, h in zip(self.keys or (), self._hashes or ()):
+            s = odd.get(k)
+            if s is not None and s.action != "cached":
+                if s.path:
+                    yield k, s.path, s.format, s.action == "ran"
+                continue
+            got = where.get(h)
+            if got is not None:
+                yield k, got[0], got[1], False
+
+    def hash_map(self) -> dict[str, str] | None:
+        """key -> run hash, when every key has one (for a downstream node's per-key inputs)."""
+        hashes = self.run_hashes()
+        if hashes is None or self.keys is None:
+            return None
+        return dict(zip(self.keys, hashes))
 
     def seal(self) -> None:
         """Once every step is decided (and run): the combined digest, if every key has a run
@@ -197,47 +271,46 @@ class NodeState:
 
 
 class Tally:
-    """A node's steps grouped by action, in key order (cheap for a settled node)."""
-    __slots__ = ("ns", "total", "_by")
+    """A node's steps grouped by action, in key order (a compact node's cached keys are
+    counted, not made)."""
+    __slots__ = ("ns", "total", "implicit", "_by")
 
     def __init__(self, ns: NodeState) -> None:
         self.ns = ns
+        by: dict[str, list[StepState]] = {}
         if ns.lazy:
-            self.total, self._by = len(ns.keys or ()), None
+            odd = ns.odd_steps()
+            self.total, self.implicit = len(ns.keys or ()), len(ns.keys or ()) - len(odd)
         else:
-            by: dict[str, list[StepState]] = {}
-            for s in ns.steps.values():
-                by.setdefault(s.action, []).append(s)
-            self.total, self._by = len(ns.steps), by
+            odd = list(ns.steps.values())
+            self.total, self.implicit = len(odd), 0
+        for s in odd:
+            by.setdefault(s.action, []).append(s)
+        self._by = by
 
     def count(self, action: str) -> int:
-        if self._by is None:
-            return self.total if action == "cached" else 0
-        return len(self._by.get(action, ()))
+        return len(self._by.get(action, ())) + (self.implicit if action == "cached" else 0)
 
     def first(self, *actions: str) -> StepState | None:
-        """The first step (in key order) of the first of ``actions`` that has any."""
+        """A step of the first of ``actions`` that has any (all cached steps read alike)."""
         for a in actions:
-            if self._by is None:
-                if a == "cached" and self.total:  # a stand-in: makes no other StepState
-                    ns = self.ns
-                    assert ns.keys is not None and ns._hashes is not None
-                    return StepState.cached(ns.node, ns.keys[0], ns._hashes[0], ns._hist)  # type: ignore[arg-type]
-                continue
             got = self._by.get(a)
             if got:
                 return got[0]
+            if a == "cached" and self.implicit:
+                ns = self.ns
+                k = next(k for k in (ns.keys or ()) if k not in ns._odd)
+                return ns.step(k)
         return None
 
-    def steps(self, action: str) -> list[StepState]:
-        if self._by is None:
-            return list(self.ns.steps.values()) if action == "cached" else []
+    def explicit(self, action: str) -> list[StepState]:
+        """The steps of ``action`` that exist as StepStates (a compact node's odd steps)."""
         return self._by.get(action, [])
 
-    def keys(self, action: str) -> list[str]:
-        if self._by is None:
-            return list(self.ns.keys or ()) if action == "cached" else []
-        return [s.key for s in self._by.get(action, ())]
+    def steps(self, action: str) -> list[StepState]:
+        if action == "cached" and self.implicit:
+            return [s for s in self.ns.steps.values() if s.action == "cached"]
+        return self._by.get(action, [])
 
 
 def combined_digest(keys: list[str], hashes: list[str]) -> str:
@@ -435,7 +508,7 @@ def identity(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, No
         if up is None or up.combined is None:
             return None
         if src[1]:  # keys (and values) from an output: what that output holds
-            step = up.steps.get("")
+            step = up.step("")
             if step is None or not step.sha256:
                 return None
             parts.append(f"source:{step.sha256}")
@@ -468,6 +541,11 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
         if ident is not None and snap[0] == ident and len(hashes) == len(keys):
             return NodeState.from_snapshot(nid, keys, ident, snap[1], hashes, hist)
         prev = dict(zip(snap[2].split("\x00"), hashes))
+    plan = _input_plan(ctx, nid, states) if m.kind == "asset" and not forced else None
+    if plan is not None:
+        ns = _decide_compact(ctx, nid, keys, plan, prev, hist)
+        ns.ident = ident
+        return ns
     ns = NodeState(nid, keys)
     ns.ident = ident
     steps = ns.steps
@@ -495,11 +573,11 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
                 if up_ns.combined is not None:  # every key available: their combined digest
                     inputs[f"input:{up_id}"] = up_ns.combined
                     continue
-                ups = [need(up_ns.steps.get(k), up_id) for k in sorted(up_ns.keys)]
+                ups = [need(up_ns.step(k), up_id) for k in sorted(up_ns.keys)]
                 if all(u is not None for u in ups):
                     inputs[f"input:{up_id}"] = sha(*(f"{u.key}={u.run_hash}" for u in ups))  # type: ignore[union-attr]
                 continue
-            up = need(up_ns.steps.get(key if graph.nodes[up_id].partitioned else ""), up_id)
+            up = need(up_ns.step(key if graph.nodes[up_id].partitioned else ""), up_id)
             if up is not None:
                 inputs[f"input:{up_id}"] = up.run_hash  # type: ignore[assignment]
         value_digest = None
@@ -511,7 +589,7 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
                 elif src_state.out_values is not None:  # a dict source: this key's value
                     value_digest = src_state.out_values.get(_dim_value(key, dim0))
             else:
-                up = need(src_state.steps.get(key) if src_state else None, src_id)
+                up = need(src_state.step(key) if src_state else None, src_id)
                 if up is not None:
                     inputs[f"input:{src_id}"] = up.run_hash  # type: ignore[assignment]
 
@@ -555,31 +633,117 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
             st.action, st.reason, st.detail = "cached", "materialized", "-"
             st._hist = hist
             continue
-        row = hist.success(rh)
-        old = hist.newest_success(key) if row is None else None
-        if row is None and m.freshness == "manual" and old is not None:
-            row = old
-        if row is None and old is None:
-            row = ctx.adoptable(nid, key, rh)
-            st.adopted = row is not None
-            if st.adopted:
-                st.parts = _all_parts(def_parts, inputs, key, value_digest)
-        if row is not None:  # an artifact that went missing is recomputed when it is read
-            st.action, st.reason, st.detail = "cached", "materialized", "-"
-            st.row = row
-            st.run_hash = row.run_hash
-            continue
-        st.action = "run"
-        st.parts = _all_parts(def_parts, inputs, key, value_digest)
-        if old is not None:
-            st.reason, st.detail = "changed", explain(st.parts, old.part_digests())
-        else:
-            last = hist.newest(key)
-            if last is not None and last.status == "failed":
-                st.reason, st.detail = "failed", f"last run failed: {last.error}"
-            else:
-                st.reason, st.detail = "no_record", "never run"
+        _settle(ctx, m, st, rh, hist,
+                lambda: _all_parts(def_parts, inputs, key, value_digest))  # noqa: B023
     return ns
+
+
+def _settle(ctx: Context, m: Any, st: StepState, rh: str, hist: NodeHistory,
+            parts: Any) -> None:
+    """An asset step whose run hash is not the snapshot's: cached if a successful row has it
+    (or, for a manual asset, any row; or an artifact on disk under it), else to run -- with
+    the part that changed."""
+    key = st.key
+    row = hist.success(rh)
+    old = hist.newest_success(key) if row is None else None
+    if row is None and m.freshness == "manual" and old is not None:
+        row = old
+    if row is None and old is None:
+        row = ctx.adoptable(st.node, key, rh)
+        st.adopted = row is not None
+        if st.adopted:
+            st.parts = parts()
+    if row is not None:  # an artifact that went missing is recomputed when it is read
+        st.action, st.reason, st.detail = "cached", "materialized", "-"
+        st.row = row
+        st.run_hash = row.run_hash
+        return
+    st.action = "run"
+    st.parts = parts()
+    if old is not None:
+        st.reason, st.detail = "changed", explain(st.parts, old.part_digests())
+        return
+    last = hist.newest(key)
+    if last is not None and last.status == "failed":
+        st.reason, st.detail = "failed", f"last run failed: {last.error}"
+    else:
+        st.reason, st.detail = "no_record", "never run"
+
+
+def _input_plan(ctx: Context, nid: NodeId, states: dict[NodeId, NodeState]) -> Any:
+    """Where each input's run hash comes from when everything the node reads is wholly
+    available: (inputs the same for every key, key -> run hash maps, a dict source's value
+    digests, the dimension they are keyed by); None otherwise (the per-step path decides)."""
+    graph = ctx.graph
+    m = graph.nodes[nid]
+    const: dict[str, str] = {}
+    per_key: dict[str, dict[str, str]] = {}
+    for inp in m.inputs:
+        up = states.get(inp.target)  # type: ignore[arg-type]
+        if up is None or up.combined is None or up.keys is None:
+            return None
+        name = f"input:{inp.target}"
+        if inp.collect:
+            const[name] = up.combined
+            continue
+        hashes = up.hash_map()
+        if hashes is None:
+            return None
+        if graph.nodes[inp.target].partitioned:  # type: ignore[index]
+            per_key[name] = hashes
+        elif "" in hashes:
+            const[name] = hashes[""]
+        else:
+            return None
+    values = None
+    src = source_dim(graph, nid)
+    if src is not None:
+        up = states.get(src[0])
+        if up is None or up.combined is None:
+            return None
+        if src[1]:
+            values = up.out_values
+        else:
+            hashes = up.hash_map()
+            if hashes is None:
+                return None
+            per_key[f"input:{src[0]}"] = hashes
+    return const, per_key, values, (m.dims[0].name if m.dims else "")
+
+
+def _decide_compact(ctx: Context, nid: NodeId, keys: list[str], plan: Any,
+                    prev: dict[str, str], hist: NodeHistory) -> NodeState:
+    """Every key's run hash in one tight loop (the same bytes as ``run_hash``); only keys whose
+    hash is not the snapshot's get a StepState."""
+    m = ctx.graph.nodes[nid]
+    def_hash, def_parts = ctx.definition(nid)
+    const, per_key, values, dim0 = plan
+    pieces = [(n, const.get(n), per_key.get(n)) for n in sorted(set(const) | set(per_key))]
+    head = def_hash + "\x00"
+    sha256 = hashlib.sha256
+    prev_get = prev.get
+    hashes: list[str] = []
+    odd: dict[str, StepState] = {}
+    for key in keys:
+        try:
+            joined = "\x1f".join([f"{n}\x1e{c if mp is None else mp[key]}"
+                                  for n, c, mp in pieces])
+        except KeyError:
+            missing = next(n for n, _, mp in pieces if mp is not None and key not in mp)
+            raise_missing(missing.partition(":")[2], step_id(nid, key))
+        value = values.get(_dim_value(key, dim0)) if values is not None else None
+        rh = sha256(f"{head}{joined}\x00{key}\x00{value or ''}".encode(
+            "utf-8", "surrogatepass")).hexdigest()
+        if prev_get(key) == rh:
+            hashes.append(rh)
+            continue
+        st = StepState(nid, key, run_hash=rh)
+        _settle(ctx, m, st, rh, hist, lambda: _all_parts(  # noqa: B023
+            def_parts, {n: (c if mp is None else mp[key]) for n, c, mp in pieces},
+            key, value))
+        hashes.append(st.run_hash)  # type: ignore[arg-type]
+        odd[key] = st
+    return NodeState.compact(nid, keys, hashes, odd, hist)
 
 
 def step_kwargs(ctx: Context, nid: NodeId, key: str, states: dict[NodeId, NodeState]
@@ -595,10 +759,10 @@ def step_kwargs(ctx: Context, nid: NodeId, key: str, states: dict[NodeId, NodeSt
         if inp.param.startswith("_"):
             kwargs[inp.param] = ("none",)
         elif inp.collect:
-            ups = [up_ns.steps[k] for k in sorted(up_ns.keys or ())]
+            ups = [up_ns.step(k) for k in sorted(up_ns.keys or ())]
             kwargs[inp.param] = ("collect", [(u.path, u.format, u.sha256) for u in ups])
         else:
-            u = up_ns.steps[key if graph.nodes[inp.target].partitioned else ""]  # type: ignore[index]
+            u = up_ns.step(key if graph.nodes[inp.target].partitioned else "")  # type: ignore[index]
             kwargs[inp.param] = ("artifact", u.path, u.format, u.sha256)
     src = source_dim(graph, nid)
     if src is not None:
@@ -611,8 +775,8 @@ def step_kwargs(ctx: Context, nid: NodeId, key: str, states: dict[NodeId, NodeSt
                     raw = _dim_value(key, m.dims[0].name)
                     kwargs[src_fn] = ("value", (src_state.out_raw or {}).get(raw))
             else:
-                u = src_state.steps[key]
-                kwargs[src_fn] = ("artifact", u.path, u.format, u.sha256)
+                u = src_state.step(key)
+                kwargs[src_fn] = ("artifact", u.path, u.format, u.sha256)  # type: ignore[union-attr]
     dim_params = [d.name for d in m.dims if d.name in params]
     if dim_params:
         kv = parse_key(key)
@@ -666,7 +830,11 @@ def _all_parts(def_parts: dict[str, str], inputs: dict[str, str], key: str,
 
 
 def _dim_value(key: str, dim: str) -> str:
-    from barca.types import parse_key
+    """The value of one dimension in a key (``day=d1`` -> ``d1``), without parsing a key of
+    one unescaped dimension."""
+    if key.startswith(dim) and key[len(dim):len(dim) + 1] == "=" and "\\" not in key \
+            and "," not in key:
+        return key[len(dim) + 1:]
     return parse_key(key).get(dim, "")
 
 

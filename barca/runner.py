@@ -17,7 +17,7 @@ from barca.executors.task import StepRecord, StepTask
 from barca.discovery import PSEUDO_ABSPATH
 from barca.planner import (Context, NodeState, StepState, decide, keys_from_row, source_dim,
                            step_kwargs)
-from barca.types import NodeId, format_key, parse_key, short_name, step_id
+from barca.types import NodeId, one_dim_keys, parse_key, short_name, step_id
 
 
 class Selection(Fields):
@@ -150,7 +150,7 @@ class Runner:
             keys = self.ctx.static_keys(nid)
         else:
             src_state = self.w.states[src[0]]
-            step = src_state.steps.get("")
+            step = src_state.step("")
             if src_state.out_keys is None and step is not None and step.row is not None and (
                     step.action == "cached" or not self.execute):  # a sensor's last value
                 got = keys_from_row(self.ctx, step.row)
@@ -160,7 +160,7 @@ class Runner:
                 return None, (f"partition keys come from the output of "
                               f"'{short_name(src[0])}', which is not available until it runs")
             dim = self.graph.nodes[nid].dims[0].name
-            keys = [format_key({dim: k}) for k in src_state.out_keys]
+            keys = one_dim_keys(dim, src_state.out_keys)
         assert keys is not None
         if self.selection is not None:
             keys = [k for k in keys if self.selection.admits(k)]
@@ -233,7 +233,7 @@ class Runner:
         if keys is None:
             src = source_dim(self.graph, nid)
             src_state = w.states.get(src[0]) if src else None
-            src_step = src_state.steps.get("") if src_state else None
+            src_step = src_state.step("") if src_state else None
             ns = NodeState(nid, None, unknown_detail=why)
             if src_step is not None and src_step.action in ("failed", "skipped"):
                 ns.keys = [""]
@@ -250,31 +250,29 @@ class Runner:
                     predict=not self.execute)
         w.states[nid] = ns
         partitioned = self.graph.nodes[nid].partitioned
-        if ns.settled:  # every key cached under its snapshot's run hash
-            if self.execute:
-                w.cached += len(keys)
-                if not partitioned:
-                    self.on_event(ev.StepCached(step_id(nid, "")))
-        else:
-            if not self.execute:
-                ns.seal()
-                return
-            todo = [s for s in ns.steps.values() if s.action == "run"]
-            for s in ns.steps.values():
-                if s.action == "cached":
-                    w.cached += 1
-                    if s.adopted:
-                        self._adopt(nid, s)
-                    if not partitioned:
-                        self.on_event(ev.StepCached(s.id))
-            if todo:  # workers check each input's SHA-256 as they read it (see Worker.load)
-                self._execute(nid, todo)
+        if not self.execute:
             ns.seal()
-            if ns.ident is not None and ns.combined is not None and ns.keys is not None:
-                self._snapshots.append((nid, ns.ident, ns.combined, "\x00".join(ns.keys),
-                                        "".join(ns.run_hashes() or ())))
+            return
+        tally = ns.tally()  # a compact node: only its odd steps are looked at one by one
+        w.cached += tally.implicit
+        if tally.implicit and not partitioned:
+            self.on_event(ev.StepCached(step_id(nid, "")))
+        todo = tally.steps("run")
+        for s in tally.explicit("cached"):
+            w.cached += 1
+            if s.adopted:
+                self._adopt(nid, s)
+            if not partitioned:
+                self.on_event(ev.StepCached(s.id))
+        if todo:  # workers check each input's SHA-256 as they read it (see Worker.load)
+            self._execute(nid, todo)
+        ns.seal()
+        if not ns.settled and ns.ident is not None and ns.combined is not None \
+                and ns.keys is not None:
+            self._snapshots.append((nid, ns.ident, ns.combined, "\x00".join(ns.keys),
+                                    "".join(ns.run_hashes() or ())))
         if nid in self.ctx.key_sources:
-            step = ns.steps.get("")
+            step = ns.step("")
             if step is not None and step.action in ("ran", "cached") and ns.out_keys is None:
                 got = keys_from_row(self.ctx, step.row) if step.action == "cached" else None
                 if got is not None:

@@ -75,6 +75,8 @@ class NodeHistory:
         self._by_hash: dict[str, Row | None] = {}
         self._older = False
         self._points = 0
+        self._where: dict[str, tuple[str, str, str, str]] | None = None
+        self._where_points = 0
 
     @classmethod
     def empty(cls) -> "NodeHistory":
@@ -135,6 +137,22 @@ class NodeHistory:
             row = self.store.success_row(self.asset, run_hash) if self._older else None
         self._by_hash[run_hash] = row
         return row
+
+    def resolve(self, run_hash: str) -> tuple[str, str, str, str] | None:
+        """(path, format, sha256, shape) of the newest successful row with this run hash:
+        a point query each for a few, then every successful row's four columns in one read
+        (not whole rows: a 200,000-key target resolves all of its keys)."""
+        row = self._by_hash.get(run_hash)
+        if row is not None:
+            return row.path, row.format, row.sha256, row.shape  # type: ignore[return-value]
+        if self._where is None and self.store is not None:
+            self._where_points += 1
+            if self._where_points <= self.POINT_QUERIES:
+                row = self.store.success_row(self.asset, run_hash)
+                return None if row is None else (
+                    row.path, row.format, row.sha256, row.shape)  # type: ignore[return-value]
+            self._where = self.store.success_locations(self.asset)
+        return (self._where or {}).get(run_hash)
 
     def all_success(self) -> list[Row]:
         """Every successful row, oldest first (small nodes only: sensors)."""
@@ -240,6 +258,18 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
         return latest, latest_success, count > len(latest_success)
+
+    def success_locations(self, asset: str) -> dict[str, tuple[str, str, str, str]]:
+        """run hash -> (path, format, sha256, shape) of its newest successful row."""
+        if self.conn is None:
+            return {}
+        try:
+            cur = self.conn.execute(
+                "SELECT run_hash, path, format, sha256, shape FROM materializations "
+                "WHERE asset=? AND status='success' ORDER BY id", (asset,))
+            return {r[0]: r[1:] for r in cur}
+        except sqlite3.DatabaseError as exc:
+            raise self._db_error(exc) from None
 
     def newest_row(self, asset: str, key: str, success: bool) -> Row | None:
         found = self.rows(asset, "partition=?" + (" AND status='success'" if success else ""),

@@ -40,7 +40,7 @@ def partition_counts(ns: NodeState) -> dict[str, Any]:
     t = ns.tally()
     cached = t.count("cached")
     missing = [] if cached == t.total else sorted(
-        s.key for s in ns.steps.values() if s.action != "cached")
+        s.key for s in ns.odd_steps() if s.action != "cached")
     return {"cached": cached, "missing": len(missing), "missing_keys": missing,
             "total": t.total}
 
@@ -196,10 +196,8 @@ def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs:
     """The result of a run: one summary per node, the failures, what was skipped below them."""
     w = runner.w
     failures = tuple((s.id, s.error or "", s.traceback or "") for t in w.order
-                     if not w.states[t].lazy
-                     for s in w.states[t].steps.values() if s.action == "failed")
-    skipped = sum(1 for t in w.order if not w.states[t].lazy
-                  for s in w.states[t].steps.values()
+                     for s in w.states[t].odd_steps() if s.action == "failed")
+    skipped = sum(1 for t in w.order for s in w.states[t].odd_steps()
                   if s.action == "skipped" and s.reason == "upstream_failed")
     return RunResult(
         command=command, run_id=runner.run_id, status="failed" if w.failed else "success",

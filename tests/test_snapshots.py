@@ -172,3 +172,42 @@ def test_a_store_from_before_snapshots_still_reads_and_runs(project: Project) ->
     assert r.code == 0, r.err
     assert r.json()["steps_executed"] == 0
     assert _snapshot_rows(project) == [("pipeline.py:item", 2 * 64)]
+
+
+def _decisions(project: Project, monkeypatch, per_step: bool) -> dict[str, list[tuple]]:
+    """Every step's decision for ``get total`` as predicted in-process; with ``per_step`` the
+    planner's compact path and the snapshots are switched off."""
+    from barca import api, planner
+
+    with monkeypatch.context() as mp:
+        mp.chdir(project.path)
+        if per_step:
+            mp.setattr(planner, "_input_plan", lambda *a: None)
+            mp.setattr(planner.Store, "snapshot", lambda self, asset: None)
+        sess = api.Session(("pipeline.py",), write=False)
+        try:
+            w = api._predict(sess, api._targets(sess.graph, "total", "get"))
+            return {n: sorted((s.key, s.action, s.reason, s.detail, s.run_hash, s.path)
+                              for s in w.states[n].steps.values()) for n in w.order}
+        finally:
+            sess.close()
+
+
+def test_the_compact_plan_equals_the_per_step_plan(project: Project, monkeypatch) -> None:
+    project.write("pipeline.py", PIPELINE)
+    project.write("prices.json", json.dumps({"AAPL": 1, "MSFT": 2}))
+    edits = [
+        lambda: None,                                                    # nothing run yet
+        lambda: project.barca("get", "total", "pipeline.py", "--json"),  # all cached
+        lambda: project.edit("pipeline.py", '"c", "d"]', '"c", "d", "ee"]'),
+        lambda: project.edit("pipeline.py", 'item["n"] * 2', 'item["n"] * 5'),
+        lambda: project.write("prices.json", json.dumps({"AAPL": 1, "MSFT": 3, "IBM": 4})),
+        lambda: project.barca("get", "prices", "pipeline.py", "--refresh", "prices", "--json"),
+        lambda: project.edit("pipeline.py", "return {\"k\": k,", "assert k != 'b'\n    return {\"k\": k,"),
+        lambda: project.barca("get", "total", "pipeline.py", "--json"),  # item[b] fails
+    ]
+    for i, edit in enumerate(edits):
+        edit()
+        compact = _decisions(project, monkeypatch, per_step=False)
+        assert compact == _decisions(project, monkeypatch, per_step=True), f"after edit {i}"
+        assert any(steps for steps in compact.values())
