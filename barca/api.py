@@ -13,7 +13,8 @@ from barca.errors import StepFailed, UsageError
 from barca.listing import list_nodes  # noqa: F401  (part of the API)
 from barca.topology import Graph, load_graph
 from barca.planner import Context
-from barca.results import Output, OutputItem, Plan, PhasePlan, RunResult, StatusReport
+from barca.results import (MAX_KEYS_IN_OUTPUT, Output, OutputItem, OutputItems, Plan, PhasePlan,
+                           RunResult, StatusReport)
 from barca.runner import Runner, Selection, check_selection, new_run_id, resolve_refresh, walk_order
 from barca.store import Store
 from barca.types import NodeId, short_name
@@ -181,8 +182,26 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
 
 def _output(sess: Session, ns: Any, load: bool) -> Output:
     m = sess.graph.nodes[ns.node]
-    items = tuple(OutputItem(s.key, s.path, s.format, s.action == "ran")
-                  for s in ns.steps.values() if s.path)
+    items: Any
+    if m.partitioned and not load and ns.lazy and len(ns.keys or ()) > MAX_KEYS_IN_OUTPUT:
+        t = ns.tally()  # every key's path is read from the store only if it is asked for
+        root, prefix = sess.graph.root, sess.store.prefix
+
+        def every_item() -> Any:
+            store = Store(root, create=False, prefix=prefix)  # the command's store is closed
+            try:
+                where = store.success_locations(ns.node)
+            finally:
+                store.close()
+            return (OutputItem(*i) for i in ns.located(where))
+
+        items = OutputItems(
+            t.count("cached") + t.count("ran"),
+            tuple(OutputItem(s.key, s.path, s.format, True) for s in t.steps("ran")),
+            every_item)
+    else:
+        items = tuple(OutputItem(s.key, s.path, s.format, s.action == "ran")
+                      for s in ns.steps.values() if s.path)
     values: Any = None
     preview = ""
     root = sess.graph.root

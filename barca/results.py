@@ -211,6 +211,59 @@ class OutputItem(Record):
     format: str | None
     computed: bool
 
+    def __init__(self, key: str, path: str | None, format: str | None,  # noqa: A002
+                 computed: bool) -> None:  # one per key of a target: no generic __init__
+        _set = object.__setattr__
+        _set(self, "key", key)
+        _set(self, "path", path)
+        _set(self, "format", format)
+        _set(self, "computed", computed)
+
+
+class OutputItems:
+    """A partitioned target's items: the computed ones at hand, and every key's (read from the
+    store when first iterated -- a 200,000-key target printed as JSON never needs them)."""
+    __slots__ = ("_n", "_computed", "_load", "_all")
+
+    def __init__(self, n: int, computed: tuple[OutputItem, ...], load: Any) -> None:
+        self._n, self._computed, self._load = n, computed, load
+        self._all: tuple[OutputItem, ...] | None = None
+
+    def _items(self) -> tuple[OutputItem, ...]:
+        if self._all is None:
+            self._all, self._load = tuple(self._load()), None
+            self._n = len(self._all)
+        return self._all
+
+    def computed(self) -> tuple[OutputItem, ...]:
+        return self._computed
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Any:
+        return iter(self._items())
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._items()[i]
+
+    def __bool__(self) -> bool:
+        return self._n > 0
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (OutputItems, tuple)):
+            return self._items() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._items())
+
+    def __repr__(self) -> str:
+        return repr(self._items())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (tuple, (self._items(),))
+
 
 class Output(Record):
     __slots__ = ("target", "partitioned", "items", "values", "preview")
@@ -271,7 +324,8 @@ class RunResult(_Displayable, Record):
             items = o.items
             out: dict[str, Any] = {}
             if len(items) > MAX_KEYS_IN_OUTPUT:
-                items = tuple(i for i in items if i.computed)
+                items = items.computed() if isinstance(items, OutputItems) else tuple(
+                    i for i in items if i.computed)
             vals = o.values or {}
             for i in items:
                 out[i.key] = vals.get(i.key, {"path": i.path, "format": i.format})

@@ -26,6 +26,11 @@ def test_final_output_past_1000_keys(project: Project) -> None:
     out = r.json()["final_output"]
     assert out["total_keys"] == 1003 and out["computed_keys"] == 2
     assert sorted(out["keys"]) == ["k=k1001", "k=k1002"] and out["not_shown"] == 1001
+    paths = project.barca("get", "item", "pipeline.py", "-o", "path").out.splitlines()
+    assert len(paths) == 1003 and paths[0].startswith("k=k0000: .barca/artifacts/")
+    assert all((project.path / line.split(": ", 1)[1]).is_file() for line in paths)
+    pretty = project.barca("get", "item", "pipeline.py", "--pretty").out.splitlines()
+    assert len([line for line in pretty if line.startswith("k=k")]) == 1003
 
 
 def test_history(seed: Project) -> None:
