@@ -68,52 +68,76 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     _output_flags(p)
 
 
-_PARSER: argparse.ArgumentParser | None = None
+_PARSERS: dict[str | None, argparse.ArgumentParser] = {}
 
 
-def parser() -> argparse.ArgumentParser:
-    """The grammar (built once per process: a kernel runs many magics)."""
-    global _PARSER
-    if _PARSER is None:
-        _PARSER = _build_parser()
-    return _PARSER
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The grammar: every command (for ``--help``), or only ``command`` -- a command line
+    builds one sub-grammar, not ten. Built once per process: a kernel runs many magics."""
+    if command not in _PARSERS:
+        _PARSERS[command] = _build_parser(command)
+    return _PARSERS[command]
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = _Parser(prog="barca", description="Run plain Python functions as a cached dependency "
                 "graph. `barca docs` is the manual.")
     p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    _run_flags(sub.add_parser("get", help="bring assets up to date and return them"))
-    _run_flags(sub.add_parser("run", help="run a task (always) and its cone"))
-    s = sub.add_parser("list", help="one row per node")
+    for name, (text, add_flags) in _COMMAND_FLAGS.items():
+        if only is None or name == only:
+            s = sub.add_parser(name, help=text)
+            if add_flags is not None:
+                add_flags(s)
+    return p
+
+
+def _list_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("args", nargs="*", metavar="FILE")
     _output_flags(s)
-    s = sub.add_parser("status", help="one row per node: state, why, last run")
+
+
+def _status_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("args", nargs="*", metavar="TARGET|FILE")
     s.add_argument("--widget", action="store_true", help="(notebooks) a live status widget")
     _output_flags(s)
-    s = sub.add_parser("graph", help="the DAG as a picture (SVG), nodes coloured by state")
-    s.add_argument("args", nargs="*", metavar="FILE")
-    _output_flags(s)
-    s = sub.add_parser("sql", help="query cached results with DuckDB")
+
+
+def _sql_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("query")
     s.add_argument("args", nargs="*", metavar="FILE")
     s.add_argument("--limit", type=int, default=None, help="at most N rows (default 100)")
     s.add_argument("--all", action="store_true", help="every row")
     _output_flags(s)
-    s = sub.add_parser("plan", help="the execution plan as JSON")
+
+
+def _plan_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("args", nargs="*", metavar="FILE")
     s.add_argument("--target")
     _output_flags(s)
-    s = sub.add_parser("history", help="recent runs")
+
+
+def _history_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--limit", type=int, default=20)
     _output_flags(s)
-    s = sub.add_parser("docs", help="the manual")
-    s.add_argument("topic", nargs="?")
-    sub.add_parser("version", help="the version")
-    return p
 
+
+def _docs_flags(s: argparse.ArgumentParser) -> None:
+    s.add_argument("topic", nargs="?")
+
+
+_COMMAND_FLAGS: dict[str, tuple[str, Any]] = {
+    "get": ("bring assets up to date and return them", _run_flags),
+    "run": ("run a task (always) and its cone", _run_flags),
+    "list": ("one row per node", _list_flags),
+    "status": ("one row per node: state, why, last run", _status_flags),
+    "graph": ("the DAG as a picture (SVG), nodes coloured by state", _list_flags),
+    "sql": ("query cached results with DuckDB", _sql_flags),
+    "plan": ("the execution plan as JSON", _plan_flags),
+    "history": ("recent runs", _history_flags),
+    "docs": ("the manual", _docs_flags),
+    "version": ("the version", None),
+}
 
 def _version() -> str:
     from barca import __version__
@@ -122,22 +146,20 @@ def _version() -> str:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """The command line as a namespace; flags may come before or after targets and files."""
-    p = parser()
     at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
     if at is None:
-        p.parse_args(argv)  # --help / --version exit here; anything else is an error below
+        parser().parse_args(argv)  # --help / --version exit here; else an error below
         raise UsageError("No command given.",
                          f"Commands: {', '.join(COMMANDS)}. See `barca --help`.")
     if at > 0:
-        p.parse_args(argv[:at] + ["version"])  # only --help/--version may come first
+        parser().parse_args(argv[:at] + ["version"])  # only --help/--version may come first
     cmd = argv[at]
-    subs = p._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    if cmd not in subs:
+    if cmd not in COMMANDS:
         close = _close_matches(cmd, list(COMMANDS), n=1, cutoff=0.5)
         hint = f" Did you mean '{close[0]}'?" if close else ""
         raise UsageError(f"Unknown command '{cmd}'.{hint}",
                          f"Commands: {', '.join(COMMANDS)}. See `barca --help`.")
-    sub = subs[cmd]
+    sub = parser(cmd)._subparsers._group_actions[0].choices[cmd]  # type: ignore[union-attr]
     ns, extras = sub.parse_known_intermixed_args(argv[at + 1:])
     ns.command = cmd
     if extras:
