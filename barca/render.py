@@ -1,7 +1,6 @@
 """Plain-text and HTML tables, and the colour of each state: defined once, used by every face."""
 from __future__ import annotations
 
-import html
 from typing import Sequence
 
 # state/status -> colour (CSS colour names read well on light and dark backgrounds)
@@ -53,6 +52,7 @@ _CSS = ("<style>.barca-table{border-collapse:collapse;font-family:var(--jp-code-
 
 def html_table(headers: Sequence[str], rows: Sequence[Sequence[str]], state_col: int | None,
                summary: str = "", title: str = "") -> str:
+    import html  # only for notebooks and the widget: not on the CLI path
     parts = [_CSS, '<div class="barca">']
     if title:
         parts.append(f'<div class="barca-summary"><b>{html.escape(title)}</b></div>')

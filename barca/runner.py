@@ -6,7 +6,6 @@ The same walk, without executing, predicts the state of every node for ``status`
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from typing import Any
 
@@ -525,4 +524,4 @@ def executor_name() -> str:
 
 
 def new_run_id() -> str:
-    return f"{int(time.time() * 1000) & 0xFFFFFFFF:08x}{secrets.token_hex(2)}"
+    return f"{int(time.time() * 1000) & 0xFFFFFFFF:08x}{os.urandom(2).hex()}"
