@@ -157,7 +157,7 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         warnings.extend(runner.remote_notes())
         if w.done:
             on_event(ev.RunEnded(w.done, w.total, elapsed, bool(w.failed)))
-        outputs = tuple(_output(sess, w.states[t], load_values) for t in targets
+        outputs = tuple(_output(sess, w.states[t], load_values, runner.small) for t in targets
                         if t not in w.skipped_fanins)
         if w.infra:
             from barca.errors import InfrastructureError
@@ -180,7 +180,18 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         sess.close()
 
 
-def _output(sess: Session, ns: Any, load: bool) -> Output:
+def _preview_bytes(root: Path, path: str, small: dict[str, bytes]) -> bytes | None:
+    """An artifact's bytes if it is small enough to preview (the runner has just verified most
+    of them: not read twice)."""
+    data = small.get(path)
+    if data is not None:
+        return data
+    p = root / path
+    return p.read_bytes() if p.stat().st_size <= PREVIEW_BYTES else None
+
+
+def _output(sess: Session, ns: Any, load: bool, small: dict[str, bytes] | None = None) -> Output:
+    small = small or {}
     m = sess.graph.nodes[ns.node]
     items: Any
     if m.partitioned and not load and ns.lazy and len(ns.keys or ()) > MAX_KEYS_IN_OUTPUT:
@@ -209,10 +220,10 @@ def _output(sess: Session, ns: Any, load: bool) -> Output:
         values = ({i.key: _read(root, i.path, i.format) for i in items} if m.partitioned
                   else (_read(root, items[0].path, items[0].format) if items else None))
     elif items and not m.partitioned and items[0].format == "json":
-        p = root / items[0].path  # type: ignore[operator]
         try:
-            if p.stat().st_size <= PREVIEW_BYTES:
-                values = json.loads(p.read_bytes())
+            data = _preview_bytes(root, items[0].path, small)  # type: ignore[arg-type]
+            if data is not None:
+                values = json.loads(data)
                 text = json.dumps(values, indent=2, sort_keys=True, ensure_ascii=False)
                 preview = "\n".join("  " + line for line in text.splitlines())
         except (OSError, ValueError):
@@ -222,9 +233,9 @@ def _output(sess: Session, ns: Any, load: bool) -> Output:
         for i in items:
             if i.format == "json":
                 try:
-                    p = root / i.path  # type: ignore[operator]
-                    if p.stat().st_size <= PREVIEW_BYTES:
-                        vals[i.key] = json.loads(p.read_bytes())
+                    data = _preview_bytes(root, i.path, small)  # type: ignore[arg-type]
+                    if data is not None:
+                        vals[i.key] = json.loads(data)
                 except (OSError, ValueError):
                     pass
         values = vals

@@ -19,6 +19,9 @@ from barca.planner import (Context, NodeState, StepState, decide, keys_from_row,
 from barca.types import NodeId, one_dim_keys, parse_key, short_name, step_id
 
 
+SMALL_BYTES = 2048   # an artifact this small is kept in memory once verified (a preview)
+
+
 class Selection(Fields):
     """``--partition``: the keys a run is narrowed to, by dimension."""
     __slots__ = ("dims",)
@@ -130,6 +133,7 @@ class Runner:
         self.targets = list(targets)
         self._snapshots: list[tuple[str, str, str, str, str]] = []  # written after the rows
         self._verified: set[str] = set()
+        self.small: dict[str, bytes] = {}   # verified artifacts small enough to preview
         from barca import remote
         uri = remote.configured()
         self.remote = remote.Remote(uri) if uri and execute else None
@@ -299,15 +303,15 @@ class Runner:
     def _intact(self, s: StepState) -> bool:
         import hashlib
         path = self.graph.root / (s.path or "")
-        if path.is_dir():
+        try:
+            data = path.read_bytes()
+        except IsADirectoryError:
             aside = path.with_name(f"{path.name}.moved-aside-{int(time.time())}")
             path.rename(aside)
             self._warn(f"{s.path} was a directory; moved it aside to {aside.name} and computing "
                        f"{s.id} again")
             s.reason = "artifact_missing"
             return False
-        try:
-            data = path.read_bytes()
         except FileNotFoundError:
             if self.remote is not None and s.path:
                 if self.remote.fetch(self.graph.root, s.path) is not None:
@@ -320,6 +324,8 @@ class Runner:
                        f"computing {s.id} again")
             s.reason = "artifact_corrupt"
             return False
+        if len(data) <= SMALL_BYTES and s.path:  # shown as the run's output: read once
+            self.small[s.path] = data
         return True
 
     def _warn(self, text: str) -> None:
@@ -474,6 +480,8 @@ class Runner:
             if prod is not None and prod.action == "cached":
                 producers[prod.path or ""] = prod
         self._verified -= set(producers)
+        for path in producers:
+            self.small.pop(path, None)
         self._ensure_steps(list(producers.values()))
         self._execute(nid, [s for s, _ in bad], attempt=1)
 
