@@ -16,19 +16,25 @@ from typing import Any, ClassVar
 _set = object.__setattr__
 
 
+def _public(cls: type) -> tuple[str, ...]:
+    """The fields shown and compared: a slot named ``_x`` is private state (a cache, a back
+    reference), not part of the value."""
+    return tuple(f for f in cls.__slots__ if not f.startswith("_"))  # type: ignore[attr-defined]
+
+
 class Fields:
     __slots__ = ()
 
     def __repr__(self) -> str:
         cls = type(self)
-        return f"{cls.__qualname__}({', '.join(f'{f}={getattr(self, f)!r}' for f in cls.__slots__)})"
+        return f"{cls.__qualname__}({', '.join(f'{f}={getattr(self, f)!r}' for f in _public(cls))})"
 
     def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f) for f in type(self).__slots__)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is self.__class__:
-            return self._values() == other._values()  # type: ignore[attr-defined]
+            return all(getattr(self, f) == getattr(other, f) for f in _public(type(self)))
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]

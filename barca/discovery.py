@@ -60,9 +60,9 @@ class DimSpec(Fields):
 
 
 class NodeModel(Fields):
-    __slots__ = ("id", "file", "abspath", "function", "kind", "line", "fn", "params", "inputs",
+    __slots__ = ("id", "file", "abspath", "function", "kind", "line", "_fn", "params", "inputs",
                  "dims", "serializer", "freshness", "env", "retries", "timeout", "description",
-                 "counted_decorator", "counted_names", "sinks")
+                 "counted_decorator", "counted_names", "sinks", "var_kw", "_file")
 
     def __init__(self, id: NodeId, file: str, abspath: str, function: str, kind: str, line: int,
                  fn: ast.FunctionDef | ast.AsyncFunctionDef, params: list[tuple[str, bool]],
@@ -78,7 +78,9 @@ class NodeModel(Fields):
         self.function = function
         self.kind = kind
         self.line = line
-        self.fn = fn
+        self._fn: ast.FunctionDef | ast.AsyncFunctionDef | None = fn
+        self._file: FileModel | None = None   # where ``fn`` is found again (cached models)
+        self.var_kw = fn is not None and fn.args.kwarg is not None  # takes **kwargs
         self.params = params      # (name, has_default)
         self.inputs = [] if inputs is None else inputs
         self.dims = [] if dims is None else dims
@@ -97,9 +99,27 @@ class NodeModel(Fields):
     def partitioned(self) -> bool:
         return bool(self.dims)
 
+    @property
+    def fn(self) -> ast.FunctionDef | ast.AsyncFunctionDef:
+        """The function's syntax tree (found again in its file's tree for a cached model)."""
+        if self._fn is None:
+            assert self._file is not None
+            self._fn = next(s for s in self._file.tree.body
+                            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                            and s.name == self.function and s.lineno == self.line)
+        return self._fn
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__ if k != "_fn"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+        self._fn = None
+
 
 class FileModel(Fields):
-    __slots__ = ("path", "abspath", "source", "tree", "module", "imports", "barca_names",
+    __slots__ = ("path", "abspath", "source", "_tree", "module", "imports", "barca_names",
                  "barca_modules", "nodes")
 
     def __init__(self, path: str, abspath: str, source: str, tree: ast.Module, module: str,
@@ -108,12 +128,27 @@ class FileModel(Fields):
         self.path = path
         self.abspath = abspath
         self.source = source
-        self.tree = tree
+        self._tree: ast.Module | None = tree
         self.module = module              # import name used by workers
         self.imports = imports            # local name -> (module, attr or None)
         self.barca_names = barca_names    # local name -> barca attribute ("asset", ...)
         self.barca_modules = barca_modules  # local names bound to the barca module
         self.nodes = [] if nodes is None else nodes
+
+    @property
+    def tree(self) -> ast.Module:
+        """The file's syntax tree: parsed again on first use for a cached model."""
+        if self._tree is None:
+            self._tree = ast.parse(self.source, filename=self.path)
+        return self._tree
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__ if k != "_tree"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+        self._tree = None
 
 
 def find_files(root: Path) -> list[Path]:
@@ -168,11 +203,16 @@ def parse_file(path: Path, root: Path) -> FileModel:
                          "Pass the path of a pipeline file, relative to the current directory.")
     except UnicodeDecodeError as exc:
         raise UsageError(f"{rel}: not UTF-8 text ({exc.reason})", "Save the file as UTF-8.")
+    abspath = str(path.resolve())
+    cache = ModelCache(root, rel, abspath, source)
+    fm = cache.get()
+    if fm is not None:
+        return fm
     try:
         tree = ast.parse(source, filename=rel)
     except SyntaxError as exc:
         raise syntax_error(rel, exc) from None
-    fm = FileModel(rel, str(path.resolve()), source, tree, module_name(rel), {}, {}, set())
+    fm = FileModel(rel, abspath, source, tree, module_name(rel), {}, {}, set())
     for stmt in _module_level(tree.body):
         if isinstance(stmt, ast.Import):
             for a in stmt.names:
@@ -190,8 +230,68 @@ def parse_file(path: Path, root: Path) -> FileModel:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             node = _node_from_function(fm, stmt)
             if node is not None:
+                node._file = fm
                 fm.nodes.append(node)
+    cache.put(fm)
     return fm
+
+
+class ModelCache:
+    """A file's model, kept in ``.barca/discovery/`` while its text (and this module) is the
+    same: a big pipeline file is parsed only when it changes. The syntax tree is not kept; it
+    is parsed again only where one is needed (a definition to hash, a key expression).
+    Written only into an existing ``.barca/``; anything unreadable is a miss."""
+
+    _salt: str | None = None
+
+    def __init__(self, root: Path, rel: str, abspath: str, source: str) -> None:
+        import hashlib
+        self.dir = root / ".barca" / "discovery"
+        self.file = self.dir / (hashlib.sha256(rel.encode("utf-8", "surrogatepass"))
+                                .hexdigest()[:24] + ".pickle")
+        self.key = hashlib.sha256("\0".join([self.salt(), rel, abspath, source]).encode(
+            "utf-8", "surrogatepass")).hexdigest().encode()
+
+    @classmethod
+    def salt(cls) -> str:
+        """This module's and the record base's text: a changed model class is a new cache."""
+        if cls._salt is None:
+            import hashlib
+            from barca import _record
+            h = hashlib.sha256()
+            for f in (__file__, _record.__file__):
+                h.update(Path(f).read_bytes())
+            cls._salt = h.hexdigest()
+        return cls._salt
+
+    def get(self) -> FileModel | None:
+        try:
+            data = self.file.read_bytes()
+        except OSError:
+            return None
+        if not data.startswith(self.key + b"\n"):
+            return None
+        import pickle
+        try:
+            fm = pickle.loads(data[len(self.key) + 1:])
+        except Exception:  # noqa: BLE001 - a damaged cache file is a miss
+            return None
+        return fm if isinstance(fm, FileModel) else None
+
+    def put(self, fm: FileModel) -> None:
+        if not self.dir.parent.is_dir():  # never the first thing written into a project
+            return
+        import pickle
+        tmp = self.file.with_name(f"{self.file.name}.{os.getpid()}.tmp")
+        try:
+            self.dir.mkdir(exist_ok=True)
+            tmp.write_bytes(self.key + b"\n" + pickle.dumps(fm, protocol=pickle.HIGHEST_PROTOCOL))
+            os.replace(tmp, self.file)
+        except Exception:  # noqa: BLE001 - a cache that cannot be written is only slower
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
 
 
 def _module_level(body: list[ast.stmt]) -> Any:

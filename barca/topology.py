@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from barca._record import Fields
-from barca.discovery import FileModel, InputRef, NodeModel, find_files, find_root, parse_file
+from barca.discovery import (FileModel, InputRef, NodeModel, find_files, find_root, parse_file,
+                             relative_id)
 from barca.errors import UsageError, did_you_mean
 from barca.types import NodeId, PartitionKey, format_key, short_name
 
@@ -112,11 +113,10 @@ def load_graph(files: list[str] | tuple[str, ...] = (), root: Path | None = None
         for node in fm.nodes:
             for ref in [i.ref for i in node.inputs] + [d.source_ref for d in node.dims if d.source_ref]:
                 other = _imported_file(fm, ref, root)
-                if other is not None:
+                if other is not None and relative_id(other, root) not in parsed:
                     ofm = parse_file(other, root)
-                    if ofm.path not in parsed:
-                        parsed[ofm.path] = ofm
-                        todo.append(ofm)
+                    parsed[ofm.path] = ofm
+                    todo.append(ofm)
     return build(root, parsed)
 
 
@@ -219,7 +219,7 @@ def _toposort(graph: Graph) -> list[NodeId]:
 def _validate(graph: Graph, n: NodeModel) -> None:
     where = f"{n.file}:{n.line}"
     params = {p for p, _ in n.params}
-    has_var_kw = n.fn.args.kwarg is not None
+    has_var_kw = n.var_kw
     if n.kind == "sensor" and n.dims:
         raise UsageError(f"{where}: sensor '{n.function}' is partitioned",
                          "A sensor's value is one value for the whole asset; partition the "
