@@ -199,6 +199,23 @@ def du_bytes(path: Path) -> tuple[int, int]:
 
 
 # --------------------------------------------------------------------------- timing
+REPO = Path(__file__).resolve().parent.parent
+
+
+def install_venv(extras: str = "sql") -> str:
+    """A regular (wheel) install of this checkout in a fresh virtualenv, as a user gets it:
+    no editable-install import hook, none of the base interpreter's ``.pth`` files. Returns
+    its ``barca`` and makes it the one every scenario times (BARCA_BENCH_EXE)."""
+    venv = session_dir() / "venv"
+    exe = venv / "bin" / "barca"
+    if not exe.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+                        "--disable-pip-version-check", f"{REPO}[{extras}]"], check=True)
+    os.environ["BARCA_BENCH_EXE"] = str(exe)
+    return str(exe)
+
+
 def barca_exe() -> str:
     """The real `barca` console script, not a pyenv/asdf shim (a shim adds ~60 ms per call).
     Override with BARCA_BENCH_EXE."""
@@ -471,6 +488,9 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
     ap.add_argument("--timeout", type=float, default=900,
                     help="seconds per command (default: %(default)s)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON at the end")
+    ap.add_argument("--venv", action="store_true",
+                    help="time a regular install of this checkout in a fresh virtualenv "
+                         "(default: the barca next to this Python, often an editable install)")
     return ap
 
 
@@ -485,6 +505,8 @@ def heavy_warmup(opts: argparse.Namespace) -> int:
 def main(run: Callable[[argparse.Namespace, dict[str, Any]], list[Figure]],
          description: str) -> int:
     opts = arg_parser(description).parse_args()
+    if opts.venv:
+        install_venv()
     print(f"[bench] barca = {barca_exe()}", file=sys.stderr)
     figs = run(opts, {})
     if opts.json:
