@@ -331,7 +331,8 @@ class Context:
         self._hist: dict[NodeId, NodeHistory] = {}
         self._keys: dict[NodeId, list[str] | None] = {}
         self._modules: dict[str, Any] = {}
-        self.remote: Any = None   # the remote store, while executing (see barca.remote)
+        self.remote: Any = None   # the remote store, if one is configured (barca.remote)
+        self.fetch = False        # take what it holds (get/run), or only list it (predictions)
         self._artifact_dirs: set[str] | None = None
         from barca.defcache import DefinitionCache
         self.defcache = DefinitionCache(store.conn, graph.root)
@@ -387,7 +388,7 @@ class Context:
             if (local and (self.graph.root / rel).is_file()) or (
                     self.remote is not None
                     and rel in self.remote.listing(d, self.store.prefix)
-                    and self.remote.fetch(self.graph.root, rel) is not None):
+                    and (not self.fetch or self.remote.fetch(self.graph.root, rel) is not None)):
                 return Row(0, nid, nid, key, run_hash, rel, fmt, None, None, None, "success",
                            None, None, None, 0.0, None, None)
         return None

@@ -136,8 +136,10 @@ class Runner:
         self.small: dict[str, bytes] = {}   # verified artifacts small enough to preview
         from barca import remote
         uri = remote.configured()
-        self.remote = remote.Remote(uri) if uri and execute else None
+        # a prediction reads the store's listings (what `get` would fetch), never its files
+        self.remote = remote.Remote(uri) if uri else None
         ctx.remote = self.remote
+        ctx.fetch = execute
         self.upload_errors: list[str] = []
 
     # ------------------------------------------------------------------ keys

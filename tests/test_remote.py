@@ -45,6 +45,31 @@ def test_file_store_round_trip(project: Project, tmp_path: Path) -> None:
                       ("artifacts", "pipeline.py--sales_region_emea")]
 
 
+def test_status_and_dry_run_on_a_second_machine_see_the_store(project: Project,
+                                                                 tmp_path: Path) -> None:
+    """A fresh checkout pointed at the store: status and --dry-run say what `get` will do
+    (take the results from the store), and neither downloads nor writes anything."""
+    _sales(project)
+    env = {"BARCA_REMOTE_URI": f"file://{tmp_path / 'store'}"}
+    assert project.barca("get", "summary", "pipeline.py", "--json", env=env).code == 0
+    fresh = Project(tmp_path / "machine-b")
+    fresh.path.mkdir()
+    _sales(fresh)
+    status = fresh.barca("status", "pipeline.py", "--json", env=env)
+    assert status.code == 0, status.err
+    states = {n["id"]: n["cache"]["state"] for n in status.json()["nodes"]}
+    assert states == {"pipeline.py:sales": "cached", "pipeline.py:summary": "cached"}
+    plan = fresh.barca("get", "summary", "pipeline.py", "--dry-run", "--pretty", env=env)
+    assert plan.code == 0, plan.err
+    assert plan.out.rstrip().splitlines()[-1] == "0 will run, 4 cached, 0 unknown"
+    assert not (fresh.path / ".barca").exists()
+    without = fresh.barca("status", "pipeline.py", "--json")  # the local store alone
+    assert {n["cache"]["state"] for n in without.json()["nodes"]} == {"never_run"}
+    r = fresh.barca("get", "summary", "pipeline.py", "--json", "--agent", env=env)
+    assert r.code == 0, r.err
+    assert r.completed() == [] and "fetched" in r.err
+
+
 def test_unreachable_store_is_exit_3_before_any_step(project: Project) -> None:
     _sales(project)
     r = project.barca("get", "sales", "pipeline.py", "--json",
