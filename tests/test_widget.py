@@ -240,6 +240,33 @@ def test_widget_polling_ends_with_the_widget(seed: Project, monkeypatch: pytest.
     assert not poller.is_alive()
 
 
+def test_widget_for_a_named_environment(seed: Project, monkeypatch: pytest.MonkeyPatch
+                                        ) -> None:
+    """`%barca status --widget --env staging`: the widget reads and watches that environment's
+    store, not the default one; its Get runs there too."""
+    r = seed.barca("get", "report", "pipeline.py", "--env", "staging", "--json")
+    assert r.code == 0, r.err
+    monkeypatch.chdir(seed.path)
+    monkeypatch.delenv("BARCA_ENV", raising=False)
+    from barca.jupyter.widget import StatusWidget
+    staging = StatusWidget("pipeline.py", env="staging", poll_interval=60)
+    default = StatusWidget("pipeline.py", poll_interval=60)
+    try:
+        assert staging._watched[0] == seed.path / ".barca/envs/staging/metadata.db"
+        assert default._watched[0] == seed.path / ".barca/metadata.db"
+        states = {row.name: row.state for row in staging.report.rows}
+        assert states["report"] == "cached" and states["prices"] == "cached"
+        assert {row.name: row.state for row in default.report.rows}["report"] == "never_run"
+        default._run("get", "pipeline.py:report")  # the button's work, in this thread
+        assert default.last_error is None, default.last_error
+        assert (seed.path / ".barca/metadata.db").is_file()
+        staging.refresh_view()
+        assert {row.name: row.state for row in staging.report.rows}["report"] == "cached"
+    finally:
+        staging.close()
+        default.close()
+
+
 # ---------------------------------------------------------------------------- in a browser
 
 CHROMIUM = "/usr/bin/chromium"

@@ -26,7 +26,7 @@ def run_magic(line: str, cell: str | None = None) -> Any:
         return None
     if ns.command == "status" and getattr(ns, "widget", False):
         from barca.jupyter.widget import StatusWidget
-        return StatusWidget(*ns.args)
+        return StatusWidget(*ns.args, env=getattr(ns, "env", None))
     progress = None
     if ns.command in ("get", "run") and not ns.dry_run:
         from barca.jupyter.progress import NotebookProgress

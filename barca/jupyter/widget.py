@@ -16,6 +16,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from barca import events as ev
+from barca.artifacts import using_env
 from barca.errors import BarcaError, StepFailed
 from barca.render import COLOURS
 
@@ -71,9 +72,13 @@ class StatusWidget(widgets.VBox):
     ``report``. Polls ``.barca/metadata.db`` (and its WAL) about once a second and re-renders
     when a run from anywhere changes it; ``close()`` stops the polling."""
 
-    def __init__(self, *files: str, poll_interval: float = POLL_SECONDS, **kw: Any) -> None:
+    def __init__(self, *files: str, poll_interval: float = POLL_SECONDS, env: str | None = None,
+                 **kw: Any) -> None:
+        from barca.artifacts import store_prefix
         from barca.commands import split_target
         from barca.discovery import find_root
+
+        self.env = env  # a named environment's store (--env), else BARCA_ENV's at each call
 
         target, rest = split_target([str(f) for f in files if f is not None])
         self.files = tuple(rest)
@@ -88,7 +93,7 @@ class StatusWidget(widgets.VBox):
         self._busy = False
         self._worker: threading.Thread | None = None
         self._seen: tuple[Any, ...] = ()
-        db = self.root / ".barca" / "metadata.db"
+        db = self.root / store_prefix(env) / "metadata.db"
         # the metadata (and its WAL) change on every run; the named files when edited
         self._watched = (db, db.with_name(db.name + "-wal"),
                          *(Path(f).resolve() for f in self.files if Path(f).is_file()))
@@ -137,7 +142,8 @@ class StatusWidget(widgets.VBox):
         with self._lock:
             seen = _signature(self._watched)
             try:
-                report = api.status(None, *self.files)
+                with using_env(self.env):
+                    report = api.status(None, *self.files)
             except BarcaError as exc:
                 self._seen = seen
                 self.message.value = _error_html(type(exc).__name__, exc.message,
@@ -224,7 +230,8 @@ class StatusWidget(widgets.VBox):
             refresh = node if action == "refresh" else None
             self._live = {k: v for k, v in self._live.items() if v != "failed"}
             self.last_error = None
-            plan = api.plan_run(node, *self.files, command=command, refresh=refresh)
+            with using_env(self.env):
+                plan = api.plan_run(node, *self.files, command=command, refresh=refresh)
             if action == "dry_run":
                 self.last_result = plan
                 self.message.value = _CSS + plan._repr_html_()
@@ -239,8 +246,9 @@ class StatusWidget(widgets.VBox):
                                   f"running {html.escape(command)} {html.escape(name)}"
                                   f"{' --refresh' if refresh else ''}…</span>")
             self._draw()
-            result = api.materialize(node, *self.files, command=command, refresh=refresh,
-                                     on_event=self._on_event)
+            with using_env(self.env):
+                result = api.materialize(node, *self.files, command=command, refresh=refresh,
+                                         on_event=self._on_event)
             self.last_result = result
             self.progress.max = max(1, result.steps_total)
             self.progress.value = self.progress.max
