@@ -366,6 +366,10 @@ def test_plan_version_docs(seed: Project) -> None:
     assert seed.barca("version").out.startswith("barca ")
     r = seed.barca("docs", "partitons")
     assert r.code == 2 and "Did you mean 'partitions'?" in r.err
+    for topic in ("cache", "partitions", "server-mode", "sinks", "sql"):  # the seed page's
+        r = seed.barca("docs", topic)
+        assert r.code == 0 and r.out.startswith("# "), (topic, r.err)
+    assert "BARCA_REMOTE_URI" in seed.barca("docs", "server-mode").out
 
 
 def test_status_of_a_target_is_its_upstream_cone(seed: Project) -> None:
