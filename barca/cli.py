@@ -34,6 +34,7 @@ class EventPrinter:
         self.mode, self.agent, self.out = mode, agent, stream
         self.live = stream.isatty() and not agent and mode == "pretty"
         self._bar = False
+        self._drawn = 0.0   # when the bar was last drawn: at most ~20 times a second
 
     def _line(self, text: str) -> None:
         if self._bar:
@@ -57,9 +58,13 @@ class EventPrinter:
             if self.agent:
                 self._line(f"[barca] step:{e.step} completed {e.elapsed:.1f}s ({e.done}/{e.total})")
             elif self.live:
-                self.out.write(f"\r\033[K[barca] {e.done}/{e.total} steps | {e.step}")
-                self.out.flush()
-                self._bar = True
+                import time
+                now = time.monotonic()
+                if now - self._drawn >= 0.05 or e.done == e.total:
+                    self._drawn = now
+                    self.out.write("\r\033[K" + progress_line(e.done, e.total, e.step))
+                    self.out.flush()
+                    self._bar = True
         elif isinstance(e, ev.StepCached):
             if self.agent:
                 self._line(f"[barca] step:{e.step} cached")
@@ -75,6 +80,15 @@ class EventPrinter:
             if self.agent or self.mode == "pretty":
                 word = "failed" if e.failed else "done"
                 self._line(f"[barca] {e.done}/{e.total} steps | {word} in {e.elapsed:.1f}s")
+
+
+def progress_line(done: int, total: int, step: str, width: int = 24) -> str:
+    """The live line in a terminal: ``[barca] [#########...............] 9/24 steps | <step>``
+    (the step id cut to keep the line on one 100-column row)."""
+    filled = width * done // total if total else width
+    line = f"[barca] [{'#' * filled}{'.' * (width - filled)}] {done}/{total} steps | "
+    room = max(10, 99 - len(line))
+    return line + (step if len(step) <= room else step[:room - 1] + "…")
 
 
 def _print_value(res: Any) -> None:

@@ -113,3 +113,36 @@ def test_manual_freshness_and_declared_env(project: Project) -> None:
         runs.append((r.completed(), r.json()["final_output"]))
     assert runs == [(["pipeline.py:regional"], "<unset>"), (["pipeline.py:regional"], ""),
                     (["pipeline.py:regional"], "emea"), ([], "emea")]
+
+
+def test_a_live_progress_bar_in_a_terminal(seed: Project) -> None:
+    """stderr on a terminal: a bar redrawn in place, then cleared by the end line; a pipe gets
+    only the end line."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "BARCA_OUTPUT"}
+    proc = subprocess.run([sys.executable, "-m", "barca", "get", "report", "pipeline.py",
+                           "--pretty"], cwd=seed.path, stdout=subprocess.PIPE, stderr=slave,
+                          env=env, timeout=120)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    err = b"".join(chunks).decode()
+    assert proc.returncode == 0, err
+    assert "\r\x1b[K[barca] [########################] 8/8 steps | " in err
+    assert "\r\x1b[K[barca] 8/8 steps | done in " in err
+    assert err.index("8/8 steps | pipeline.py") < err.index("8/8 steps | done in")
+    piped = seed.barca("get", "report", "pipeline.py", "--pretty", "--refresh", "prices")
+    assert "\r" not in piped.err and "[barca] 8/8 steps | done in" in piped.err
