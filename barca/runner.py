@@ -204,14 +204,23 @@ class Runner:
             for note in w.notes:
                 self.on_event(ev.Note(note))
         try:
-            for nid in w.order:
-                if nid in skip_below:
-                    ns = NodeState(nid, [""])
-                    ns.steps[""] = StepState(nid, "", action="skipped", reason="partition_selection",
-                                             detail="--partition skips a fan-in that reads every key")
-                    w.states[nid] = ns
-                    continue
-                self._walk_node(nid)
+            for batch in self._batches():
+                ready = []
+                for nid in batch:
+                    if nid in skip_below:
+                        ns = NodeState(nid, [""])
+                        ns.steps[""] = StepState(
+                            nid, "", action="skipped", reason="partition_selection",
+                            detail="--partition skips a fan-in that reads every key")
+                        w.states[nid] = ns
+                        continue
+                    todo = self._walk_node(nid)
+                    if todo is not None:
+                        ready.append((nid, todo))
+                if ready:  # independent nodes: their steps go to the pool together
+                    self._execute_many([(n, t) for n, t in ready if t])
+                    for nid, _ in ready:
+                        self._finish_node(nid)
             if self.execute:  # a value we return (or show) must be intact too
                 self._ensure_steps([s for t in self.targets if t in w.states
                                     and (self.verify_all or len(w.states[t].keys or ()) <= 1000)
@@ -232,7 +241,22 @@ class Runner:
                 self._pool = None
         return w
 
-    def _walk_node(self, nid: NodeId) -> None:
+    def _batches(self) -> list[list[NodeId]]:
+        """The walk order cut into batches of nodes that do not read each other (each node one
+        level below the deepest of what it reads, within its phase): a batch's steps run on the
+        pool together, so 500 independent assets are one round of work, not 500."""
+        w, graph = self.w, self.graph
+        level: dict[NodeId, int] = {}
+        for nid in w.order:
+            ups = [level[u] for u in graph.upstream[nid] if u in level]
+            level[nid] = 1 + max(ups, default=-1)
+        batches: dict[tuple[int, int], list[NodeId]] = {}
+        for nid in w.order:
+            batches.setdefault((graph.phase[nid], level[nid]), []).append(nid)
+        return [batches[k] for k in sorted(batches)]
+
+    def _walk_node(self, nid: NodeId) -> list[StepState] | None:
+        """Decide one node; the steps to execute (None: nothing more to do for it)."""
         w = self.w
         keys, why = self._keys(nid)
         if keys is None:
@@ -248,7 +272,7 @@ class Runner:
                 ns.steps[""] = StepState(nid, "", action="unknown", reason="partitions_unknown",
                                          detail=why)
             w.states[nid] = ns
-            return
+            return None
         if self.ctx.static_keys(nid) is None:  # keys known now from an output: the total grows
             w.total += len(keys) - 1
         ns = decide(self.ctx, nid, keys, w.states, forced=nid in w.forced,
@@ -257,20 +281,22 @@ class Runner:
         partitioned = self.graph.nodes[nid].partitioned
         if not self.execute:
             ns.seal()
-            return
+            return None
         tally = ns.tally()  # a compact node: only its odd steps are looked at one by one
         w.cached += tally.implicit
         if tally.implicit and not partitioned:
             self.on_event(ev.StepCached(step_id(nid, "")))
-        todo = tally.steps("run")
         for s in tally.explicit("cached"):
             w.cached += 1
             if s.adopted:
                 self._adopt(nid, s)
             if not partitioned:
                 self.on_event(ev.StepCached(s.id))
-        if todo:  # workers check each input's SHA-256 as they read it (see Worker.load)
-            self._execute(nid, todo)
+        return tally.steps("run")  # workers check each input's SHA-256 (see Worker.load)
+
+    def _finish_node(self, nid: NodeId) -> None:
+        """After a node's steps ran: its combined digest, its snapshot, a key source's keys."""
+        ns = self.w.states[nid]
         ns.seal()
         if not ns.settled and ns.ident is not None and ns.combined is not None \
                 and ns.keys is not None:
@@ -415,33 +441,44 @@ class Runner:
         return self._pool
 
     def _execute(self, nid: NodeId, steps: list[StepState], attempt: int = 0) -> None:
-        m = self.graph.nodes[nid]
-        fm = self.graph.files[m.file]
-        def_hash, def_parts = self.ctx.definition(nid)
-        shipped = None
-        if fm.abspath == PSEUDO_ABSPATH:
-            from barca.notebook import function_for, ship
-            shipped = ship(function_for(m.function))  # type: ignore[arg-type]
-        tasks: list[StepTask] = []
-        for i, s in enumerate(steps):
-            if s.kwargs is None:
-                s.kwargs = step_kwargs(self.ctx, nid, s.key, self.w.states)
-            tasks.append(StepTask(
-                index=i, step=s.id, node=nid, key=s.key, kind=m.kind, file=fm.abspath,
-                module=fm.module, function=m.function,
-                run_hash=def_hash if m.kind == "sensor" else s.run_hash,  # type: ignore[arg-type]
-                serializer=m.serializer if m.serializer != "expr" else None, kwargs=s.kwargs,
-                key_source=nid in self.ctx.key_sources, timeout=m.timeout, retries=m.retries,
-                sinks=m.sinks, shipped=shipped, store_prefix=self.ctx.store.prefix))
-        ns = self.w.states[nid]
+        self._execute_many([(nid, steps)], attempt)
 
-        bad_inputs: list[tuple[StepState, StepRecord]] = []
+    def _execute_many(self, groups: list[tuple[NodeId, list[StepState]]],
+                      attempt: int = 0) -> None:
+        """Run the steps of one or more nodes on the executor, recording each as it lands."""
+        tasks: list[StepTask] = []
+        where: list[tuple[NodeId, StepState]] = []
+        nodes: dict[NodeId, tuple[Any, dict[str, str], NodeState]] = {}
+        for nid, steps in groups:
+            m = self.graph.nodes[nid]
+            fm = self.graph.files[m.file]
+            def_hash, def_parts = self.ctx.definition(nid)
+            nodes[nid] = (m, def_parts, self.w.states[nid])
+            shipped = None
+            if fm.abspath == PSEUDO_ABSPATH:
+                from barca.notebook import function_for, ship
+                shipped = ship(function_for(m.function))  # type: ignore[arg-type]
+            for s in steps:
+                if s.kwargs is None:
+                    s.kwargs = step_kwargs(self.ctx, nid, s.key, self.w.states)
+                tasks.append(StepTask(
+                    index=len(tasks), step=s.id, node=nid, key=s.key, kind=m.kind,
+                    file=fm.abspath, module=fm.module, function=m.function,
+                    run_hash=def_hash if m.kind == "sensor" else s.run_hash,  # type: ignore[arg-type]
+                    serializer=m.serializer if m.serializer != "expr" else None,
+                    kwargs=s.kwargs, key_source=nid in self.ctx.key_sources,
+                    timeout=m.timeout, retries=m.retries, sinks=m.sinks, shipped=shipped,
+                    store_prefix=self.ctx.store.prefix))
+                where.append((nid, s))
+
+        bad_inputs: dict[NodeId, list[tuple[StepState, StepRecord]]] = {}
 
         def on_record(rec: StepRecord) -> None:
-            s = steps[rec.index]
+            nid, s = where[rec.index]
+            m, def_parts, ns = nodes[nid]
             s.elapsed = rec.elapsed
             if rec.status == "input" and attempt == 0:  # repaired below, then run again
-                bad_inputs.append((s, rec))
+                bad_inputs.setdefault(nid, []).append((s, rec))
                 return
             if rec.status == "success":
                 s.action = "ran"
@@ -467,11 +504,13 @@ class Runner:
             if len(self._rows) >= 500 or time.monotonic() - self._last_flush > 0.5:
                 self._flush()
 
-        self.pool().run(tasks, on_record)
+        if tasks:
+            self.pool().run(tasks, on_record)
         self._flush()
-        self.ctx.forget(nid)
-        if bad_inputs:
-            self._repair_inputs(nid, bad_inputs)
+        for nid, _ in groups:
+            self.ctx.forget(nid)
+        for nid, bad in bad_inputs.items():
+            self._repair_inputs(nid, bad)
 
     def _repair_inputs(self, nid: NodeId, bad: list[tuple[StepState, StepRecord]]) -> None:
         """Steps whose worker found an input missing or corrupt: compute those inputs again

@@ -381,3 +381,31 @@ def test_status_of_a_target_is_its_upstream_cone(seed: Project) -> None:
     lm = report["last_materialization"]
     assert lm["status"] == "success" and lm["path"].startswith(".barca/artifacts/pipeline.py--report/")
     assert report["shape"] == "dict (2 keys)"
+
+
+def test_independent_assets_share_the_pool(project: Project) -> None:
+    """Assets that do not read each other are one batch of work: with a pool of 2, four
+    one-step readers of the same source run on both workers, and the result lists the nodes
+    in walk order."""
+    project.write("pipeline.py", """
+        import os
+
+        from barca import asset
+
+
+        @asset()
+        def source() -> int:
+            return 1
+    """ + "".join(f"""
+
+        @asset(inputs={{"source": source}})
+        def reader{i}(source: int) -> int:
+            return os.getpid()
+    """ for i in range(4)))
+    r = project.barca("get", "pipeline.py", "--json", env={"BARCA_POOL_SIZE": "2"})
+    assert r.code == 0, r.err
+    out = r.json()
+    pids = {out["final_output"][f"pipeline.py:reader{i}"] for i in range(4)}
+    assert len(pids) == 2
+    assert [s["id"].split(":")[1] for s in out["steps"]] == [
+        "source", "reader0", "reader1", "reader2", "reader3"]
