@@ -59,7 +59,23 @@ class DimSpec(Fields):
         self.source = source
 
 
-class NodeModel(Fields):
+class _Model(Fields):
+    """A discovery model, pickled for the model cache without its syntax tree (the slot
+    ``_TREE`` names), which is parsed again only if asked for."""
+    __slots__ = ()
+    _TREE = ""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__ if k != self._TREE}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+        setattr(self, self._TREE, None)
+
+
+class NodeModel(_Model):
+    _TREE = "_fn"
     __slots__ = ("id", "file", "abspath", "function", "kind", "line", "_fn", "params", "inputs",
                  "dims", "serializer", "freshness", "env", "retries", "timeout", "description",
                  "counted_decorator", "counted_names", "sinks", "var_kw", "_file")
@@ -109,16 +125,10 @@ class NodeModel(Fields):
                             and s.name == self.function and s.lineno == self.line)
         return self._fn
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__ if k != "_fn"}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        for k, v in state.items():
-            setattr(self, k, v)
-        self._fn = None
 
 
-class FileModel(Fields):
+class FileModel(_Model):
+    _TREE = "_tree"
     __slots__ = ("path", "abspath", "source", "_tree", "module", "imports", "barca_names",
                  "barca_modules", "nodes")
 
@@ -142,13 +152,6 @@ class FileModel(Fields):
             self._tree = ast.parse(self.source, filename=self.path)
         return self._tree
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__ if k != "_tree"}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        for k, v in state.items():
-            setattr(self, k, v)
-        self._tree = None
 
 
 def find_files(root: Path) -> list[Path]:

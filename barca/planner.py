@@ -20,6 +20,25 @@ from barca.types import NodeId, parse_key, short_name, step_id
 PART_ORDER = ("code", "decorator", "helper:", "module:", "env:", "input:", "key", "value")
 
 
+class _Lazy:
+    """A field of a StepState that a cached step reads from the store on first use (its
+    ``_resolve``); setting it makes the value explicit."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, st: Any, owner: type | None = None) -> Any:
+        if st is None:
+            return self
+        if st._hist is not None:
+            st._resolve()
+        return getattr(st, self.slot)
+
+    def __set__(self, st: Any, value: Any) -> None:
+        st._hist = st._src = None
+        setattr(st, self.slot, value)
+
+
 class StepState:
     """One key of one node as the planner and the executor see it.
 
@@ -81,49 +100,10 @@ class StepState:
             self._path, self._format, self._sha256 = row.path, row.format, row.sha256
             self._shape = row.shape
 
-    @property
-    def path(self) -> str | None:
-        if self._hist is not None:
-            self._resolve()
-        return self._path
-
-    @path.setter
-    def path(self, value: str | None) -> None:
-        self._hist = self._src = None
-        self._path = value
-
-    @property
-    def format(self) -> str | None:
-        if self._hist is not None:
-            self._resolve()
-        return self._format
-
-    @format.setter
-    def format(self, value: str | None) -> None:
-        self._hist = self._src = None
-        self._format = value
-
-    @property
-    def sha256(self) -> str | None:
-        if self._hist is not None:
-            self._resolve()
-        return self._sha256
-
-    @sha256.setter
-    def sha256(self, value: str | None) -> None:
-        self._hist = self._src = None
-        self._sha256 = value
-
-    @property
-    def shape(self) -> str | None:
-        if self._hist is not None:
-            self._resolve()
-        return self._shape
-
-    @shape.setter
-    def shape(self, value: str | None) -> None:
-        self._hist = self._src = None
-        self._shape = value
+    path = _Lazy()
+    format = _Lazy()
+    sha256 = _Lazy()
+    shape = _Lazy()
 
     @property
     def id(self) -> str:
