@@ -258,12 +258,24 @@ class ModelCache:
     _salt: str | None = None
 
     def __init__(self, root: Path, rel: str, abspath: str, source: str) -> None:
-        import hashlib
         self.dir = root / ".barca" / "discovery"
-        self.file = self.dir / (hashlib.sha256(rel.encode("utf-8", "surrogatepass"))
-                                .hexdigest()[:24] + ".pickle")
-        self.key = hashlib.sha256("\0".join([self.salt(), rel, abspath, source]).encode(
-            "utf-8", "surrogatepass")).hexdigest().encode()
+        self.rel, self.abspath, self.source = rel, abspath, source
+        self._key: bytes | None = None
+
+    @property
+    def file(self) -> Path:
+        import hashlib
+        return self.dir / (hashlib.sha256(self.rel.encode("utf-8", "surrogatepass"))
+                           .hexdigest()[:24] + ".pickle")
+
+    @property
+    def key(self) -> bytes:
+        if self._key is None:
+            import hashlib
+            self._key = hashlib.sha256("\0".join(
+                [self.salt(), self.rel, self.abspath, self.source]).encode(
+                "utf-8", "surrogatepass")).hexdigest().encode()
+        return self._key
 
     @classmethod
     def salt(cls) -> str:
@@ -278,6 +290,8 @@ class ModelCache:
         return cls._salt
 
     def get(self) -> FileModel | None:
+        if not self.dir.is_dir():  # no store here yet (or never): nothing to read, no hashing
+            return None
         try:
             data = self.file.read_bytes()
         except OSError:
@@ -293,11 +307,12 @@ class ModelCache:
     def put(self, fm: FileModel) -> None:
         if not self.dir.parent.is_dir():  # never the first thing written into a project
             return
-        tmp = self.file.with_name(f"{self.file.name}.{os.getpid()}.tmp")
+        file = self.file
+        tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")
         try:
             self.dir.mkdir(exist_ok=True)
             tmp.write_bytes(self.key + b"\n" + _pickle().dumps(fm, protocol=5))
-            os.replace(tmp, self.file)
+            os.replace(tmp, file)
         except Exception:  # noqa: BLE001 - a cache that cannot be written is only slower
             try:
                 tmp.unlink()
