@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from barca import events as ev
 from barca.errors import StepFailed, UsageError
 from barca.listing import list_nodes  # noqa: F401  (part of the API)
-from barca.topology import Graph, load_graph
+from barca.topology import Graph, load_graph, plan_warnings
 from barca.planner import Context
 from barca.results import (MAX_KEYS_IN_OUTPUT, Output, OutputItem, OutputItems, Plan, PhasePlan,
                            RunResult, StatusReport)
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from barca.results import SqlResult
 
 PREVIEW_BYTES = 2048
+PREVIEW_KEYS = 20   # `barca plan` previews a node's first twenty keys, in lexical order
 
 
 def _files(files: Iterable[str]) -> tuple[str, ...]:
@@ -351,14 +352,27 @@ def plan(*files: str, target: str | None = None) -> PhasePlan:
     try:
         targets = _targets(sess.graph, target, "get") if target else list(sess.graph.order)
         w = _predict(sess, targets)
+        graph = sess.graph
         phases: dict[int, list[dict[str, Any]]] = {}
+        nodes: list[dict[str, Any]] = []
         for n in w.order:
             ns = w.states[n]
             for s in ns.steps.values():
-                phases.setdefault(sess.graph.phase[n], []).append(
-                    {"id": s.id, "node": n, "kind": sess.graph.nodes[n].kind,
+                phases.setdefault(graph.phase[n], []).append(
+                    {"id": s.id, "node": n, "kind": graph.nodes[n].kind,
                      "action": s.action, "reason": s.reason, "run_hash": s.run_hash})
-        return PhasePlan(default_pool_size(), tuple(tuple(phases[k]) for k in sorted(phases)))
+            t = ns.tally()
+            known = graph.nodes[n].partitioned and ns.keys is not None
+            keys = sorted(ns.keys) if known else []  # type: ignore[arg-type]
+            nodes.append({"id": n, "kind": graph.nodes[n].kind, "phase": graph.phase[n],
+                          "partitioned": graph.nodes[n].partitioned,
+                          "keys": len(keys) if known else None,
+                          "key_preview": keys[:PREVIEW_KEYS], "will_run": t.count("run"),
+                          "cached": t.count("cached"), "unknown": t.count("unknown")})
+        order = sorted(phases)
+        return PhasePlan(default_pool_size(), tuple(tuple(phases[k]) for k in order),
+                         tuple(dict(d, phase=order.index(d["phase"]) + 1) for d in nodes),
+                         tuple(plan_warnings(graph, w.order)))
     finally:
         sess.close()
 

@@ -362,20 +362,28 @@ class RunResult(_Displayable, Record):
 # ---------------------------------------------------------------------------- barca plan
 
 class PhasePlan(_Displayable, Record):
-    __slots__ = ("pool_size", "phases")
+    """``barca plan``: every step by phase, one summary per node (with the first twenty keys,
+    in lexical order), the warnings (sorted by node, parameter and kind) and the pool size."""
+    __slots__ = ("pool_size", "phases", "nodes", "warnings")
+    _defaults = {"nodes": (), "warnings": ()}
     pool_size: int
     phases: tuple[tuple[dict[str, Any], ...], ...]
+    nodes: tuple[dict[str, Any], ...]
+    warnings: tuple[dict[str, str], ...]
 
     def to_json(self) -> dict[str, Any]:
         return {"pool_size": self.pool_size,
                 "phases": [{"phase": i + 1, "steps": list(p)} for i, p in enumerate(self.phases)],
-                "steps_total": sum(len(p) for p in self.phases)}
+                "steps_total": sum(len(p) for p in self.phases),
+                "nodes": list(self.nodes), "warnings": list(self.warnings)}
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
         rows = [[str(i + 1), s["id"], s["kind"], s["action"]]
                 for i, p in enumerate(self.phases) for s in p]
-        return (["PHASE", "STEP", "KIND", "ACTION"], rows, 3,
-                f"{plural(len(self.phases), 'phase')}, pool size {self.pool_size}")
+        summary = f"{plural(len(self.phases), 'phase')}, pool size {self.pool_size}"
+        if self.warnings:
+            summary += f", {plural(len(self.warnings), 'warning')}"
+        return (["PHASE", "STEP", "KIND", "ACTION"], rows, 3, summary)
 
     def __str__(self) -> str:
         return json.dumps(self.to_json(), indent=2)

@@ -307,6 +307,32 @@ def _assign_phases(graph: Graph) -> None:
         graph.phase[nid] = ph
 
 
+# ---------------------------------------------------------------------------- warnings
+
+def plan_warnings(graph: Graph, nids: list[NodeId]) -> list[dict[str, str]]:
+    """What is legal but probably not meant, per node and parameter (``barca plan``): a
+    partition dimension the function never sees (every key makes the same call), and a
+    default that an input or a dimension always overrides. Sorted by node, parameter, kind."""
+    out: list[dict[str, str]] = []
+    for nid in nids:
+        n = graph.nodes[nid]
+        params = dict(n.params)          # name -> has a default
+        filled = {i.param for i in n.inputs} | {d.name for d in n.dims}
+        filled |= {graph.nodes[d.source].function for d in n.dims if d.source is not None}
+        for d in n.dims:
+            if d.kind != "from" and d.name not in params and not n.var_kw:
+                out.append({"node": nid, "parameter": d.name, "kind": "dimension_unused",
+                            "message": f"'{n.function}' takes no '{d.name}' parameter, so "
+                                       f"every key of dimension '{d.name}' makes the same "
+                                       "call"})
+        for name, has_default in params.items():
+            if has_default and name in filled:
+                out.append({"node": nid, "parameter": name, "kind": "default_unused",
+                            "message": f"the default of '{name}' in '{n.function}' is never "
+                                       "used: an input or partition dimension always fills it"})
+    return sorted(out, key=lambda w: (w["node"], w["parameter"], w["kind"]))
+
+
 # ---------------------------------------------------------------------------- keys
 
 def validate_keys(node: NodeModel, dim: str, keys: Any, line: int | None = None) -> list[str]:

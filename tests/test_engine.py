@@ -409,3 +409,50 @@ def test_independent_assets_share_the_pool(project: Project) -> None:
     assert len(pids) == 2
     assert [s["id"].split(":")[1] for s in out["steps"]] == [
         "source", "reader0", "reader1", "reader2", "reader3"]
+
+
+def test_plan_previews_keys_and_sorts_warnings(project: Project) -> None:
+    """`barca plan`: one summary per node with its first twenty keys in lexical order, and the
+    warnings sorted by node, parameter and kind; the steps stay one entry per key."""
+    project.write("pipeline.py", """
+        from barca import asset, collect, partitions, partitions_from
+
+        KEYS = [f"k{i:02d}" for i in range(24, -1, -1)]   # written in reverse order
+
+
+        @asset(partitions={"k": partitions(KEYS)})
+        def item(scale: int = 2) -> int:
+            return scale
+
+
+        @asset(partitions={"region": partitions(["us", "eu"]), "day": partitions(["d2", "d1"])})
+        def grid(region: str, day: str) -> str:
+            return region + day
+
+
+        @asset(partitions={"k": partitions_from(item)})
+        def double(item: int = 0) -> int:
+            return item * 2
+
+
+        @asset(inputs={"items": collect(double)})
+        def a_total(items: list = []) -> int:
+            return sum(items)
+    """)
+    r = project.barca("plan", "pipeline.py", env={"BARCA_POOL_SIZE": "3"})
+    assert r.code == 0, r.err
+    plan = r.json()
+    assert plan["pool_size"] == 3
+    assert plan["steps_total"] == 25 + 4 + 25 + 1
+    nodes = {n["id"].split(":")[1]: n for n in plan["nodes"]}
+    assert nodes["item"]["keys"] == 25 and nodes["item"]["will_run"] == 25
+    assert nodes["item"]["key_preview"] == [f"k=k{i:02d}" for i in range(20)]
+    assert nodes["grid"]["key_preview"] == ["day=d1,region=eu", "day=d1,region=us",
+                                            "day=d2,region=eu", "day=d2,region=us"]
+    assert nodes["a_total"]["partitioned"] is False and nodes["a_total"]["keys"] is None
+    assert [(w["node"].split(":")[1], w["parameter"], w["kind"]) for w in plan["warnings"]] == [
+        ("a_total", "items", "default_unused"),
+        ("double", "item", "default_unused"),
+        ("item", "k", "dimension_unused"),
+    ]
+    assert "every key of dimension 'k' makes the same call" in plan["warnings"][2]["message"]
