@@ -279,12 +279,13 @@ class ModelCache:
 
     @classmethod
     def salt(cls) -> str:
-        """This module's and the record base's text: a changed model class is a new cache."""
+        """The text of this module, of the record base and of the decorators' argument lists:
+        a changed model class or discovery rule is a new cache."""
         if cls._salt is None:
             import hashlib
-            from barca import _record
+            from barca import _record, decorators
             h = hashlib.sha256()
-            for f in (__file__, _record.__file__):
+            for f in (__file__, _record.__file__, decorators.__file__):
                 h.update(Path(f).read_bytes())
             cls._salt = h.hexdigest()
         return cls._salt
