@@ -614,8 +614,7 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
             st.action, st.reason, st.detail = "cached", "materialized", "-"
             st._hist = hist
             continue
-        _settle(ctx, m, st, rh, hist,
-                lambda: _all_parts(def_parts, inputs, key, value_digest))  # noqa: B023
+        _settle(ctx, m, st, rh, hist, _parts_of(def_parts, inputs, key, value_digest))
     return ns
 
 
@@ -719,9 +718,8 @@ def _decide_compact(ctx: Context, nid: NodeId, keys: list[str], plan: Any,
             hashes.append(rh)
             continue
         st = StepState(nid, key, run_hash=rh)
-        _settle(ctx, m, st, rh, hist, lambda: _all_parts(  # noqa: B023
-            def_parts, {n: (c if mp is None else mp[key]) for n, c, mp in pieces},
-            key, value))
+        inputs = {n: (c if mp is None else mp[key]) for n, c, mp in pieces}
+        _settle(ctx, m, st, rh, hist, _parts_of(def_parts, inputs, key, value))
         hashes.append(st.run_hash)  # type: ignore[arg-type]
         odd[key] = st
     return NodeState.compact(nid, keys, hashes, odd, hist)
@@ -796,6 +794,12 @@ class _Upstream:
                 self.unknown = self.unknown or up.detail or f"'{short_name(up_id)}' is not known yet"
             return None
         return up
+
+
+def _parts_of(def_parts: dict[str, str], inputs: dict[str, str], key: str,
+              value_digest: str | None) -> Any:
+    """``_all_parts`` for one step, made only if the step needs them (it runs, or is adopted)."""
+    return lambda: _all_parts(def_parts, inputs, key, value_digest)
 
 
 def _all_parts(def_parts: dict[str, str], inputs: dict[str, str], key: str,

@@ -78,10 +78,6 @@ class NodeHistory:
         self._where: dict[str, tuple[str, str, str, str]] | None = None
         self._where_points = 0
 
-    @classmethod
-    def empty(cls) -> "NodeHistory":
-        return cls(None, "")
-
     def _load(self) -> None:
         assert self.store is not None
         latest, latest_success, older = self.store.newest_rows(self.asset)
