@@ -3,10 +3,6 @@
 Only the decorators and errors are imported eagerly, so ``import barca`` stays cheap in worker
 processes and notebooks; the engine's functions load on first use.
 """
-from __future__ import annotations
-
-from typing import Any
-
 from barca.decorators import Always, Manual, Schedule, asset, collect, partitions, partitions_from, sensor, sink, task
 from barca.errors import BarcaError, Cancelled, InfrastructureError, StepFailed, UsageError
 
@@ -16,13 +12,13 @@ __all__ = [
     "Always", "BarcaError", "Cancelled", "InfrastructureError", "Manual", "Schedule",
     "StepFailed", "UsageError", "__version__", "asset", "collect", "get", "history",
     "list_nodes", "load_ipython_extension", "partitions", "partitions_from", "plan", "run",
-    "sensor", "sink", "sql", "status", "task", "graph", "StatusWidget",
-]
+    "sensor", "sink", "sql", "status", "task", "graph",
+]  # StatusWidget (barca.StatusWidget) needs the [jupyter] extra: not star-imported
 
 _API = {"get", "run", "status", "list_nodes", "plan", "history", "sql", "graph"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _API:
         from barca import api
         return getattr(api, name)
@@ -32,7 +28,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'barca' has no attribute {name!r}")
 
 
-def load_ipython_extension(ipython: Any) -> None:
+def load_ipython_extension(ipython: object) -> None:
     """``%load_ext barca``: register the ``%barca`` magics."""
     from barca.jupyter.magics import load_ipython_extension as load
     load(ipython)

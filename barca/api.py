@@ -17,7 +17,7 @@ from barca.results import (MAX_KEYS_IN_OUTPUT, Output, OutputItem, OutputItems, 
                            RunResult, StatusReport)
 from barca.runner import Runner, Selection, check_selection, new_run_id, resolve_refresh, walk_order
 from barca.store import Store
-from barca.types import NodeId, short_name
+from barca.types import NodeId, key_preview, short_name
 from barca.verdicts import plan_row, run_result, status_row
 
 if TYPE_CHECKING:
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from barca.results import SqlResult
 
 PREVIEW_BYTES = 2048
-PREVIEW_KEYS = 20   # `barca plan` previews a node's first twenty keys, in lexical order
 
 
 def _files(files: Iterable[str]) -> tuple[str, ...]:
@@ -37,6 +36,34 @@ def _names(value: str | list[str] | tuple[str, ...] | None) -> list[str]:
         return []
     items = [value] if isinstance(value, str) else list(value)
     return [n.strip() for item in items for n in item.split(",") if n.strip()]
+
+
+def _check_flags(target: str | list[str] | None, refresh: str | list[str] | None,
+                 no_cascade: bool) -> None:
+    """Usage errors a command line can have before any file is read."""
+    if target is not None and not _names(target):
+        raise UsageError("The target is empty: it names no asset.",
+                         "Name an asset (`barca list` shows them), or leave the target out to "
+                         "bring every asset up to date.")
+    if no_cascade and not _names(refresh):
+        raise UsageError("--no-cascade applies only with --refresh: it keeps the refreshed "
+                         "assets' dependants as they are.",
+                         "Add --refresh NAME (the assets to recompute), or drop --no-cascade.")
+
+
+def _only_tasks(graph: Graph, target: str | list[str] | None, command: str,
+                files: tuple[str, ...]) -> str | None:
+    """``barca get FILE`` on a file that defines only tasks: nothing to get, which is not an
+    error; the note says how to run them."""
+    if command != "get" or _names(target) or graph.available("get"):
+        return None
+    tasks = graph.available("run")
+    if not tasks:
+        return None
+    where = " ".join(files) or "the project"
+    names = ", ".join(short_name(t) for t in tasks)
+    run = f"barca run {short_name(tasks[0])}" + (f" {' '.join(files)}" if files else "")
+    return f"{where} defines only tasks ({names}): nothing to get. Run a task with `{run}`."
 
 
 def _targets(graph: Graph, target: str | list[str] | None, command: str) -> list[NodeId]:
@@ -118,8 +145,14 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
                 pool_size: int | None = None) -> RunResult:
     """Bring targets up to date (or run a task); the RunResult, raising StepFailed on failure."""
     start = time.perf_counter()
+    _check_flags(target, refresh, no_cascade)
     sess = Session(files, write=False)
     try:
+        only_tasks = _only_tasks(sess.graph, target, command, files)
+        if only_tasks is not None:
+            on_event(ev.Note(only_tasks))
+            return RunResult(command, new_run_id(), "success", time.perf_counter() - start,
+                             0, 0, 0, (), (), (only_tasks,))
         targets = _targets(sess.graph, target, command)
         label = ",".join(short_name(t) for t in targets) if target else "all"
         order = walk_order(sess.ctx, targets)
@@ -135,15 +168,7 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
                         cascade=not no_cascade, refresh_all=refresh_all, selection=selection,
                         on_event=on_event, pool_size=pool_size, verify_all=load_values)
         runner.run_id = new_run_id()
-        warnings: list[str] = []
-        if refresh_ids and no_cascade:
-            below = sess.graph.downstream_cone(refresh_ids, set(order)) - set(refresh_ids)
-            if below:
-                warnings.append("--no-cascade: cached dependants were not refreshed: "
-                                + ", ".join(short_name(n) for n in sorted(below)))
-                on_event(ev.Note(warnings[-1]))
         runner.prepare_remote()
-        warnings.extend(runner.w.notes)
         from barca.executors import default_pool_size
         sess.store.begin_run(runner.run_id, command, label, pool_size or default_pool_size())
         status = "cancelled"
@@ -155,6 +180,13 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
             sess.store.end_run(runner.run_id, status, wd.done, wd.cached, wd.failed)
             sess.ctx.defcache.flush(sess.store)
         elapsed = time.perf_counter() - start
+        warnings = list(w.notes)  # the run's notes and warnings, as stderr showed them
+        if refresh_ids and no_cascade:
+            kept = _kept_dependants(sess.graph, w, refresh_ids, order)
+            if kept:
+                warnings.append("--no-cascade: cached dependants were not refreshed: "
+                                + ", ".join(short_name(n) for n in kept))
+                on_event(ev.Note(warnings[-1], "warning"))
         warnings.extend(runner.remote_notes())
         if w.done:
             on_event(ev.RunEnded(w.done, w.total, elapsed, bool(w.failed)))
@@ -179,6 +211,21 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         return result
     finally:
         sess.close()
+
+
+def _kept_dependants(graph: Graph, w: Any, refreshed: list[NodeId], order: list[NodeId]
+                     ) -> list[NodeId]:
+    """Under ``--no-cascade``: the dependants of the refreshed assets that were served from
+    cache (a dependant that ran anyway, for its own reasons, is not named)."""
+    below = graph.downstream_cone(refreshed, set(order)) - set(refreshed)
+    out = []
+    for nid in sorted(below):
+        ns = w.states.get(nid)
+        if ns is not None and ns.keys is not None:
+            t = ns.tally()
+            if t.total and t.count("cached") == t.total:
+                out.append(nid)
+    return out
 
 
 def _preview_bytes(root: Path, path: str, small: dict[str, bytes]) -> bytes | None:
@@ -306,6 +353,7 @@ def plan_run(target: str | list[str] | None = None, *files: str, command: str = 
              refresh: str | list[str] | None = None, refresh_all: bool = False,
              no_cascade: bool = False, partition: str | dict[str, Any] | None = None) -> Plan:
     """``--dry-run``: what a run would do. Runs nothing, writes nothing."""
+    _check_flags(target, refresh, no_cascade)
     sess = Session(files, write=False)
     try:
         targets = _targets(sess.graph, target, command)
@@ -330,8 +378,9 @@ def looks_like_file(arg: str) -> bool:
 def status(target: str | None = None, *files: str) -> StatusReport:
     """One row per node: state, why, last run, shape. Read-only. ``target`` may be omitted:
     ``barca.status("pipeline.py")`` reads the file's every node."""
-    if target is not None and looks_like_file(target):
+    if target is not None and target.strip() and looks_like_file(target):
         target, files = None, (target, *files)
+    _check_flags(target, None, False)
     sess = Session(files, write=False)
     try:
         if target:
@@ -363,11 +412,11 @@ def plan(*files: str, target: str | None = None) -> PhasePlan:
                      "action": s.action, "reason": s.reason, "run_hash": s.run_hash})
             t = ns.tally()
             known = graph.nodes[n].partitioned and ns.keys is not None
-            keys = sorted(ns.keys) if known else []  # type: ignore[arg-type]
+            keys = list(ns.keys) if known else []  # type: ignore[arg-type]
             nodes.append({"id": n, "kind": graph.nodes[n].kind, "phase": graph.phase[n],
                           "partitioned": graph.nodes[n].partitioned,
                           "keys": len(keys) if known else None,
-                          "key_preview": keys[:PREVIEW_KEYS], "will_run": t.count("run"),
+                          "key_preview": key_preview(keys), "will_run": t.count("run"),
                           "cached": t.count("cached"), "unknown": t.count("unknown")})
         order = sorted(phases)
         return PhasePlan(default_pool_size(), tuple(tuple(phases[k]) for k in order),

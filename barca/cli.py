@@ -13,15 +13,41 @@ from typing import Any, TextIO
 from barca.errors import BarcaError, Cancelled, InfrastructureError, StepFailed
 
 
+def _env_mode() -> str | None:
+    """``BARCA_OUTPUT``: ``json``, ``pretty``, or unset; any other value is a usage error."""
+    env = os.environ.get("BARCA_OUTPUT", "")
+    if env.lower() in ("json", "pretty"):
+        return env.lower()
+    if env:
+        from barca.errors import UsageError
+        raise UsageError(f"BARCA_OUTPUT={env!r} is not an output mode.",
+                         "Set BARCA_OUTPUT to json or pretty, or unset it.")
+    return None
+
+
 def _mode(ns: Any) -> str:
+    """A flag wins, then ``BARCA_OUTPUT``, then the human form for a terminal, JSON for a pipe."""
     if getattr(ns, "json", False):
         return "json"
     if getattr(ns, "pretty", False):
         return "pretty"
+    return _env_mode() or ("pretty" if sys.stdout.isatty() else "json")
+
+
+def _safe_mode(mode: str | None) -> str:
+    """The mode to report an error in, even when ``BARCA_OUTPUT`` itself is the error."""
+    if mode is not None:
+        return mode
     env = os.environ.get("BARCA_OUTPUT", "").lower()
-    if env in ("json", "pretty"):
-        return env
-    return "pretty" if sys.stdout.isatty() else "json"
+    return env if env in ("json", "pretty") else ("pretty" if sys.stdout.isatty() else "json")
+
+
+def _json_doc(res: Any) -> str:
+    """A run's JSON document: one compact line on a pipe (``tail -1 | jq`` and grep work), the
+    indented form in a terminal."""
+    if sys.stdout.isatty():
+        return res.json_text()
+    return json.dumps(res.to_json(), separators=(",", ":"), default=str, ensure_ascii=False)
 
 
 class EventPrinter:
@@ -72,10 +98,9 @@ class EventPrinter:
             self._step_output(e.step, e.output)
             if self.agent or self.mode == "pretty":
                 self._line(f"[barca] step:{e.step} failed: {e.error}")
-        elif isinstance(e, ev.Note):
-            if self.agent or self.mode == "pretty":
-                self._line(f"[barca] {e.text}" if e.level == "info"
-                           else f"[barca] {e.level}: {e.text}")
+        elif isinstance(e, ev.Note):  # notes and warnings reach stderr in every mode
+            self._line(f"[barca] {e.text}" if e.level == "info"
+                       else f"[barca] {e.level}: {e.text}")
         elif isinstance(e, ev.RunEnded):
             if self.agent or self.mode == "pretty":
                 word = "failed" if e.failed else "done"
@@ -91,7 +116,9 @@ def progress_line(done: int, total: int, step: str, width: int = 24) -> str:
     return line + (step if len(step) <= room else step[:room - 1] + "…")
 
 
-def _print_value(res: Any) -> None:
+def _value_text(res: Any, indent: int | None) -> str:
+    """The targets' value as JSON (``-o value``); a value JSON cannot print is a usage
+    problem: the result is cached, and ``-o path`` or ``barca.get()`` reach it."""
     from barca.hashing import is_json_value
     value = res.outputs[0].values if len(res.outputs) == 1 else {
         o.target: o.values for o in res.outputs}
@@ -104,16 +131,18 @@ def _print_value(res: Any) -> None:
                 return v.to_dict()
         raise TypeError(type(v).__name__)
 
-    if not is_json_value(value):
-        try:
-            text = json.dumps(value, default=default, ensure_ascii=False, indent=2)
-        except (TypeError, ValueError) as exc:
-            from barca.errors import StepFailed as SF
-            raise SF(f"the value is a {type(value).__name__} ({exc}) and cannot be printed "
-                     "as JSON", "Use -o path, or barca.get() in Python.") from None
-    else:
-        text = json.dumps(value, ensure_ascii=False, indent=2)
-    print(text)
+    if is_json_value(value):
+        return json.dumps(value, ensure_ascii=False, indent=indent)
+    try:
+        return json.dumps(value, default=default, ensure_ascii=False, indent=indent,
+                          allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        from barca.errors import UsageError
+        kind = type(value).__name__
+        why = "" if str(exc) == kind else f" ({exc})"
+        raise UsageError(f"-o value: the value is a {kind}{why}, which JSON cannot print.",
+                         "Use -o path for the artifact, or barca.get() in Python for the "
+                         "value.") from None
 
 
 def render(outcome: Any, mode: str) -> None:
@@ -140,12 +169,20 @@ def render(outcome: Any, mode: str) -> None:
                 print(f"{i.key}: {i.path}" if o.partitioned else i.path)
         return
     if getattr(ns, "output", None) == "value" and hasattr(res, "outputs"):
-        _print_value(res)
+        text = _value_text(res, 2 if sys.stdout.isatty() else None)
+        if _explicit_json(ns):  # the run document, whose final_output is the value
+            doc = res.to_json()
+            doc["final_output"] = json.loads(text)
+            text = (json.dumps(doc, indent=2, ensure_ascii=False) if sys.stdout.isatty()
+                    else json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
+        print(text)
         return
     if cmd == "graph" and not ns.json:  # SVG unless --json: `barca graph > dag.svg` works
         print(res.svg())
         return
-    if mode == "json":
+    if mode == "json" and cmd in ("get", "run"):
+        print(_json_doc(res))
+    elif mode == "json":
         print(res.json_text() if hasattr(res, "json_text") else json.dumps(res, default=str))
     else:
         print(str(res))
@@ -153,7 +190,15 @@ def render(outcome: Any, mode: str) -> None:
             sys.stderr.write(f"[barca] note: {res._table()[3]}\n")
 
 
+def _explicit_json(ns: Any) -> bool:
+    """JSON asked for (``--json`` or ``BARCA_OUTPUT=json``), not merely a pipe."""
+    return bool(getattr(ns, "json", False)) or (
+        not getattr(ns, "pretty", False) and _env_mode() == "json")
+
+
 def _error(exc: BarcaError, mode: str, agent: bool) -> None:
+    if agent and isinstance(exc, StepFailed):  # --agent's own last line, whatever stdout is
+        sys.stderr.write(f"[barca] run failed: {exc.message} (exit {exc.code})\n")
     if mode == "json":
         sys.stderr.write(exc.json_line() + "\n")
         return
@@ -161,7 +206,8 @@ def _error(exc: BarcaError, mode: str, agent: bool) -> None:
         tb = exc.extra.get("traceback")
         if tb and not agent:
             sys.stderr.write(tb if tb.endswith("\n") else tb + "\n")
-        sys.stderr.write(f"[barca] run failed: {exc.message} (exit {exc.code})\n")
+        if not agent:
+            sys.stderr.write(f"[barca] run failed: {exc.message} (exit {exc.code})\n")
         return
     if isinstance(exc, Cancelled):
         sys.stderr.write(f"[barca] {exc.message} (exit 130)\n")
@@ -178,6 +224,7 @@ def run_cli(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     mode = "json" if "--json" in argv else ("pretty" if "--pretty" in argv else None)
     agent = "--agent" in argv
+    ns = None
     try:
         ns = parse(argv)
         mode = _mode(ns)
@@ -186,13 +233,14 @@ def run_cli(argv: list[str] | None = None) -> int:
         render(outcome, mode)
         return 0
     except StepFailed as exc:
-        mode = mode or _mode(None)
-        if exc.result is not None and mode == "json":
-            print(exc.result.json_text())
+        mode = _safe_mode(mode)
+        value_only = getattr(ns, "output", None) == "value"
+        if exc.result is not None and mode == "json" and not value_only:
+            print(_json_doc(exc.result))  # -o value prints nothing when a step failed
         _error(exc, mode, agent)
         return exc.code
     except BarcaError as exc:
-        _error(exc, mode or _mode(None), agent)
+        _error(exc, _safe_mode(mode), agent)
         return exc.code
     except KeyboardInterrupt:
         _error(Cancelled("cancelled", "Run the command again to finish."), mode or "pretty", agent)
@@ -206,7 +254,7 @@ def run_cli(argv: list[str] | None = None) -> int:
                                   traceback=traceback.format_exc())
         if (mode or "json") != "json":
             sys.stderr.write(traceback.format_exc())
-        _error(err, mode or _mode(None), agent)
+        _error(err, _safe_mode(mode), agent)
         return err.code
 
 

@@ -206,7 +206,7 @@ def split_target(args: list[str], takes_target: bool = True) -> tuple[str | None
     if not args or not takes_target:
         return None, list(args)
     from barca.api import looks_like_file
-    if looks_like_file(args[0]):
+    if args[0].strip() and looks_like_file(args[0]):  # "" is an empty target, not the cwd
         return None, list(args)
     return args[0], list(args[1:])
 

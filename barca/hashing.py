@@ -50,7 +50,8 @@ def value_digest(value: Any) -> str:
 
 
 def is_json_value(value: Any, _depth: int = 0) -> bool:
-    """True when ``value`` round-trips through JSON unchanged (exact types, finite floats)."""
+    """True when ``value`` can be stored as JSON: exact builtin types, finite floats, string
+    keys; tuples are written as arrays (and read back as lists)."""
     if _depth > 200:
         return False
     t = type(value)
@@ -58,7 +59,7 @@ def is_json_value(value: Any, _depth: int = 0) -> bool:
         return True
     if t is float:
         return math.isfinite(value)
-    if t is list:
+    if t is list or t is tuple:
         return all(is_json_value(v, _depth + 1) for v in value)
     if t is dict:
         return all(type(k) is str and is_json_value(v, _depth + 1) for k, v in value.items())

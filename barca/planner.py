@@ -586,10 +586,8 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
         if unknown is not None:
             if not predict:
                 raise_missing(unknown, step_id(nid, key))
-            if hist.newest_success(key) is None:
-                st.action, st.reason, st.detail = "run", "no_record", "never run"
-            else:
-                st.action, st.reason, st.detail = "unknown", "sensor_output_unknown", unknown
+            # a prediction never runs a sensor: without its value, no run hash is knowable
+            st.action, st.reason, st.detail = "unknown", "sensor_output_unknown", unknown
             continue
         if m.kind == "sensor":
             st.parts = _all_parts(def_parts, inputs, key, value_digest)

@@ -6,6 +6,7 @@ Each is a ``barca._record.Record``: its fields are its ``__slots__`` in order, d
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from barca._record import Record
@@ -339,7 +340,8 @@ class RunResult(_Displayable, Record):
 
     def headline(self) -> str:
         names = ", ".join(f"'{o.target.rsplit(':', 1)[-1]}'" for o in self.outputs)
-        return (f"Run {self.run_id} | {self.verb} {names} in {self.elapsed:.3f}s "
+        what = f"{self.verb} {names}" if names else f"nothing to {self.command}"
+        return (f"Run {self.run_id} | {what} in {self.elapsed:.3f}s "
                 f"({plural(self.steps_executed, 'step')}, {plural(self.phases, 'phase')})")
 
     def __str__(self) -> str:
@@ -399,6 +401,22 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+def _json_cell(v: Any) -> Any:
+    """A DuckDB value as valid JSON: NaN and +-Infinity have no JSON form (null), a DECIMAL is
+    a number, a LIST or STRUCT is converted item by item."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if type(v).__name__ == "Decimal":  # decimal is not imported on the cold path
+        if not v.is_finite():
+            return None
+        return int(v) if v.as_tuple().exponent >= 0 else float(v)  # type: ignore[operator]
+    if isinstance(v, (list, tuple)):
+        return [_json_cell(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _json_cell(x) for k, x in v.items()}
+    return v
+
+
 class SqlResult(_Displayable, Record):
     __slots__ = ("query", "columns", "rows", "total")
     query: str
@@ -412,7 +430,7 @@ class SqlResult(_Displayable, Record):
 
     def to_json(self) -> dict[str, Any]:
         return {"query": self.query, "columns": list(self.columns),
-                "rows": [list(r) for r in self.rows], "row_count": self.total,
+                "rows": [[_json_cell(v) for v in r] for r in self.rows], "row_count": self.total,
                 "truncated": self.truncated}
 
     def to_pandas(self) -> Any:

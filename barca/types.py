@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import functools
-from typing import NewType
+from typing import Iterable, NewType
 
 NodeId = NewType("NodeId", str)          # "pipeline.py:prices"
 RunHash = NewType("RunHash", str)        # 64 hex chars (SHA-256)
@@ -17,6 +17,16 @@ def step_id(node: NodeId | str, key: str) -> str:
 def short_name(node: NodeId | str) -> str:
     """The function part of a node id (``pipeline.py:prices`` -> ``prices``)."""
     return str(node).rsplit(":", 1)[-1]
+
+
+PREVIEW_KEYS = 20   # a preview of partition keys: the first twenty, in lexical order
+
+
+def key_preview(keys: "Iterable[str]") -> list[str]:
+    """The first :data:`PREVIEW_KEYS` keys in lexical order: what status, dry runs, plans and
+    run results show of a key list (the total is given beside it)."""
+    import heapq
+    return heapq.nsmallest(PREVIEW_KEYS, keys)
 
 
 def _escape(text: str) -> str:

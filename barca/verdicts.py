@@ -9,14 +9,11 @@ from barca.topology import Graph
 from barca.planner import Context, NodeState
 from barca.results import PlanRow, RunResult, StatusRow, StepSummary
 from barca.store import Row
-from barca.types import NodeId, short_name
-
-MAX_KEYS_IN_WHY = 3
-
+from barca.types import PREVIEW_KEYS, NodeId, key_preview, short_name
 
 def _keys_text(keys: list[str]) -> str:
-    shown = ", ".join(keys[:MAX_KEYS_IN_WHY])
-    return shown + (f" (+{len(keys) - MAX_KEYS_IN_WHY} more)" if len(keys) > MAX_KEYS_IN_WHY else "")
+    shown = ", ".join(key_preview(keys))
+    return shown + (f" (+{len(keys) - PREVIEW_KEYS} more)" if len(keys) > PREVIEW_KEYS else "")
 
 
 def _sensor_inputs(graph: Graph, nid: NodeId) -> list[str]:
@@ -39,9 +36,9 @@ def _assumption(graph: Graph, nid: NodeId) -> str:
 def partition_counts(ns: NodeState) -> dict[str, Any]:
     t = ns.tally()
     cached = t.count("cached")
-    missing = [] if cached == t.total else sorted(
-        s.key for s in ns.odd_steps() if s.action != "cached")
-    return {"cached": cached, "missing": len(missing), "missing_keys": missing,
+    missing = [] if cached == t.total else [
+        s.key for s in ns.odd_steps() if s.action != "cached"]
+    return {"cached": cached, "missing": len(missing), "missing_keys": key_preview(missing),
             "total": t.total}
 
 
@@ -56,7 +53,7 @@ def plan_row(ctx: Context, ns: NodeState) -> PlanRow:
     parts = None
     if m.partitioned and ns.keys is not None:
         parts = {"cached": n_cached, "total": t.total, "will_run": len(run),
-                 "will_run_keys": sorted(s.key for s in run)}
+                 "will_run_keys": key_preview(s.key for s in run)}
     first = t.first("run", "unknown", "skipped", "cached")
     reason = first.reason if first else "materialized"
     assume = _assumption(graph, ns.node)
@@ -185,7 +182,7 @@ def step_summary(ctx: Context, ns: NodeState) -> StepSummary:
     if m.partitioned:
         will = ran + failed
         parts = {"cached": n_cached, "total": t.total, "will_run": len(will),
-                 "will_run_keys": sorted(s.key for s in will)}
+                 "will_run_keys": key_preview(s.key for s in will)}
     run_hash = first.run_hash if first is not None and not m.partitioned else None
     return StepSummary(ns.node, m.kind, status, first.reason if first else "", detail or "",
                        run_hash, parts)

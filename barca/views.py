@@ -11,7 +11,7 @@ from typing import Any
 from barca.errors import UsageError, did_you_mean
 from barca.planner import Context, keys_from_row, source_dim
 from barca.store import Row
-from barca.types import NodeId, short_name
+from barca.types import NodeId, one_dim_keys, short_name
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -33,7 +33,7 @@ def current_rows(ctx: Context, nid: NodeId) -> ViewSource:
             return ViewSource(nid, None, f"the keys of '{short_name(nid)}' come from the output "
                               f"of '{short_name(src[0])}', which has not run yet: run "
                               f"`barca get {short_name(nid)}` first")
-        keys = got[0]
+        keys = one_dim_keys(ctx.graph.nodes[nid].dims[0].name, got[0])
     else:
         keys = ctx.static_keys(nid) or []
     rows = [(k, hist.latest_success[k]) for k in sorted(keys) if k in hist.latest_success]

@@ -2,10 +2,7 @@
 from __future__ import annotations
 
 import ast
-import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -133,42 +130,3 @@ def test_project_notebooks_run_clean(tmp_path: Path, name: str) -> None:
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), \
         "notebooks are saved without outputs"
     execute(nb, tmp_path, allow_errors=False, timeout=300)
-
-
-def test_fresh_install_autoloads_the_magic(tmp_path: Path) -> None:
-    """Install the built wheel into a fresh environment: a new kernel there has %barca."""
-    wheel_dir = tmp_path / "wheel"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(wheel_dir), str(REPO)], check=True, timeout=300)
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True, timeout=120)
-    py = venv / "bin" / "python"
-    wheel = next(wheel_dir.glob("*.whl"))
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
-                   timeout=300)
-    assert (venv / "etc" / "ipython" / "ipython_kernel_config.json").is_file()
-    kernels = tmp_path / "jupyter" / "kernels" / "barca-venv"
-    kernels.mkdir(parents=True)
-    (kernels / "kernel.json").write_text(json.dumps({
-        "argv": [str(py), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "barca venv", "language": "python"}))
-    work = tmp_path / "work"
-    work.mkdir()
-    shutil.copy(REPO / "examples" / "seed" / "pipeline.py", work)
-    (work / "feed_version.txt").write_text("v1\n")
-    import os
-    old = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = str(tmp_path / "jupyter")
-    try:
-        nb = notebook("import barca, sys\nsys.prefix", "%barca get report pipeline.py",
-                      "barca.__file__")
-        execute(nb, work, kernel_name="barca-venv", allow_errors=False)
-    finally:
-        if old is None:
-            os.environ.pop("JUPYTER_PATH", None)
-        else:
-            os.environ["JUPYTER_PATH"] = old
-    assert ast.literal_eval(result(nb, 0)["text/plain"]) == str(venv)
-    assert ast.literal_eval(result(nb, 1)["text/plain"])["tickers"] == 3
-    assert str(venv) in result(nb, 2)["text/plain"]

@@ -55,11 +55,12 @@ def test_dag_svg_of_the_seed(seed: Project, monkeypatch: pytest.MonkeyPatch) -> 
     assert list(nodes) == SEED_NODES  # one group per node
     assert edges == SEED_EDGES
     assert {n: v["state"] for n, v in nodes.items()} == {
-        "pipeline.py:feed_version": "always_runs", "pipeline.py:prices": "never_run",
-        "pipeline.py:signal": "never_run", "pipeline.py:report": "never_run"}
+        # the sensor has no recorded value yet: all that reads it is unknown (#15)
+        "pipeline.py:feed_version": "always_runs", "pipeline.py:prices": "unknown",
+        "pipeline.py:signal": "unknown", "pipeline.py:report": "unknown"}
     for v in nodes.values():
         assert v["fill"] == COLOURS[v["state"]]
-    assert nodes["pipeline.py:prices"]["label"] == "never run 0/3 keys"
+    assert nodes["pipeline.py:prices"]["label"] == "unknown 0/3 keys"
 
     # a partial run: prices shows k/n keys in the partial colour
     assert seed.barca("get", "prices", "pipeline.py", "--partition", "ticker=AAPL").code == 0
@@ -256,7 +257,8 @@ def test_widget_for_a_named_environment(seed: Project, monkeypatch: pytest.Monke
         assert default._watched[0] == seed.path / ".barca/metadata.db"
         states = {row.name: row.state for row in staging.report.rows}
         assert states["report"] == "cached" and states["prices"] == "cached"
-        assert {row.name: row.state for row in default.report.rows}["report"] == "never_run"
+        # nothing ran in the default store: its sensor has no value, so report is unknown
+        assert {row.name: row.state for row in default.report.rows}["report"] == "unknown"
         default._run("get", "pipeline.py:report")  # the button's work, in this thread
         assert default.last_error is None, default.last_error
         assert (seed.path / ".barca/metadata.db").is_file()
@@ -377,7 +379,7 @@ def test_widget_in_jupyterlab_in_chromium(lab, seed: Project, tmp_path: Path) ->
             node.wait_for()
             assert page.locator("svg.barca-dag g[data-node]").count() == 4
             assert page.locator("svg.barca-dag path[data-from]").count() == 3
-            assert node.get_attribute("data-state") == "never_run"
+            assert node.get_attribute("data-state") == "unknown"  # no sensor value yet
             before = node.locator("rect").evaluate("r => getComputedStyle(r).fill")
             # select report and click Get: the node's colour changes
             widget.locator("select").select_option(label="report")
@@ -385,7 +387,7 @@ def test_widget_in_jupyterlab_in_chromium(lab, seed: Project, tmp_path: Path) ->
             page.wait_for_selector(report + '[data-state="cached"]', timeout=60_000)
             after = page.locator(report + " rect").evaluate("r => getComputedStyle(r).fill")
             assert before != after
-            assert after == _rgb(COLOURS["cached"]) and before == _rgb(COLOURS["never_run"])
+            assert after == _rgb(COLOURS["cached"]) and before == _rgb(COLOURS["unknown"])
             page.wait_for_selector(".barca-status-widget table.barca-table "
                                    "span.barca-badge[data-state='cached']")
             shot = tmp_path / "widget.png"
