@@ -78,3 +78,12 @@ def seed(project: Project) -> Project:
     project.write("pipeline.py", (REPO / "examples" / "seed" / "pipeline.py").read_text())
     project.write("feed_version.txt", "v1\n")
     return project
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that takes a ``project`` or ``seed`` folder runs the CLI in a subprocess: it is
+    ``slow``, so ``pytest -m "not slow"`` stays the fast inner loop. Kernel, browser and
+    install tests carry the marker themselves."""
+    for item in items:
+        if {"project", "seed"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

@@ -224,6 +224,7 @@ def _ran(project: Project, env: dict[str, str]) -> list[str]:
     return sorted(r.completed())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case,file,old,new,reruns,why", EDITS, ids=[e[0] for e in EDITS])
 def test_edit_reruns(tmp_path: Path, case: str, file: str, old: str, new: str,
                      reruns: list[str], why: str | None) -> None:
@@ -241,6 +242,7 @@ def test_edit_reruns(tmp_path: Path, case: str, file: str, old: str, new: str,
     assert _ran(project, env) == []
 
 
+@pytest.mark.slow
 def test_values_follow_the_edits(tmp_path: Path) -> None:
     """The re-run steps compute with the new source (no stale module, no stale .pyc)."""
     project, env = _make(tmp_path)
@@ -265,6 +267,7 @@ def test_values_follow_the_edits(tmp_path: Path) -> None:
     assert value("uses_pkg") == 3.0
 
 
+@pytest.mark.slow
 def test_syntax_error_in_a_helper_module(tmp_path: Path) -> None:
     project, env = _make(tmp_path)
     assert _ran(project, env) == ALL
@@ -287,6 +290,7 @@ def test_syntax_error_in_a_helper_module(tmp_path: Path) -> None:
     assert _ran(project, env) == ["pipeline.py:uses_clean"]
 
 
+@pytest.mark.slow
 def test_syntax_error_in_a_module_imported_only_inside_a_function(tmp_path: Path) -> None:
     project, env = _make(tmp_path)
     project.edit("inner.py", "return 3 * x", "return 3 * x +")

@@ -11,6 +11,7 @@ import pytest
 from conftest import REPO, Project
 
 pytest.importorskip("distributed")
+pytestmark = pytest.mark.slow  # a Dask cluster and the CLI in subprocesses
 
 DASK = {"BARCA_EXECUTOR": "dask", "BARCA_POOL_SIZE": "2"}
 

@@ -147,6 +147,7 @@ def test_keys_run_in_separate_worker_processes(project: Project) -> None:
     assert os.getpid() not in pids
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sizes", [("1", "2", "5")])
 def test_decisions_independent_of_pool_size(tmp_path: Path, sizes: tuple[str, ...]) -> None:
     seed_src = (Path(__file__).parent.parent / "examples" / "seed" / "pipeline.py").read_text()

@@ -11,6 +11,8 @@ import pytest
 from conftest import REPO, Project
 from nbtools import error, execute, notebook, outputs, result, text
 
+pytestmark = pytest.mark.slow  # real kernels
+
 
 def _seed_notebook(seed: Project, *cells: str):
     nb = notebook("%load_ext barca", *cells)

@@ -6,8 +6,12 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 from conftest import Project
 from nbtools import error, execute, notebook, result, text
+
+pytestmark = pytest.mark.slow  # real kernels
 
 HEADER = "from pathlib import Path\nfrom barca import asset, collect, partitions, partitions_from, sensor"
 SENSOR = '''@sensor()

@@ -364,6 +364,7 @@ JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(m
                       max_leaves=8)
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(keys=KEYS, value=JSON_VALUES)
 def test_fuzz_keys_and_values(tmp_path_factory: pytest.TempPathFactory, keys: list, value) -> None:

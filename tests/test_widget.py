@@ -22,6 +22,8 @@ from barca.render import COLOURS
 from conftest import Project
 from nbtools import error, execute, notebook, result
 
+pytestmark = pytest.mark.slow  # real kernels, JupyterLab and a browser
+
 SVG = "{http://www.w3.org/2000/svg}"
 SEED_NODES = ["pipeline.py:feed_version", "pipeline.py:prices", "pipeline.py:signal",
               "pipeline.py:report"]
