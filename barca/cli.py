@@ -150,6 +150,9 @@ def render(outcome: Any, mode: str) -> None:
     if cmd in ("docs", "version"):
         sys.stdout.write(res if res.endswith("\n") else res + "\n")
         return
+    if cmd == "logs":
+        _print_logs(res, mode, ns)
+        return
     if cmd == "history":
         if mode == "json":
             print(json.dumps({"runs": res}, indent=2, default=str))
@@ -194,6 +197,26 @@ def _explicit_json(ns: Any) -> bool:
     """JSON asked for (``--json`` or ``BARCA_OUTPUT=json``), not merely a pipe."""
     return bool(getattr(ns, "json", False)) or (
         not getattr(ns, "pretty", False) and _env_mode() == "json")
+
+
+def _print_logs(log: Any, mode: str, ns: Any) -> None:
+    """``barca logs``: the run is named on stderr; lines on stdout (JSON: one object each).
+    With ``-f``, new lines are printed until the run ends."""
+    import time
+    from barca import api
+    sys.stderr.write(f"[barca] {log.headline()}\n")
+    after = 0
+    while True:
+        text = log.json_lines() if mode == "json" else log.text_lines()
+        if text:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        if not ns.follow or log.status != "running":
+            return
+        time.sleep(0.2)
+        after = log.lines[-1].id if log.lines else after
+        log = api.logs(log.run_id, step=ns.step, stream=ns.stream, timestamps=ns.timestamps,
+                       after=after)
 
 
 def _error(exc: BarcaError, mode: str, agent: bool) -> None:

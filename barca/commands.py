@@ -16,7 +16,7 @@ def _close_matches(word: str, choices: list[str], n: int, cutoff: float) -> list
     return difflib.get_close_matches(word, choices, n=n, cutoff=cutoff)
 
 
-COMMANDS = ("get", "run", "list", "status", "graph", "sql", "plan", "history", "docs",
+COMMANDS = ("get", "run", "list", "status", "graph", "sql", "plan", "history", "logs", "docs",
             "version")
 
 
@@ -150,6 +150,18 @@ def _history_flags(s: argparse.ArgumentParser) -> None:
     _output_flags(s)
 
 
+def _logs_flags(s: argparse.ArgumentParser) -> None:
+    s.add_argument("run_id", nargs="?", metavar="RUN_ID",
+                   help="a run id from `barca history` (default: the most recent run)")
+    s.add_argument("--step", metavar="NAME|ID|ID[key]",
+                   help="only this step (a base name selects every key)")
+    s.add_argument("--stream", choices=("stdout", "stderr"), help="only this stream")
+    s.add_argument("--timestamps", action="store_true", help="a UTC time before each line")
+    s.add_argument("-f", "--follow", action="store_true",
+                   help="keep printing lines while the run goes on")
+    _output_flags(s)
+
+
 def _docs_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("topic", nargs="?")
 
@@ -163,6 +175,7 @@ _COMMAND_FLAGS: dict[str, tuple[str, Any]] = {
     "sql": ("query cached results with DuckDB", _sql_flags),
     "plan": ("the execution plan as JSON", _plan_flags),
     "history": ("recent runs", _history_flags),
+    "logs": ("what a run's steps printed", _logs_flags),
     "docs": ("the manual", _docs_flags),
     "version": ("the version", None),
 }
@@ -257,6 +270,9 @@ def dispatch(ns: argparse.Namespace, on_event: Any = None,
         return Outcome(cmd, api.plan(*ns.args, target=ns.target), ns)
     if cmd == "history":
         return Outcome(cmd, api.history(ns.limit), ns)
+    if cmd == "logs":
+        return Outcome(cmd, api.logs(ns.run_id, step=ns.step, stream=ns.stream,
+                                     timestamps=ns.timestamps), ns)
     if cmd == "sql":
         limit = None if ns.all else (ns.limit if ns.limit is not None else default_sql_limit)
         return Outcome(cmd, api.sql_result(ns.query, *ns.args, limit=limit), ns)

@@ -128,6 +128,7 @@ class Runner:
         self.w.phases = len({self.graph.phase[n] for n in order})
         self._pool: Any = None
         self._rows: list[dict[str, Any]] = []
+        self._lines: list[tuple[str, str, str, float, str, str]] = []  # what steps wrote
         self._last_flush = time.monotonic()
         self.run_id = ""
         self.targets = list(targets)
@@ -499,6 +500,9 @@ class Runner:
                 self.on_event(ev.StepFailedEvent(s.id, rec.error or "", rec.traceback or "",
                                                  rec.output))
             self._rows.append(self._row(nid, s, rec))
+            if rec.lines:
+                self._lines.extend((self.run_id, nid, s.id, ts, stream, line)
+                                   for ts, stream, line in rec.lines)
             if rec.uploaded is False:
                 self.upload_errors.append(f"{s.path}: {rec.upload_error}")
             if len(self._rows) >= 500 or time.monotonic() - self._last_flush > 0.5:
@@ -550,9 +554,10 @@ class Runner:
         }
 
     def _flush(self) -> None:
-        if self._rows and self.execute:
+        if (self._rows or self._lines) and self.execute:
             rows, self._rows = self._rows, []
-            self.ctx.store.record(rows)
+            lines, self._lines = self._lines, []
+            self.ctx.store.record(rows, lines)
         self._last_flush = time.monotonic()
 
 

@@ -25,6 +25,10 @@ CREATE TABLE IF NOT EXISTS definitions (
 CREATE TABLE IF NOT EXISTS snapshots (
     asset TEXT PRIMARY KEY, digest TEXT NOT NULL, combined TEXT NOT NULL, keys TEXT NOT NULL,
     hashes TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS logs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, node TEXT NOT NULL,
+    step TEXT NOT NULL, ts REAL NOT NULL, stream TEXT NOT NULL, line TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS logs_run ON logs(run_id, id);
 CREATE INDEX IF NOT EXISTS mat_asset ON materializations(asset, partition, status);
 CREATE INDEX IF NOT EXISTS mat_hash ON materializations(asset, run_hash);
 """
@@ -321,6 +325,32 @@ class Store:
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r)) for r in cur]
 
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        """One run's row; ``run_id`` may be a unique prefix."""
+        if self.conn is None:
+            return None
+        cur = self.conn.execute(
+            "SELECT run_id, command, target, status FROM runs WHERE run_id LIKE ? "
+            "ORDER BY started_at DESC LIMIT 2", (run_id.replace("%", "").replace("_", "") + "%",))
+        found = [dict(zip(("run_id", "command", "target", "status"), r)) for r in cur]
+        return found[0] if len(found) == 1 or (found and found[0]["run_id"] == run_id) else None
+
+    def log_lines(self, run_id: str, after: int = 0) -> list[tuple[int, str, str, str, float, str]]:
+        """The lines a run's steps wrote, after line id ``after``: (id, node, step, stream,
+        time, line), in the order they were recorded."""
+        if self.conn is None:
+            return []
+        return list(self.conn.execute(
+            "SELECT id, node, step, stream, ts, line FROM logs WHERE run_id=? AND id>? "
+            "ORDER BY id", (run_id, after)))
+
+    def run_steps(self, run_id: str) -> list[tuple[str, str]]:
+        """(node, step) of every step a run recorded a result or a failure for."""
+        if self.conn is None:
+            return []
+        return list(self.conn.execute(
+            "SELECT DISTINCT asset, node FROM materializations WHERE run_id=?", (run_id,)))
+
     # ---------------------------------------------------------------- writes
     def begin_run(self, run_id: str, command: str, target: str, pool_size: int) -> None:
         self._write("INSERT INTO runs (run_id, command, target, status, started_at, pool_size) "
@@ -333,18 +363,30 @@ class Store:
                     "steps_failed=?, error=? WHERE run_id=?",
                     [(status, time.time(), run, cached, failed, error, run_id)])
 
-    def record(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Materialization rows, in one transaction (their artifacts already exist)."""
+    def record(self, rows: Iterable[dict[str, Any]],
+               lines: list[tuple[str, str, str, float, str, str]] = ()) -> None:  # type: ignore[assignment]
+        """Materialization rows (their artifacts already exist) and the lines their steps wrote
+        (run id, node, step, time, stream, line), in one transaction."""
         values = [tuple(r.get(c) for c in COLUMNS) for r in rows]
+        writes = []
         if values:
-            self._write(f"INSERT INTO materializations ({', '.join(COLUMNS)}) "
-                        f"VALUES ({', '.join('?' * len(COLUMNS))})", values)
+            writes.append((f"INSERT INTO materializations ({', '.join(COLUMNS)}) "
+                           f"VALUES ({', '.join('?' * len(COLUMNS))})", values))
+        if lines:
+            writes.append(("INSERT INTO logs (run_id, node, step, ts, stream, line) "
+                           "VALUES (?, ?, ?, ?, ?, ?)", list(lines)))
+        if writes:
+            self._write_all(writes)
 
     def _write(self, sql: str, values: list[tuple[Any, ...]]) -> None:
+        self._write_all([(sql, values)])
+
+    def _write_all(self, writes: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
         assert self.conn is not None
         try:
             self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.executemany(sql, values)
+            for sql, values in writes:
+                self.conn.executemany(sql, values)
             self.conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             try:

@@ -45,7 +45,7 @@ class StepTask(Fields):
 class StepRecord(Fields):
     __slots__ = ("index", "status", "elapsed", "run_hash", "path", "format", "size", "sha256",
                  "shape", "value_hash", "error", "traceback", "output", "infra", "bad_input",
-                 "uploaded", "upload_error", "keys", "key_values", "key_raw")
+                 "uploaded", "upload_error", "keys", "key_values", "key_raw", "lines")
 
     def __init__(self, index: int, status: str, elapsed: float, run_hash: str | None = None,
                  path: str | None = None, format: str | None = None, size: int | None = None,
@@ -55,7 +55,8 @@ class StepRecord(Fields):
                  bad_input: str | None = None, uploaded: bool | None = None,
                  upload_error: str | None = None, keys: list[str] | None = None,
                  key_values: dict[str, str] | None = None,
-                 key_raw: dict[str, Any] | None = None) -> None:
+                 key_raw: dict[str, Any] | None = None,
+                 lines: list[tuple[float, str, str]] | None = None) -> None:
         self.index = index
         self.status = status          # "success" | "failed" | "input" (an input could not be read)
         self.elapsed = elapsed
@@ -77,3 +78,4 @@ class StepRecord(Fields):
         self.keys = keys                  # a key source's keys
         self.key_values = key_values      # a dict source: key -> value digest
         self.key_raw = key_raw            # a dict source: key -> value
+        self.lines = lines                # what the step wrote: (time, stream, line), in order

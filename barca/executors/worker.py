@@ -2,10 +2,8 @@
 artifacts (atomically), return small records."""
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
-import io
 import os
 import sys
 import time
@@ -14,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from barca import artifacts
+from barca.executors.capture import StepOutput, captured, user_traceback
 from barca.executors.task import StepRecord, StepTask
 from barca.hashing import canonical_json, sensor_run_hash, sha, source_only, value_digest
 
@@ -133,11 +132,11 @@ class Worker:
 
     def run(self, task: StepTask) -> StepRecord:
         start = time.perf_counter()
-        out = io.StringIO()
+        out = StepOutput()
         attempts = task.retries + 1
         for attempt in range(attempts):
             try:
-                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                with captured(out):
                     fn = self.function(task)
                     try:
                         kwargs = self.kwargs(task)
@@ -148,19 +147,24 @@ class Worker:
                 if task.kind == "sensor" and isinstance(value, tuple) and len(value) == 2 \
                         and isinstance(value[0], bool):
                     value = value[1]
-                return self.store(task, value, start, out.getvalue())
+                out.finish()
+                return self.store(task, value, start, out)
             except BaseException as exc:  # a user function's exception is data
                 if isinstance(exc, KeyboardInterrupt):
                     raise
+                out.finish()
+                trace = user_traceback(exc)
+                shown = out.text()  # the last traceback is shown as the error, not as output
+                out.add_traceback(trace)  # every failed attempt's traceback is in the log
                 if attempt + 1 < attempts:
                     continue
                 return StepRecord(task.index, "failed", time.perf_counter() - start,
-                                  error=f"{type(exc).__name__}: {exc}",
-                                  traceback=tb.format_exc(), output=out.getvalue())
+                                  error=f"{type(exc).__name__}: {exc}", traceback=trace,
+                                  output=shown, lines=out.lines)
         raise AssertionError("unreachable")
 
-    def store(self, task: StepTask, value: Any, start: float, output: str) -> StepRecord:
-        rec = StepRecord(task.index, "success", 0.0, output=output)
+    def store(self, task: StepTask, value: Any, start: float, out: StepOutput) -> StepRecord:
+        rec = StepRecord(task.index, "success", 0.0, output=out.text(), lines=out.lines)
         if task.key_source:
             problem = _key_source_problem(value, rec)
             if problem:

@@ -1,0 +1,78 @@
+"""Result objects for what a run left behind besides results: the lines its steps wrote
+(``barca logs``). Plain data with their renderings, like ``barca.results``."""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from barca._record import Record
+from barca.render import html_table, rich_table, text_table
+
+
+def utc_ms(ts: float) -> str:
+    """``2026-11-30T17:04:05.123Z``: a UTC timestamp with milliseconds."""
+    ms = int(round(ts * 1000))
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+
+
+class LogLine(Record):
+    __slots__ = ("id", "step", "stream", "ts", "line")
+    id: int          # the order lines were recorded in
+    step: str        # node id, with [key] for a partition key
+    stream: str      # stdout | stderr
+    ts: float
+    line: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node_id": self.step, "stream": self.stream, "ts": utc_ms(self.ts),
+                "line": self.line}
+
+
+class StepLog(Record):
+    """The lines a run's steps wrote (all of them, or those a filter kept), in order."""
+    __slots__ = ("run_id", "command", "target", "status", "lines", "timestamps")
+    _defaults = {"timestamps": False}
+    run_id: str
+    command: str
+    target: str
+    status: str
+    lines: tuple[LogLine, ...]
+    timestamps: bool
+
+    def headline(self) -> str:
+        return f"logs of run {self.run_id} ({self.command} {self.target}, {self.status})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "status": self.status,
+                "lines": [x.to_json() for x in self.lines]}
+
+    def json_lines(self) -> str:
+        """``barca logs --json``: one object per line."""
+        return "".join(json.dumps(x.to_json(), ensure_ascii=False) + "\n" for x in self.lines)
+
+    def text_lines(self) -> str:
+        stamp = (lambda x: utc_ms(x.ts) + " ") if self.timestamps else (lambda x: "")
+        return "".join(f"{stamp(x)}[{x.step}] {x.line}\n" for x in self.lines)
+
+    def __str__(self) -> str:
+        return self.text_lines().rstrip("\n")
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        rows = [[utc_ms(x.ts), x.step, x.stream, x.line] for x in self.lines]
+        return ["TIME", "STEP", "STREAM", "LINE"], rows, None, self.headline()
+
+    def _repr_html_(self) -> str:
+        headers, rows, col, summary = self._table()
+        return html_table(headers, rows, col, summary)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {"text/plain": str(self), "text/html": self._repr_html_()}
+
+    def __rich__(self) -> object:
+        headers, rows, col, summary = self._table()
+        return rich_table(headers, rows, col, summary)
+
+    def table_text(self) -> str:
+        headers, rows, _, _ = self._table()
+        return text_table(headers, rows)

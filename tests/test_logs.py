@@ -1,0 +1,160 @@
+"""`barca logs`: every line a step writes is recorded with its step, stream and time, and read
+back through the CLI (in subprocesses, with real worker processes)."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+
+from conftest import Project
+
+NOISY = """
+import logging
+import sys
+import warnings
+
+from barca import asset, partitions
+
+log = logging.getLogger("noisy")
+
+
+@asset(partitions={"region": partitions(["emea", "amer", "apac"])}, retries=1)
+def sales(region: str) -> dict:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    print(f"first {region}")
+    print(f"second {region}", file=sys.stderr)
+    log.info("logged %s", region)
+    warnings.warn(f"careful {region}")
+    print(f"third {region}")
+    if region == "amer":
+        raise RuntimeError("amer feed not ready")
+    return {"region": region}
+"""
+
+
+def _json_lines(r) -> list[dict]:
+    assert r.code == 0, r.err
+    return [json.loads(x) for x in r.out.splitlines()]
+
+
+def test_logs_keep_order_streams_and_filters(project: Project) -> None:
+    project.write("pipeline.py", NOISY)
+    run = project.barca("get", "sales", "pipeline.py", env={"BARCA_POOL_SIZE": "1"})
+    assert run.code == 1
+    run_id = json.loads(run.out)["run_id"]
+    lines = _json_lines(project.barca("logs", "--json"))
+    assert {tuple(sorted(x)) for x in lines} == {("line", "node_id", "stream", "ts")}
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", x["ts"]) for x in lines)
+    emea = [(x["stream"], x["line"]) for x in lines
+            if x["node_id"] == "pipeline.py:sales[region=emea]"]
+    assert emea[:3] == [("stdout", "first emea"), ("stderr", "second emea"),
+                        ("stderr", "INFO logged emea")]
+    assert ("stderr", "  warnings.warn(f\"careful {region}\")") in emea
+    assert emea[-1] == ("stdout", "third emea")
+    # a step's lines keep their order; timestamps never go back within a step
+    for step in {x["node_id"] for x in lines}:
+        ts = [x["ts"] for x in lines if x["node_id"] == step]
+        assert ts == sorted(ts)
+    # the failed key: both attempts, each traceback from the user's frame, none of barca's
+    amer = [x["line"] for x in lines if x["node_id"] == "pipeline.py:sales[region=amer]"]
+    assert amer.count("Traceback (most recent call last):") == 2
+    assert amer.count("RuntimeError: amer feed not ready") == 2
+    assert any("pipeline.py" in x and "in sales" in x for x in amer)
+    assert not any("barca" in x and ".py" in x and "pipeline.py" not in x for x in amer)
+    assert not any(x["line"].startswith("[barca]") for x in lines)  # barca's own lines
+    # the step logged in a worker that ran other steps before: its lines are its own
+    assert ("stderr", "INFO logged apac") in [
+        (x["stream"], x["line"]) for x in lines
+        if x["node_id"] == "pipeline.py:sales[region=apac]"]
+
+    # filters: a base name selects every key; a key selects one; a stream
+    by_name = _json_lines(project.barca("logs", run_id, "--step", "sales", "--json"))
+    assert by_name == lines
+    one = _json_lines(project.barca("logs", "--step", "sales[region=apac]", "--json"))
+    assert one and {x["node_id"] for x in one} == {"pipeline.py:sales[region=apac]"}
+    full = _json_lines(project.barca("logs", "--step", "pipeline.py:sales[region=apac]",
+                                     "--json"))
+    assert full == one
+    out = _json_lines(project.barca("logs", "--stream", "stdout", "--json"))
+    assert {x["stream"] for x in out} == {"stdout"}
+    assert [x["line"] for x in out if x["node_id"].endswith("[region=emea]")] == [
+        "first emea", "third emea"]
+
+    # the human form, with and without timestamps; the run is named on stderr
+    text = project.barca("logs", "--step", "sales[region=emea]", "--stream", "stdout",
+                         "--pretty")
+    assert text.out.splitlines() == ["[pipeline.py:sales[region=emea]] first emea",
+                                     "[pipeline.py:sales[region=emea]] third emea"]
+    assert run_id in text.err and "failed" in text.err
+    stamped = project.barca("logs", "--step", "sales[region=emea]", "--stream", "stdout",
+                            "--timestamps", "--pretty")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+Z \[pipeline.py:sales\[region=emea\]\] "
+                        r"first emea", stamped.out.splitlines()[0])
+
+
+def test_history_ids_are_the_ids_logs_takes(project: Project) -> None:
+    project.write("pipeline.py", NOISY.replace('raise RuntimeError("amer feed not ready")',
+                                               "pass"))
+    first = project.barca("get", "sales", "pipeline.py", "--json").json()["run_id"]
+    project.edit("pipeline.py", 'print(f"third {region}")', 'print(f"changed {region}")')
+    second = project.barca("get", "sales", "pipeline.py", "--json").json()["run_id"]
+    hist = project.barca("history", "--json").json()
+    assert [r["run_id"] for r in hist["runs"][:2]] == [second, first]  # newest first
+    assert {"run_id", "command", "target", "status"} <= set(hist["runs"][0])
+    assert len(project.barca("history", "--json", "--limit", "1").json()["runs"]) == 1
+    old = _json_lines(project.barca("logs", first, "--stream", "stdout", "--json"))
+    assert "third emea" in [x["line"] for x in old]
+    new = _json_lines(project.barca("logs", second[:8], "--stream", "stdout", "--json"))
+    assert "changed emea" in [x["line"] for x in new]
+    assert project.barca("logs", "--stream", "stdout", "--json").out == \
+        project.barca("logs", second, "--stream", "stdout", "--json").out
+
+
+def test_unknown_run_step_or_no_run_is_exit_2(project: Project) -> None:
+    project.write("pipeline.py", NOISY)
+    none = project.barca("logs")
+    assert none.code == 2 and "No run" in none.err
+    project.barca("get", "sales", "pipeline.py")
+    bad_run = project.barca("logs", "ffffffffffff")
+    assert bad_run.code == 2 and "barca history" in bad_run.err
+    bad_step = project.barca("logs", "--step", "sale", "--pretty")
+    assert bad_step.code == 2 and "Did you mean 'sales'" in bad_step.err
+    bad_stream = project.barca("logs", "--stream", "both")
+    assert bad_stream.code == 2
+
+
+def test_follow_prints_lines_while_the_run_goes_on(project: Project) -> None:
+    project.write("pipeline.py", """
+        import time
+
+        from barca import asset, partitions
+
+
+        @asset(partitions={"i": partitions(["a", "b", "c", "d"])})
+        def slow(i: str) -> str:
+            print(f"start {i}", flush=True)
+            time.sleep(1.0)
+            return i
+        """)
+    runner = subprocess.Popen([sys.executable, "-m", "barca", "get", "slow", "pipeline.py",
+                               "--json"], cwd=project.path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env={**__import__("os").environ,
+                                                           "BARCA_POOL_SIZE": "1"})
+    try:
+        deadline, running = time.monotonic() + 60, False
+        while time.monotonic() < deadline and not running:  # until the run is under way
+            hist = project.barca("history", "--json")
+            running = hist.code == 0 and bool(hist.json()["runs"]) and \
+                hist.json()["runs"][0]["status"] == "running"
+            time.sleep(0.1)
+        assert running
+        follow = project.barca("logs", "-f", "--pretty", timeout=120)
+        assert runner.poll() is not None  # -f returned only once the run had ended
+        assert runner.wait(timeout=120) == 0
+    finally:
+        runner.kill()
+    assert follow.code == 0, follow.err
+    assert sorted(follow.out.splitlines()) == [f"[pipeline.py:slow[i={i}]] start {i}"
+                                               for i in "abcd"]
