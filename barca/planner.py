@@ -3,7 +3,6 @@ node (one per key), run / cached / unknown / skipped, with a reason and a detail
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import os
 import sys
@@ -13,7 +12,8 @@ from typing import Any
 from barca.errors import UsageError
 from barca.discovery import PSEUDO_ABSPATH
 from barca.topology import Graph, combine, validate_keys
-from barca.hashing import DefinitionHasher, definition_hash, digest, run_hash, sha
+from barca.hashing import (DefinitionHasher, combined_digest, definition_hash, digest, run_hash,
+                           snapshot_digest)
 from barca.store import NodeHistory, Row, Store
 from barca.types import NodeId, parse_key, short_name, step_id
 
@@ -293,13 +293,6 @@ class Tally:
         return self._by.get(action, [])
 
 
-def combined_digest(keys: list[str], hashes: list[str]) -> str:
-    """``sha("k1=h1", "k2=h2", ...)`` over keys in sorted order: the input digest of a fan-in
-    that reads every key (the same bytes as ``sha(*parts)``, hashed in one call)."""
-    text = "".join([f"{k}={h}\x00" for k, h in sorted(zip(keys, hashes))])
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
 class Context:
     """Everything the planner reads, memoised for one command."""
 
@@ -477,12 +470,13 @@ def identity(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, No
     joined = "\x00".join(keys)
     if joined.count("\x00") != len(keys) - 1:
         return None
-    parts = ["snapshot-1", ctx.definition(nid)[0], m.freshness or "", str(len(keys)), joined]
+    inputs: list[str] = []
     for inp in sorted(m.inputs, key=lambda i: i.param):
         up = states.get(inp.target)  # type: ignore[arg-type]
         if up is None or up.combined is None:
             return None
-        parts.append(f"input:{inp.param}:{'all' if inp.collect else 'key'}:{up.combined}")
+        inputs.append(f"input:{inp.param}:{'all' if inp.collect else 'key'}:{up.combined}")
+    source = None
     src = source_dim(graph, nid)
     if src is not None:
         up = states.get(src[0])
@@ -492,10 +486,10 @@ def identity(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, No
             step = up.step("")
             if step is None or not step.sha256:
                 return None
-            parts.append(f"source:{step.sha256}")
+            source = step.sha256
         else:
-            parts.append(f"source:{up.combined}")
-    return sha(*parts)
+            source = up.combined
+    return snapshot_digest(ctx.definition(nid)[0], m.freshness or "", keys, inputs, source)
 
 
 def _hashes(text: str) -> list[str]:
@@ -556,7 +550,8 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
                     continue
                 ups = [need(up_ns.step(k), up_id) for k in sorted(up_ns.keys)]
                 if all(u is not None for u in ups):
-                    inputs[f"input:{up_id}"] = sha(*(f"{u.key}={u.run_hash}" for u in ups))  # type: ignore[union-attr]
+                    inputs[f"input:{up_id}"] = combined_digest(
+                        [u.key for u in ups], [u.run_hash for u in ups])  # type: ignore[union-attr, misc]
                 continue
             up = need(up_ns.step(key if graph.nodes[up_id].partitioned else ""), up_id)
             if up is not None:
@@ -699,26 +694,21 @@ def _decide_compact(ctx: Context, nid: NodeId, keys: list[str], plan: Any,
     def_hash, def_parts = ctx.definition(nid)
     const, per_key, values, dim0 = plan
     pieces = [(n, const.get(n), per_key.get(n)) for n in sorted(set(const) | set(per_key))]
-    head = def_hash + "\x00"
-    sha256 = hashlib.sha256
     prev_get = prev.get
     hashes: list[str] = []
     odd: dict[str, StepState] = {}
     for key in keys:
         try:
-            joined = "\x1f".join([f"{n}\x1e{c if mp is None else mp[key]}"
-                                  for n, c, mp in pieces])
+            inputs = {n: (c if mp is None else mp[key]) for n, c, mp in pieces}
         except KeyError:
             missing = next(n for n, _, mp in pieces if mp is not None and key not in mp)
             raise_missing(missing.partition(":")[2], step_id(nid, key))
         value = values.get(_dim_value(key, dim0)) if values is not None else None
-        rh = sha256(f"{head}{joined}\x00{key}\x00{value or ''}".encode(
-            "utf-8", "surrogatepass")).hexdigest()
+        rh = run_hash(def_hash, inputs, key, value)
         if prev_get(key) == rh:
             hashes.append(rh)
             continue
         st = StepState(nid, key, run_hash=rh)
-        inputs = {n: (c if mp is None else mp[key]) for n, c, mp in pieces}
         _settle(ctx, m, st, rh, hist, _parts_of(def_parts, inputs, key, value))
         hashes.append(st.run_hash)  # type: ignore[arg-type]
         odd[key] = st
