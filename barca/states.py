@@ -115,10 +115,11 @@ class StepState:
 class NodeState:
     """Every step of one node, in one of two forms.
 
-    *Full*: a StepState per key. *Compact*: every key's run hash, in key order, plus the few
-    steps that are not simply cached (to run, adopted, ...); a cached step's StepState is made
-    only when something asks for it (``step``), and ``steps`` turns the node into the full form.
-    A *settled* node (its snapshot matched) is compact with nothing but cached keys."""
+    *Compact* (what ``decide`` makes): every key's run hash, in key order, plus the steps that
+    are not simply cached (to run, unknown, skipped, cached from an older row, ...); a cached
+    step's StepState is made only when something asks for it (``step``), and ``steps`` turns
+    the node into the *full* form, a StepState per key (as the runner builds a node it cannot
+    decide). A *settled* node (its snapshot matched) is compact with nothing but cached keys."""
     __slots__ = ("node", "keys", "unknown_detail", "out_keys", "out_values", "out_raw",
                  "ident", "combined", "settled", "_steps", "_hashes", "_odd", "_made", "_hist",
                  "_map")
