@@ -208,6 +208,8 @@ class Runner:
         if self.execute:
             for note in w.notes:
                 self.on_event(ev.Note(note))
+        self.ctx.view.load_snapshots([n for n in w.order if n not in w.forced
+                                      and self.graph.nodes[n].kind == "asset"])
         try:
             for batch in self._batches():
                 ready = []
@@ -234,6 +236,7 @@ class Runner:
             raise Cancelled("cancelled: the run was interrupted; finished steps are recorded",
                             "Run the same command again: it computes only what did not finish.")
         finally:
+            self.ctx.view.load_snapshots(None)
             self._flush()
             if self._snapshots:
                 snaps, self._snapshots = self._snapshots, []

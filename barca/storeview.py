@@ -14,12 +14,22 @@ class StoreView:
     ``snapshots=False`` reads no snapshot, so every node is decided key by key as with an empty
     snapshot table: one of the memo layers the property tests switch off to show that no
     decision depends on them (see Context's ``memo``)."""
-    __slots__ = ("store", "snapshots", "_hist")
+    __slots__ = ("store", "snapshots", "_hist", "_snaps")
 
     def __init__(self, store: Store, snapshots: bool = True) -> None:
         self.store = store
         self.snapshots = snapshots
         self._hist: dict[NodeId, NodeHistory] = {}
+        self._snaps: dict[NodeId, tuple[str, str, str, str] | None] | None = None
+
+    def load_snapshots(self, nids: list[NodeId] | None) -> None:
+        """Read the snapshots of every node a walk may decide, in one query, before it starts
+        (``None`` forgets them: the walk is over and the store may have new ones)."""
+        if nids is None or not self.snapshots:
+            self._snaps = None
+            return
+        got = self.store.snapshots(list(nids))
+        self._snaps = {n: got.get(n) for n in nids}
 
     def history(self, nid: NodeId) -> NodeHistory:
         got = self._hist.get(nid)
@@ -30,7 +40,11 @@ class StoreView:
     def snapshot(self, nid: NodeId) -> tuple[str, str, str, str] | None:
         """(digest, combined, keys joined by NUL, run hashes concatenated) of the node's last
         complete walk."""
-        return self.store.snapshot(nid) if self.snapshots else None
+        if not self.snapshots:
+            return None
+        if self._snaps is not None and nid in self._snaps:
+            return self._snaps[nid]
+        return self.store.snapshot(nid)
 
     def forget(self, nid: NodeId) -> None:
         """The node's rows changed (the runner recorded some): read them again when asked."""

@@ -48,7 +48,7 @@ def pipelines(draw: Any) -> dict[str, Any]:
 
 def source(p: dict[str, Any]) -> str:
     """The pipeline file of one drawn pipeline."""
-    out = ["import json", "from pathlib import Path", "",
+    out = ["from pathlib import Path", "",
            "from barca import asset, collect, partitions, partitions_from, sensor", "",
            f"SCALE = {p['scale']}", f"KEYS = {sorted(p['keys'])!r}", "", "",
            "def bump(x: int) -> int:", f"    return x + {p['h']}", "", "",
@@ -67,8 +67,8 @@ def source(p: dict[str, Any]) -> str:
             "def double(item: dict) -> int:", '    return item["n"] * 2', "", ""]
     collects = ['"doubles": collect(double)']
     if p["dict"]:
-        out += ["@asset()", "def prices() -> dict:",
-                '    return json.loads(Path("prices.json").read_text())', "", "",
+        out += [f"PRICES = {json.dumps(p['prices'], sort_keys=True)}", "", "",
+                "@asset()", "def prices() -> dict:", "    return dict(PRICES)", "", "",
                 '@asset(partitions={"ticker": partitions_from(prices)})',
                 "def quote(ticker: str, prices: int) -> str:",
                 '    return f"{ticker}:{prices}"', "", ""]
@@ -89,7 +89,6 @@ def source(p: dict[str, Any]) -> str:
 
 def write(root: Path, p: dict[str, Any]) -> None:
     (root / "pipeline.py").write_text(source(p))
-    (root / "prices.json").write_text(json.dumps(p["prices"]))
     (root / "signal.txt").write_text(p["signal"] + "\n")
 
 
@@ -176,7 +175,8 @@ def settled(d: dict[str, tuple]) -> bool:
 
 
 @settings(max_examples=int(os.environ.get("BARCA_PROPERTY_EXAMPLES", "6")), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+          database=None)
 @given(p=pipelines(), edits=st.lists(st.tuples(st.sampled_from(EDITS), st.integers(0, 99)),
                                      min_size=1, max_size=3),
        pools=st.tuples(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4])))
