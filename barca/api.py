@@ -128,10 +128,10 @@ def parse_partition(spec: str | dict[str, Any] | None) -> Selection | None:
 class Session:
     """One command's view of a project: graph, store and planner context."""
 
-    def __init__(self, files: Iterable[str] = (), write: bool = True) -> None:
+    def __init__(self, files: Iterable[str] = (), write: bool = True, memo: bool = True) -> None:
         self.graph = load_graph(_files(files))
         self.store = Store(self.graph.root, create=write)
-        self.ctx = Context(self.graph, self.store)
+        self.ctx = Context(self.graph, self.store, memo=memo)  # memo: see Context
 
     def close(self) -> None:
         self.store.close()

@@ -12,13 +12,14 @@ from __future__ import annotations
 import ast
 import bisect
 import builtins
-import hashlib
 import re
 import symtable
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Union
+
+from barca.hashing import digest
 
 Chain = tuple  # the attribute names read after a name: ``helpers.clean`` -> ("clean",)
 Import = Union[ast.Import, ast.ImportFrom]
@@ -36,12 +37,6 @@ _NEVER_FOLLOW = frozenset({"barca"})     # barca itself is not the user's code
 _INSTALLED = frozenset({"site-packages", "dist-packages"})
 
 
-def _digest(*parts: str) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(p.encode("utf-8", "surrogatepass"))
-        h.update(b"\x00")
-    return h.hexdigest()[:16]
 
 
 def dump(node: ast.AST) -> str:
@@ -162,7 +157,7 @@ class Module:
         """Digest of the whole module (formatting and comments do not count)."""
         if self._whole is None:
             assert self.tree is not None
-            self._whole = _digest(dump(self.tree))
+            self._whole = digest(dump(self.tree))
         return self._whole
 
     @property
@@ -509,7 +504,7 @@ class Project:
                                          else dump(ast.Import([a])))
                 else:
                     texts.append(dump(st))
-            self._stmt_digest[key] = _digest(*texts)
+            self._stmt_digest[key] = digest(*texts)
         return self._stmt_digest[key]
 
     # ------------------------------------------------------------ the cone of one step

@@ -18,11 +18,17 @@ _BUILTINS = frozenset(dir(builtins))
 
 
 def sha(*parts: str | bytes) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass"))
-        h.update(b"\x00")
-    return h.hexdigest()
+    """SHA-256 of the parts, each followed by a NUL: the one way barca hashes a list of parts
+    (text parts are joined and hashed in one call; bytes parts are fed one by one)."""
+    try:
+        data = ("\x00".join(parts) + "\x00").encode("utf-8", "surrogatepass")  # type: ignore[arg-type]
+    except TypeError:  # a bytes part
+        h = hashlib.sha256()
+        for p in parts:
+            h.update(p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass"))
+            h.update(b"\x00")
+        return h.hexdigest()
+    return hashlib.sha256(data).hexdigest()
 
 
 def digest(*parts: str | bytes) -> str:
@@ -185,12 +191,34 @@ def definition_hash(parts: dict[str, str]) -> str:
     return sha(canonical_json(parts))
 
 
+# ------------------------------------------------------------------ the digests a decision uses
+# Every digest a decision compares is made here, and nowhere else: a step's run hash, a node's
+# combined digest, a node's snapshot digest (and a sensor's run hash). Change a rule here and
+# every path -- the snapshot, the per-key loop, the executor -- sees the same bytes.
+
 def run_hash(definition: str, inputs: dict[str, str], key: str, value: str | None) -> RunHash:
     """A step's run hash: definition, each input's run hash or digest, the key, a dict value."""
     joined = "\x1f".join([f"{k}\x1e{inputs[k]}" for k in sorted(inputs)]) if inputs else ""
     return RunHash(hashlib.sha256(
         f"{definition}\x00{joined}\x00{key}\x00{value or ''}".encode("utf-8", "surrogatepass")
     ).hexdigest())
+
+
+def combined_digest(keys: list[str], hashes: list[str]) -> str:
+    """A whole node as one digest: ``sha("k1=h1", "k2=h2", ...)`` over its keys in sorted order
+    -- what a fan-in reading every key, or a downstream snapshot, depends on."""
+    return sha(*[f"{k}={h}" for k, h in sorted(zip(keys, hashes))])
+
+
+def snapshot_digest(definition: str, freshness: str, keys: list[str], inputs: list[str],
+                    source: str | None) -> str:
+    """What every run hash of an asset node is a function of (the key its snapshot is stored
+    under): its definition, freshness, keys, each input's combined digest (``inputs``, already
+    named and ordered), and its key source's digest."""
+    parts = ["snapshot-1", definition, freshness, str(len(keys)), "\x00".join(keys), *inputs]
+    if source is not None:
+        parts.append(f"source:{source}")
+    return sha(*parts)
 
 
 def sensor_run_hash(definition: str, value: str) -> RunHash:

@@ -1,5 +1,6 @@
-"""Runs a plan: walks the cone node by node in phase order, decides each node's steps with the
-planner, sends the steps that must run to the executor, records results in the store.
+"""Runs a plan: walks the cone node by node in phase order, decides each node's steps
+(barca.decision), adopts artifacts found with no record (barca.adoption), sends the steps that
+must run to the executor, records results in the store.
 
 The same walk, without executing, predicts the state of every node for ``status`` and
 ``--dry-run``."""
@@ -14,12 +15,13 @@ from barca._record import Fields
 from barca.errors import Cancelled, UsageError, did_you_mean
 from barca.executors.task import StepRecord, StepTask
 from barca.discovery import PSEUDO_ABSPATH
-from barca.planner import (Context, NodeState, StepState, decide, keys_from_row, source_dim,
-                           step_kwargs)
+from barca.adoption import Adoption, adopted_row
+from barca.decision import decide
+from barca.inputs import source_dim, step_kwargs
+from barca.integrity import Integrity
+from barca.planner import Context, keys_from_row
+from barca.states import NodeState, StepState
 from barca.types import NodeId, one_dim_keys, parse_key, short_name, step_id
-
-
-SMALL_BYTES = 2048   # an artifact this small is kept in memory once verified (a preview)
 
 
 class Selection(Fields):
@@ -133,15 +135,18 @@ class Runner:
         self.run_id = ""
         self.targets = list(targets)
         self._snapshots: list[tuple[str, str, str, str, str]] = []  # written after the rows
-        self._verified: set[str] = set()
-        self.small: dict[str, bytes] = {}   # verified artifacts small enough to preview
         from barca import remote
         uri = remote.configured()
-        # a prediction reads the store's listings (what `get` would fetch), never its files
         self.remote = remote.Remote(uri) if uri else None
-        ctx.remote = self.remote
-        ctx.fetch = execute
+        # a prediction reads the store's listings (what `get` would fetch), never its files
+        self.adoption = Adoption(ctx.store, self.remote, fetch=execute)
+        self.integrity = Integrity(self.graph.root, self.remote, self._warn)
         self.upload_errors: list[str] = []
+
+    @property
+    def small(self) -> dict[str, bytes]:
+        """Verified artifacts small enough to preview, by path."""
+        return self.integrity.small
 
     # ------------------------------------------------------------------ keys
     def _keys(self, nid: NodeId) -> tuple[list[str] | None, str]:
@@ -204,6 +209,8 @@ class Runner:
         if self.execute:
             for note in w.notes:
                 self.on_event(ev.Note(note))
+        self.ctx.view.load_snapshots([n for n in w.order if n not in w.forced
+                                      and self.graph.nodes[n].kind == "asset"])
         try:
             for batch in self._batches():
                 ready = []
@@ -230,6 +237,7 @@ class Runner:
             raise Cancelled("cancelled: the run was interrupted; finished steps are recorded",
                             "Run the same command again: it computes only what did not finish.")
         finally:
+            self.ctx.view.load_snapshots(None)
             self._flush()
             if self._snapshots:
                 snaps, self._snapshots = self._snapshots, []
@@ -279,6 +287,7 @@ class Runner:
         ns = decide(self.ctx, nid, keys, w.states, forced=nid in w.forced,
                     predict=not self.execute)
         w.states[nid] = ns
+        self.adoption.apply(ns)
         partitioned = self.graph.nodes[nid].partitioned
         if not self.execute:
             ns.seal()
@@ -312,13 +321,10 @@ class Runner:
 
     # ------------------------------------------------------------------ integrity
     def _ensure_steps(self, steps: list[StepState]) -> None:
+        """Compute again, under the same run hash, every step whose artifact is not intact."""
         broken: dict[NodeId, list[StepState]] = {}
-        for s in steps:
-            if s.path and s.path not in self._verified:
-                if self._intact(s):
-                    self._verified.add(s.path)
-                else:
-                    broken.setdefault(s.node, []).append(s)
+        for s in self.integrity.broken(steps):
+            broken.setdefault(s.node, []).append(s)
         for nid in [n for n in self.w.order if n in broken]:
             repair = broken[nid]
             for s in repair:
@@ -327,118 +333,35 @@ class Runner:
             self._execute(nid, repair)
             for s in repair:
                 if s.action == "ran" and s.path:
-                    self._verified.add(s.path)
-
-    def _intact(self, s: StepState) -> bool:
-        import hashlib
-        path = self.graph.root / (s.path or "")
-        try:
-            data = path.read_bytes()
-        except IsADirectoryError:
-            aside = path.with_name(f"{path.name}.moved-aside-{int(time.time())}")
-            path.rename(aside)
-            self._warn(f"{s.path} was a directory; moved it aside to {aside.name} and computing "
-                       f"{s.id} again")
-            s.reason = "artifact_missing"
-            return False
-        except FileNotFoundError:
-            if self.remote is not None and s.path:
-                if self.remote.fetch(self.graph.root, s.path) is not None:
-                    return self._intact(s)
-            self._warn(f"artifact missing: {s.path}; computing {s.id} again")
-            s.reason = "artifact_missing"
-            return False
-        if s.sha256 and hashlib.sha256(data).hexdigest() != s.sha256:
-            self._warn(f"artifact corrupt (SHA-256 differs from the one recorded): {s.path}; "
-                       f"computing {s.id} again")
-            s.reason = "artifact_corrupt"
-            return False
-        if len(data) <= SMALL_BYTES and s.path:  # shown as the run's output: read once
-            self.small[s.path] = data
-        return True
+                    self.integrity.verified.add(s.path)
 
     def _warn(self, text: str) -> None:
         self.w.notes.append(text)
         self.on_event(ev.Note(text, "warning"))
 
     def _adopt(self, nid: NodeId, s: StepState) -> None:
-        """Record an artifact found on disk under its run hash (see Context.adoptable)."""
-        import hashlib
-        import json
-        try:
-            data = (self.graph.root / (s.path or "")).read_bytes()
-        except OSError:
-            return
-        s.sha256 = hashlib.sha256(data).hexdigest()
-        self._verified.add(s.path or "")
-        self._rows.append({
-            "node": s.id, "asset": nid, "partition": s.key, "run_hash": s.run_hash,
-            "path": s.path, "format": s.format, "size": len(data), "sha256": s.sha256,
-            "parts": json.dumps(s.parts, sort_keys=True) if s.parts else None,
-            "status": "success", "error": None, "traceback": None, "elapsed": 0.0,
-            "run_id": self.run_id, "created_at": time.time(), "shape": None, "value_hash": None})
+        """Record an artifact found under its run hash with no row (see barca.adoption)."""
+        row = adopted_row(self.graph.root, nid, s, self.run_id)
+        if row is not None:
+            self.integrity.verified.add(s.path or "")
+            self._rows.append(row)
 
     # ------------------------------------------------------------------ the remote store
     def prepare_remote(self) -> None:
-        """Before any step: the store is reachable (or exit 3), and what an earlier command
-        could not copy to it (or ran without it) is copied now."""
-        if self.remote is None:
-            return
-        self.remote.check()
-        store = self.ctx.store
-        pending = store.pending_uploads()
-        if not pending:
-            return
-        from concurrent.futures import ThreadPoolExecutor
-        root, remote = store.root, self.remote
-
-        def one(item: tuple[int, str]) -> int | None:
-            row_id, path = item
-            if not (root / path).is_file():
-                return None
-            try:
-                remote.upload(root, path)
-                return row_id
-            except Exception:
-                return None
-
-        with ThreadPoolExecutor(8) as pool:
-            done = [i for i in pool.map(one, pending) if i is not None]
-        store.mark_uploaded(done)
+        from barca import remotesync
+        remotesync.prepare(self.remote, self.ctx.store)
 
     def remote_notes(self) -> list[str]:
-        """After the run: what was fetched (a note), what could not be uploaded (a warning)."""
-        if self.remote is None:
-            return []
-        if self.remote.fetched:
-            from barca.remote import human_bytes
-            got = self.remote.fetched
-            self.on_event(ev.Note(
-                f"fetched {len(got)} cached artifact{'s' if len(got) != 1 else ''} "
-                f"({human_bytes(sum(got))}) in {self.remote.fetch_seconds:.1f}s", "info"))
-        if not self.upload_errors:
-            return []
-        n = len(self.upload_errors)
-        text = (f"{n} artifact{'s' if n != 1 else ''} could not be copied to the remote store "
-                f"(the next command retries): {self.upload_errors[0]}")
-        self.on_event(ev.Note(text, "warning"))
-        return [text]
+        from barca import remotesync
+        return remotesync.notes(self.remote, self.upload_errors, self.on_event)
 
     # ------------------------------------------------------------------ executing
     def pool(self) -> Any:
-        """The executor, started on first use: the local process pool, or Dask when
-        ``BARCA_EXECUTOR`` (or ``--executor``) says ``dask`` or a scheduler address."""
+        """The executor, started on first use (see barca.executors.start)."""
         if self._pool is None:
-            from barca.executors import default_pool_size
-            from barca.executors.process import ProcessPool
-            size = self.pool_size or default_pool_size()
+            from barca.executors import start
             on_import = lambda path: self.on_event(ev.Importing(path))  # noqa: E731
-            kind = executor_name()
-            if kind == "local":
-                self._pool = ProcessPool(str(self.graph.root), size, on_import)
-            else:
-                from barca.executors.dask import DaskExecutor
-                self._pool = DaskExecutor(str(self.graph.root), kind, size, on_import)
+            self._pool = start(str(self.graph.root), self.pool_size, on_import)
         return self._pool
 
     def _execute(self, nid: NodeId, steps: list[StepState], attempt: int = 0) -> None:
@@ -512,7 +435,7 @@ class Runner:
             self.pool().run(tasks, on_record)
         self._flush()
         for nid, _ in groups:
-            self.ctx.forget(nid)
+            self.ctx.view.forget(nid)
         for nid, bad in bad_inputs.items():
             self._repair_inputs(nid, bad)
 
@@ -524,9 +447,7 @@ class Runner:
             prod = self._producer(rec.bad_input or "")
             if prod is not None and prod.action == "cached":
                 producers[prod.path or ""] = prod
-        self._verified -= set(producers)
-        for path in producers:
-            self.small.pop(path, None)
+        self.integrity.forget(set(producers))
         self._ensure_steps(list(producers.values()))
         self._execute(nid, [s for s, _ in bad], attempt=1)
 
@@ -559,22 +480,6 @@ class Runner:
             lines, self._lines = self._lines, []
             self.ctx.store.record(rows, lines)
         self._last_flush = time.monotonic()
-
-
-def executor_name() -> str:
-    """``local`` (the process pool), ``dask`` (a LocalCluster) or a scheduler address."""
-    name = os.environ.get("BARCA_EXECUTOR", "").strip() or "local"
-    if name not in ("local", "dask") and "://" not in name:
-        raise UsageError(f"BARCA_EXECUTOR={name!r} is not an executor",
-                         "Use local, dask (a local Dask cluster) or a scheduler address such as "
-                         "tcp://127.0.0.1:8786.")
-    if "://" in name:
-        from barca import remote
-        if remote.configured() is None:
-            raise UsageError(f"BARCA_EXECUTOR={name} runs steps on other machines, which need "
-                             "a shared store", "Set BARCA_REMOTE_URI (for example "
-                             "s3://bucket/barca) so workers can read inputs and write results.")
-    return name
 
 
 def new_run_id() -> str:

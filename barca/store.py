@@ -292,6 +292,24 @@ class Store:
             raise self._db_error(exc) from None
         return tuple(got) if got else None  # type: ignore[return-value]
 
+    def snapshots(self, assets: list[str]) -> dict[str, tuple[str, str, str, str]]:
+        """The snapshots of these nodes (see ``snapshot``), in one query per 500 names."""
+        if self.conn is None or not assets:
+            return {}
+        out: dict[str, tuple[str, str, str, str]] = {}
+        try:
+            for i in range(0, len(assets), 500):
+                part = assets[i:i + 500]
+                for a, *rest in self.conn.execute(
+                        "SELECT asset, digest, combined, keys, hashes FROM snapshots WHERE asset "
+                        f"IN ({','.join('?' * len(part))})", part):
+                    out[a] = tuple(rest)  # type: ignore[assignment]
+        except sqlite3.OperationalError:  # a store written before snapshots existed
+            return {}
+        except sqlite3.DatabaseError as exc:
+            raise self._db_error(exc) from None
+        return out
+
     def put_snapshots(self, snaps: list[tuple[str, str, str, str, str]]) -> None:
         """(asset, digest, combined, keys, hashes) rows, in one transaction."""
         if snaps:

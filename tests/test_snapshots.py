@@ -176,15 +176,12 @@ def test_a_store_from_before_snapshots_still_reads_and_runs(project: Project) ->
 
 def _decisions(project: Project, monkeypatch, per_step: bool) -> dict[str, list[tuple]]:
     """Every step's decision for ``get total`` as predicted in-process; with ``per_step`` the
-    planner's compact path and the snapshots are switched off."""
-    from barca import api, planner
+    memo layers (snapshots, the definition cache) are switched off: every key decided alone."""
+    from barca import api
 
     with monkeypatch.context() as mp:
         mp.chdir(project.path)
-        if per_step:
-            mp.setattr(planner, "_input_plan", lambda *a: None)
-            mp.setattr(planner.Store, "snapshot", lambda self, asset: None)
-        sess = api.Session(("pipeline.py",), write=False)
+        sess = api.Session(("pipeline.py",), write=False, memo=not per_step)
         try:
             w = api._predict(sess, api._targets(sess.graph, "total", "get"))
             return {n: sorted((s.key, s.action, s.reason, s.detail, s.run_hash, s.path)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 
 def default_pool_size() -> int:
@@ -22,3 +23,33 @@ def default_pool_size() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:
         return max(1, os.cpu_count() or 1)
+
+
+def executor_name() -> str:
+    """``local`` (the process pool), ``dask`` (a LocalCluster) or a scheduler address."""
+    name = os.environ.get("BARCA_EXECUTOR", "").strip() or "local"
+    if name not in ("local", "dask") and "://" not in name:
+        from barca.errors import UsageError
+        raise UsageError(f"BARCA_EXECUTOR={name!r} is not an executor",
+                         "Use local, dask (a local Dask cluster) or a scheduler address such as "
+                         "tcp://127.0.0.1:8786.")
+    if "://" in name:
+        from barca import remote
+        if remote.configured() is None:
+            from barca.errors import UsageError
+            raise UsageError(f"BARCA_EXECUTOR={name} runs steps on other machines, which need "
+                             "a shared store", "Set BARCA_REMOTE_URI (for example "
+                             "s3://bucket/barca) so workers can read inputs and write results.")
+    return name
+
+
+def start(root: str, size: int | None, on_import: Any) -> Any:
+    """The executor for a run: the local process pool, or Dask when ``BARCA_EXECUTOR`` (or
+    ``--executor``) says ``dask`` or a scheduler address."""
+    size = size or default_pool_size()
+    kind = executor_name()
+    if kind == "local":
+        from barca.executors.process import ProcessPool
+        return ProcessPool(root, size, on_import)
+    from barca.executors.dask import DaskExecutor
+    return DaskExecutor(root, kind, size, on_import)

@@ -1,0 +1,190 @@
+"""The decision: for every step of a node (one per key), run / cached / unknown / skipped, with
+a reason and a detail -- behind ``get``, ``status`` and ``--dry-run``.
+
+One function decides (``decide``). It reads the upstream states, the node's definition and a
+read-only view of the store, and writes nothing; the snapshot (a whole node settled by one
+digest) and a key whose run hash equals the snapshot's are early exits of it, over the same
+data. Finding an artifact with no record, fetching and recording are the runner's work."""
+from __future__ import annotations
+
+from typing import Any
+
+from barca.hashing import run_hash, snapshot_digest
+from barca.inputs import InputPlan, all_parts, raise_missing, source_dim
+from barca.states import NodeState, StepState
+from barca.store import NodeHistory
+from barca.types import NodeId, step_id
+
+PART_ORDER = ("code", "decorator", "helper:", "module:", "env:", "input:", "key", "value")
+
+
+def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+           forced: bool = False, predict: bool = False) -> NodeState:
+    """Decide every step of one node, given the states of its upstream nodes.
+
+    An asset whose snapshot digest (see identity) is unchanged is settled at once: every key
+    cached under the run hash the snapshot records, with no per-key work. Otherwise each key's
+    run hash is computed; one equal to the snapshot's for that key is cached without reading
+    its row, and only the rest are looked up in the store's history."""
+    m = ctx.graph.nodes[nid]
+    view = ctx.view
+    hist = view.history(nid)
+    asset = m.kind == "asset"
+    ident = identity(ctx, nid, keys, states) if asset else None
+    snap = view.snapshot(nid) if asset and not forced else None
+    prev: dict[str, str] = {}
+    if snap is not None:
+        hashes = split_hashes(snap[3])
+        if ident is not None and snap[0] == ident and len(hashes) == len(keys):
+            return NodeState.from_snapshot(nid, keys, ident, snap[1], hashes, hist)
+        prev = dict(zip(snap[2].split("\x00"), hashes))
+    def_hash, def_parts = ctx.definition(nid)
+    plan = InputPlan(ctx.graph, nid, states)
+    kind = m.kind
+    prev_get = prev.get
+    out: list[str] = []
+    odd: dict[str, StepState] = {}
+    for key in keys:
+        inputs, hold = plan.inputs(key)
+        if inputs is None:
+            odd[key] = _held(nid, key, hold, predict)  # type: ignore[arg-type]
+            out.append("")
+            continue
+        value = plan.value(key)
+        if kind == "sensor":
+            st = odd[key] = _sensor(nid, key, def_parts, inputs, value, hist, predict)
+            out.append(st.run_hash or "")
+            continue
+        rh = run_hash(def_hash, inputs, key, value)
+        if kind == "asset" and not forced and prev_get(key) == rh:
+            out.append(rh)  # cached at the last walk under this very run hash
+            continue
+        st = odd[key] = StepState(nid, key, run_hash=rh)
+        if kind == "task" or forced:
+            st.parts = all_parts(def_parts, inputs, key, value)
+            st.reason, st.detail = ("task", "tasks always run") if kind == "task" \
+                else ("refresh", "refresh")
+        else:
+            _settle(m, st, rh, hist, def_parts, inputs, value)
+        out.append(st.run_hash or "")
+    ns = NodeState.compact(nid, keys, out, odd, hist)
+    ns.ident = ident
+    return ns
+
+
+def _held(nid: NodeId, key: str, hold: tuple[Any, Any, Any], predict: bool) -> StepState:
+    """A step with no inputs yet: skipped below a failure, unknown while keys or a sensor's
+    value are not known (a real run has every value by now: anything else is a bug)."""
+    blocked, keys_unknown, unknown = hold
+    st = StepState(nid, key)
+    if blocked is not None:
+        st.action, st.reason = "skipped", "upstream_failed"
+        st.detail = f"upstream {blocked.id} failed" if blocked.action == "failed" \
+            else f"upstream {blocked.id} skipped"
+    elif keys_unknown is not None:
+        st.action, st.reason, st.detail = "unknown", "partitions_unknown", keys_unknown
+    else:
+        if not predict:
+            raise_missing(unknown, step_id(nid, key))
+        # a prediction never runs a sensor: without its value, no run hash is knowable
+        st.action, st.reason, st.detail = "unknown", "sensor_output_unknown", unknown
+    return st
+
+
+def _sensor(nid: NodeId, key: str, def_parts: dict[str, str], inputs: dict[str, str],
+            value: str | None, hist: NodeHistory, predict: bool) -> StepState:
+    """A sensor always runs; a prediction shows its last recorded value, if its code is
+    unchanged."""
+    st = StepState(nid, key, "run", "sensor", "sensors always re-run")
+    st.parts = all_parts(def_parts, inputs, key, value)
+    if predict:
+        for row in reversed(hist.all_success()):
+            rp = row.part_digests()
+            if all(rp.get(k) == v for k, v in def_parts.items()):
+                st.run_hash, st.row = row.run_hash, row
+                break
+    return st
+
+
+def _settle(m: Any, st: StepState, rh: str, hist: NodeHistory, def_parts: dict[str, str],
+            inputs: dict[str, str], value: str | None) -> None:
+    """An asset step whose run hash is not the snapshot's: cached if a successful row has it
+    (or, for a manual asset, any row), else to run -- with the part that changed. A step with
+    no successful row at all is ``adoptable``: the runner looks for an artifact under its run
+    hash before running it."""
+    key = st.key
+    row = hist.success(rh)
+    old = hist.newest_success(key) if row is None else None
+    if row is None and m.freshness == "manual" and old is not None:
+        row = old
+    if row is not None:  # an artifact that went missing is recomputed when it is read
+        st.action, st.reason, st.detail = "cached", "materialized", "-"
+        st.row = row
+        st.run_hash = row.run_hash
+        return
+    st.action = "run"
+    st.parts = all_parts(def_parts, inputs, key, value)
+    if old is not None:
+        st.reason, st.detail = "changed", explain(st.parts, old.part_digests())
+        return
+    st.adoptable = True
+    last = hist.newest(key)
+    if last is not None and last.status == "failed":
+        st.reason, st.detail = "failed", f"last run failed: {last.error}"
+    else:
+        st.reason, st.detail = "no_record", "never run"
+
+
+def explain(parts: dict[str, str], old: dict[str, str]) -> str:
+    """``changed: input pipeline.py:signal`` -- the first part that differs, ``(+N more)``."""
+    names = [n for n in set(parts) | set(old) if parts.get(n) != old.get(n)]
+
+    def order(n: str) -> tuple[int, str]:
+        for i, p in enumerate(PART_ORDER):
+            if n == p or (p.endswith(":") and n.startswith(p)):
+                return i, n
+        return len(PART_ORDER), n
+
+    names.sort(key=order)
+    if not names:
+        return "changed"
+    first = names[0]
+    kind, _, rest = first.partition(":")
+    text = f"changed: {kind} {rest}" if rest else f"changed: {kind}"
+    return text + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
+
+
+def identity(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState]
+             ) -> str | None:
+    """The digest every run hash of an asset node is a function of: its definition, its keys,
+    and the combined run hashes of what it reads (a dict source: the SHA-256 of its output).
+    None while something it reads is not wholly available, or a key holds a NUL."""
+    graph = ctx.graph
+    m = graph.nodes[nid]
+    if "\x00".join(keys).count("\x00") != len(keys) - 1:
+        return None
+    inputs: list[str] = []
+    for inp in sorted(m.inputs, key=lambda i: i.param):
+        up = states.get(inp.target)  # type: ignore[arg-type]
+        if up is None or up.combined is None:
+            return None
+        inputs.append(f"input:{inp.param}:{'all' if inp.collect else 'key'}:{up.combined}")
+    source = None
+    src = source_dim(graph, nid)
+    if src is not None:
+        up = states.get(src[0])
+        if up is None or up.combined is None:
+            return None
+        if src[1]:  # keys (and values) from an output: what that output holds
+            step = up.step("")
+            if step is None or not step.sha256:
+                return None
+            source = step.sha256
+        else:
+            source = up.combined
+    return snapshot_digest(ctx.definition(nid)[0], m.freshness or "", keys, inputs, source)
+
+
+def split_hashes(text: str) -> list[str]:
+    """A snapshot's run hashes, stored concatenated (64 hex digits each)."""
+    return [text[i:i + 64] for i in range(0, len(text), 64)]
