@@ -58,15 +58,22 @@ class using_env:  # noqa: N801 - used like a function: ``with using_env("staging
             _ENV_OVERRIDE.reset(self.token)
 
 
+def valid_env_name(name: str) -> bool:
+    return bool(_ENV_NAME.fullmatch(name)) and ".." not in name
+
+
 def store_prefix(env: str | None = None) -> str:
     """The store's folder, relative to the project root: ``.barca``, or ``.barca/envs/<env>``
     for a named environment (``--env`` / ``BARCA_ENV``): a cache of its own."""
     if env is None and _ENV_OVERRIDE is not None:
         env = _ENV_OVERRIDE.get()
-    name = env if env is not None else os.environ.get("BARCA_ENV", "")
+    if env is None:
+        from barca.settings import value
+        env = value("env")  # BARCA_ENV, else barca.toml's default_env
+    name = env or ""
     if not name:
         return ".barca"
-    if not _ENV_NAME.fullmatch(name) or ".." in name:
+    if not valid_env_name(name):
         from barca.errors import UsageError
         raise UsageError(f"--env {name!r} is not a plain folder name.",
                          "Name an environment with letters, digits, '.', '_' and '-' only "

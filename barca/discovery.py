@@ -155,7 +155,11 @@ class FileModel(_Model):
 
 
 def find_files(root: Path) -> list[Path]:
-    """Every ``.py`` file under ``root`` that imports barca (hidden dirs, venvs, tests skipped)."""
+    """Every ``.py`` file under ``root`` that imports barca (hidden dirs, venvs, tests skipped),
+    kept to ``barca.toml``'s ``[discovery] include`` patterns and without its ``exclude`` ones
+    (globs on the path relative to the root: ``pipelines/*.py``, ``scratch/**``)."""
+    from barca.settings import value
+    include, exclude = value("include", root) or [], value("exclude", root) or []
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS
@@ -169,6 +173,14 @@ def find_files(root: Path) -> list[Path]:
                     continue
                 if _IMPORTS_BARCA.search(text):
                     found.append(p)
+    if include or exclude:
+        from fnmatch import fnmatchcase
+
+        def rel(p: Path) -> str:
+            return p.relative_to(root).as_posix()
+        found = [p for p in found
+                 if (not include or any(fnmatchcase(rel(p), g) for g in include))
+                 and not any(fnmatchcase(rel(p), g) for g in exclude)]
     return found
 
 

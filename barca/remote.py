@@ -4,7 +4,6 @@
 read-through cache: a cached result whose local file is missing is fetched, not recomputed."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,12 @@ PREFIX = ".barca/"
 
 
 def configured() -> str | None:
-    uri = os.environ.get(ENV, "").strip()
+    """The store this command uses: ``BARCA_REMOTE_URI``, else ``[remote] uri`` of
+    ``barca.toml``; none with ``BARCA_REMOTE=off``."""
+    from barca.settings import remote_off, value
+    if remote_off():
+        return None
+    uri = str(value("remote_uri") or "").strip()
     return uri or None
 
 

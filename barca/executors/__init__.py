@@ -6,7 +6,8 @@ from typing import Any
 
 
 def default_pool_size() -> int:
-    env = os.environ.get("BARCA_POOL_SIZE", "").strip()
+    from barca.settings import value
+    env = str(value("pool_size") or "").strip()  # BARCA_POOL_SIZE, else barca.toml
     if env:
         try:
             n = int(env)
@@ -27,7 +28,8 @@ def default_pool_size() -> int:
 
 def executor_name() -> str:
     """``local`` (the process pool), ``dask`` (a LocalCluster) or a scheduler address."""
-    name = os.environ.get("BARCA_EXECUTOR", "").strip() or "local"
+    from barca.settings import value
+    name = str(value("executor") or "").strip() or "local"  # BARCA_EXECUTOR, else barca.toml
     if name not in ("local", "dask") and "://" not in name:
         from barca.errors import UsageError
         raise UsageError(f"BARCA_EXECUTOR={name!r} is not an executor",

@@ -1,0 +1,100 @@
+"""``barca.toml``: a project's settings, with one precedence for every setting: a flag, then an
+environment variable, then the file, then the default. Through the CLI in subprocesses."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import Project
+
+
+def _files(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
+            and p.suffix == ".json"}
+
+
+def test_remote_uri_from_the_file_and_the_variable_wins(seed: Project, tmp_path: Path) -> None:
+    store, other = tmp_path / "store", tmp_path / "other"
+    seed.write("barca.toml", f'[remote]\nuri = "file://{store}"\n')
+    r = seed.barca("get", "report", "pipeline.py", "--pretty")
+    assert r.code == 0, r.err
+    uploaded = _files(store)
+    assert any(f.startswith("artifacts/pipeline.py--report/") for f in uploaded)
+    # served from the store like BARCA_REMOTE_URI: local copies gone, nothing recomputed
+    for art in (seed.path / ".barca" / "artifacts").glob("pipeline.py--prices_*/*.json"):
+        art.unlink()
+    got = seed.barca("get", "prices", "pipeline.py", "--pretty")
+    assert got.code == 0, got.err
+    assert "[barca] fetched 3 cached artifacts" in got.err and "1/4 steps" in got.err
+    # the variable overrides the file
+    r = seed.barca("get", "report", "pipeline.py", "--refresh", "report", "--json",
+                   env={"BARCA_REMOTE_URI": f"file://{other}"})
+    assert r.code == 0, r.err
+    assert any(f.startswith("artifacts/pipeline.py--report/") for f in _files(other))
+    # BARCA_REMOTE=off: this command uses no store at all
+    before = _files(store) | _files(other)
+    seed.write("feed_version.txt", "v2\n")
+    r = seed.barca("get", "report", "pipeline.py", "--json", env={"BARCA_REMOTE": "off"})
+    assert r.code == 0, r.err
+    assert _files(store) | _files(other) == before
+
+
+@pytest.mark.parametrize("text,line,words", [
+    ('[remote\nuri = "x"\n', 1, ["not valid TOML"]),
+    ('\n[remote]\nurl = "file:///x"\n', 3, ["unknown key [remote] url", "Did you mean 'uri'",
+                                             "[remote] uri", "[cache] max_size"]),
+    ('[remotes]\nuri = "x"\n', 1, ["unknown section [remotes]", "default_env"]),
+    ('[cache]\nmax_size = "12 parsecs"\n', 2, ["[cache] max_size", "not a size"]),
+    ('[run]\npool_size = 0\n', 2, ["[run] pool_size"]),
+    ('default_env = "../up"\n', 1, ["default_env"]),
+])
+def test_a_bad_file_is_exit_2_with_its_line(seed: Project, text: str, line: int,
+                                            words: list[str]) -> None:
+    seed.write("barca.toml", text)
+    for args in (["status", "pipeline.py"], ["get", "report", "pipeline.py"]):
+        r = seed.barca(*args, "--pretty")
+        assert r.code == 2, r.err
+        assert r.err.startswith(f"barca.toml:{line}: "), r.err
+        for w in words:
+            assert w in r.err, (w, r.err)
+        assert "Traceback" not in r.err
+    err = json.loads(seed.barca("status", "pipeline.py", "--json").err.splitlines()[-1])
+    assert err["kind"] == "usage" and err["line"] == line
+    assert not (seed.path / ".barca").exists()
+
+
+def test_an_empty_file_is_fine_and_marks_the_root(seed: Project) -> None:
+    seed.write("barca.toml", "")
+    (seed.path / "sub").mkdir()
+    r = Project(seed.path / "sub").barca("status", "--pretty")  # run from below the root
+    assert r.code == 0, r.err
+    assert "report" in r.out
+
+
+def test_default_env_then_variable_then_flag(seed: Project) -> None:
+    seed.write("barca.toml", 'default_env = "dev"\n')
+    assert seed.barca("get", "report", "pipeline.py", "--json").code == 0
+    assert (seed.path / ".barca/envs/dev/metadata.db").is_file()
+    assert seed.barca("get", "report", "pipeline.py", "--json",
+                      env={"BARCA_ENV": "ci"}).code == 0
+    assert (seed.path / ".barca/envs/ci/metadata.db").is_file()
+    assert seed.barca("get", "report", "pipeline.py", "--json", "--env", "flag",
+                      env={"BARCA_ENV": "ci"}).code == 0
+    assert (seed.path / ".barca/envs/flag/metadata.db").is_file()
+    assert not (seed.path / ".barca/metadata.db").exists()
+
+
+def test_pool_size_and_discovery(seed: Project) -> None:
+    seed.write("scratch/draft.py", "from barca import asset\n\n\n@asset()\ndef draft() -> int:\n"
+               "    return 1\n")
+    seed.write("barca.toml", '[run]\npool_size = 3\n[discovery]\nexclude = ["scratch/*"]\n')
+    plan = seed.barca("plan", "--json").json()
+    assert plan["pool_size"] == 3
+    assert seed.barca("plan", "--json", env={"BARCA_POOL_SIZE": "1"}).json()["pool_size"] == 1
+    names = [n["id"] for n in seed.barca("list", "--json").json()["nodes"]]
+    assert "scratch/draft.py:draft" not in names and "pipeline.py:report" in names
+    seed.write("barca.toml", '[discovery]\ninclude = ["scratch/*.py"]\n')
+    names = [n["id"] for n in seed.barca("list", "--json").json()["nodes"]]
+    assert names == ["scratch/draft.py:draft"]
