@@ -254,6 +254,8 @@ def run_cli(argv: list[str] | None = None) -> int:
         printer = EventPrinter(mode, getattr(ns, "agent", False))
         outcome = dispatch(ns, on_event=printer)
         render(outcome, mode)
+        if outcome.command == "doctor" and not outcome.result.ok:
+            return 1  # a problem found: one line each, with its fix
         return 0
     except StepFailed as exc:
         mode = _safe_mode(mode)

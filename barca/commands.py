@@ -16,8 +16,8 @@ def _close_matches(word: str, choices: list[str], n: int, cutoff: float) -> list
     return difflib.get_close_matches(word, choices, n=n, cutoff=cutoff)
 
 
-COMMANDS = ("get", "run", "list", "status", "graph", "sql", "plan", "history", "logs", "docs",
-            "version")
+COMMANDS = ("get", "run", "list", "status", "graph", "sql", "plan", "history", "logs", "doctor",
+            "docs", "version")
 
 
 def _columns() -> int:
@@ -176,6 +176,7 @@ _COMMAND_FLAGS: dict[str, tuple[str, Any]] = {
     "plan": ("the execution plan as JSON", _plan_flags),
     "history": ("recent runs", _history_flags),
     "logs": ("what a run's steps printed", _logs_flags),
+    "doctor": ("check the project's health without running anything", _list_flags),
     "docs": ("the manual", _docs_flags),
     "version": ("the version", None),
 }
@@ -270,6 +271,9 @@ def dispatch(ns: argparse.Namespace, on_event: Any = None,
         return Outcome(cmd, api.plan(*ns.args, target=ns.target), ns)
     if cmd == "history":
         return Outcome(cmd, api.history(ns.limit), ns)
+    if cmd == "doctor":
+        from barca.doctor import checkup
+        return Outcome(cmd, checkup(*ns.args), ns)
     if cmd == "logs":
         return Outcome(cmd, api.logs(ns.run_id, step=ns.step, stream=ns.stream,
                                      timestamps=ns.timestamps), ns)

@@ -1,0 +1,84 @@
+"""`barca doctor`: a project's health checked without importing a pipeline or running a step."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from conftest import Project
+from nbtools import execute, notebook, result
+
+SIDE_EFFECT = """
+from pathlib import Path
+
+Path("imported.txt").write_text("the pipeline was imported")
+"""
+
+
+def test_a_healthy_project(seed: Project) -> None:
+    assert seed.barca("get", "report", "pipeline.py").code == 0
+    r = seed.barca("doctor", "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["ok"] is True
+    assert all(set(c) == {"name", "ok", "detail"} for c in doc["checks"])
+    names = [c["name"] for c in doc["checks"]]
+    assert names[:4] == ["barca.toml", "pipeline files", "metadata.db", "artifacts folder"]
+    pretty = seed.barca("doctor", "--pretty")
+    assert pretty.code == 0 and pretty.out.rstrip().endswith("healthy")
+
+
+def test_a_broken_file_and_a_corrupt_database_without_running_anything(seed: Project) -> None:
+    seed.edit("pipeline.py", "from pathlib import Path\n", "from pathlib import Path\n"
+              + SIDE_EFFECT)
+    assert seed.barca("get", "report", "pipeline.py").code == 0
+    (seed.path / "imported.txt").unlink()
+    seed.write("broken.py", "from barca import asset\n\n\n@asset()\ndef oops(:\n    pass\n")
+    db = seed.path / ".barca" / "metadata.db"
+    with sqlite3.connect(db) as conn:  # fold the WAL in, then damage a page in the middle
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(db.read_bytes())
+    data[2 * 4096:2 * 4096 + 64] = b"\xff" * 64  # a b-tree page's header
+    db.write_bytes(bytes(data))
+
+    def files() -> dict[str, int]:  # the discovery memo may grow, as for `barca status`
+        return {p.relative_to(seed.path).as_posix(): p.stat().st_mtime_ns
+                for p in seed.path.rglob("*")
+                if p.is_file() and not p.relative_to(seed.path).as_posix().startswith(
+                    ".barca/discovery/")}
+    before = files()
+    r = seed.barca("doctor", "--pretty")
+    assert r.code == 1, (r.out, r.err)
+    lines = r.out.splitlines()
+    problems = [line for line in lines if line.startswith("PROBLEM")]
+    assert any("broken.py:5" in p and "SyntaxError" in p for p in problems), r.out
+    assert any("metadata.db" in p and "quick_check" in p and "mv " in p for p in problems)
+    assert lines[-1] == f"{len(problems)} problems found"
+    doc = json.loads(seed.barca("doctor", "--json").out)
+    assert doc["ok"] is False
+    bad = {c["name"] for c in doc["checks"] if not c["ok"]}
+    assert bad == {"file broken.py", "metadata.db"}
+    assert not (seed.path / "imported.txt").exists()  # no pipeline was imported
+    assert files() == before  # and nothing was written
+
+
+def test_a_bad_barca_toml_and_a_store_that_does_not_answer(seed: Project) -> None:
+    seed.write("barca.toml", '[remote]\nuri = "file:///tmp/x"\nsize = 3\n')
+    r = seed.barca("doctor", "--json")
+    assert r.code == 1
+    checks = {c["name"]: c for c in r.json()["checks"]}
+    assert not checks["barca.toml"]["ok"]
+    assert "barca.toml:3" in checks["barca.toml"]["detail"]
+    assert sum(not c["ok"] for c in checks.values()) == 1  # not repeated by other checks
+    seed.write("barca.toml", "")
+    r = seed.barca("doctor", "--json", env={"BARCA_REMOTE_URI": "nope://bucket/x"})
+    assert r.code == 1
+    checks = {c["name"]: c for c in r.json()["checks"]}
+    assert not checks["remote store"]["ok"]
+
+
+def test_doctor_magic_shows_a_table(seed: Project) -> None:
+    nb = notebook("%load_ext barca", "%barca doctor")
+    execute(nb, seed.path)
+    shown = result(nb, 1)
+    assert "<table" in shown["text/html"] and "pipeline files" in shown["text/html"]
+    assert "application/json" not in shown
