@@ -180,8 +180,11 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
             wd = runner.w
             sess.store.end_run(runner.run_id, status, wd.done, wd.cached, wd.failed)
             sess.ctx.defcache.flush(sess.store)
+        cache = _keep_under_limit(sess, runner, on_event)
         elapsed = time.perf_counter() - start
         warnings = list(w.notes)  # the run's notes and warnings, as stderr showed them
+        if cache is not None:
+            warnings.append(cache.line())
         if refresh_ids and no_cascade:
             kept = _kept_dependants(sess.graph, w, refresh_ids, order)
             if kept:
@@ -200,7 +203,8 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
                 + (f" (+{len(w.infra) - 1} more)" if len(w.infra) > 1 else ""),
                 "Check free disk space and the permissions of the project's .barca/ folder, "
                 "then run again: finished steps are kept.")
-        result = run_result(sess.ctx, runner, command, elapsed, outputs, warnings)
+        result = run_result(sess.ctx, runner, command, elapsed, outputs, warnings,
+                            cache.to_json() if cache is not None else None)
         failures = result.failures
         if failures:
             more = f" (+{len(failures) - 1} more failed)" if len(failures) > 1 else ""
@@ -212,6 +216,22 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         return result
     finally:
         sess.close()
+
+
+def _keep_under_limit(sess: Session, runner: Runner, on_event: ev.EventCallback) -> Any:
+    """After a run: note what it read and wrote; if it made ``.barca/`` grow past the cache
+    size limit, evict down to it (one line on stderr). The report, or None."""
+    from barca import cachelimit
+    touched = runner.produced | runner.integrity.verified
+    cachelimit.note_reads(sess.store, touched)
+    if not runner.w.done:
+        return None  # nothing was written: the cache did not grow
+    manual = {n for n, m in sess.graph.nodes.items() if m.freshness == "manual"}
+    report = cachelimit.after_run(sess.store, touched, manual)
+    if report is None or not report.evicted:
+        return None
+    on_event(ev.Note(report.line(), "info"))
+    return report
 
 
 def _kept_dependants(graph: Graph, w: Any, refreshed: list[NodeId], order: list[NodeId]
@@ -432,6 +452,26 @@ def history(limit: int = 20) -> list[dict[str, Any]]:
     store = Store(find_root(), create=False)
     try:
         return store.runs(limit)
+    finally:
+        store.close()
+
+
+def gc(*files: str, max_size: str | None = None, dry_run: bool = False) -> Any:
+    """``barca gc``: evict now, down to 80% of the cache size limit (``max_size``: a one-off
+    budget; ``"off"``: every superseded result and nothing else). A CacheReport."""
+    from barca import cachelimit
+    from barca.discovery import find_root
+    root = find_root()
+    budget = cachelimit.limit(root, max_size)  # an invalid size: exit 2 before anything
+    graph = load_graph(_files(files), root=root)  # which nodes are Manual: never evicted
+    manual = {n for n, m in graph.nodes.items() if m.freshness == "manual"}
+    store = Store(root, create=False)
+    try:
+        if budget is None:
+            return cachelimit.evict(store, None, 0, manual=manual, dry_run=dry_run,
+                                    superseded_only=True)
+        return cachelimit.evict(store, budget, int(budget * cachelimit.GC_TARGET),
+                                manual=manual, dry_run=dry_run)
     finally:
         store.close()
 

@@ -16,8 +16,8 @@ def _close_matches(word: str, choices: list[str], n: int, cutoff: float) -> list
     return difflib.get_close_matches(word, choices, n=n, cutoff=cutoff)
 
 
-COMMANDS = ("get", "run", "list", "status", "graph", "sql", "plan", "history", "logs", "doctor",
-            "docs", "version")
+COMMANDS = ("get", "run", "list", "status", "graph", "sql", "plan", "history", "logs", "gc",
+            "doctor", "docs", "version")
 
 
 def _columns() -> int:
@@ -162,6 +162,14 @@ def _logs_flags(s: argparse.ArgumentParser) -> None:
     _output_flags(s)
 
 
+def _gc_flags(s: argparse.ArgumentParser) -> None:
+    s.add_argument("args", nargs="*", metavar="FILE")
+    s.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
+    s.add_argument("--max-size", metavar="SIZE|off",
+                   help="a one-off budget (off: every superseded result, nothing else)")
+    _output_flags(s)
+
+
 def _docs_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("topic", nargs="?")
 
@@ -176,6 +184,7 @@ _COMMAND_FLAGS: dict[str, tuple[str, Any]] = {
     "plan": ("the execution plan as JSON", _plan_flags),
     "history": ("recent runs", _history_flags),
     "logs": ("what a run's steps printed", _logs_flags),
+    "gc": ("evict cached results now, down to 80% of the cache size limit", _gc_flags),
     "doctor": ("check the project's health without running anything", _list_flags),
     "docs": ("the manual", _docs_flags),
     "version": ("the version", None),
@@ -271,6 +280,8 @@ def dispatch(ns: argparse.Namespace, on_event: Any = None,
         return Outcome(cmd, api.plan(*ns.args, target=ns.target), ns)
     if cmd == "history":
         return Outcome(cmd, api.history(ns.limit), ns)
+    if cmd == "gc":
+        return Outcome(cmd, api.gc(*ns.args, max_size=ns.max_size, dry_run=ns.dry_run), ns)
     if cmd == "doctor":
         from barca.doctor import checkup
         return Outcome(cmd, checkup(*ns.args), ns)

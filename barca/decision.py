@@ -31,7 +31,9 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
     hist = view.history(nid)
     asset = m.kind == "asset"
     ident = identity(ctx, nid, keys, states) if asset else None
-    snap = view.snapshot(nid) if asset and not forced else None
+    evicted = view.evicted(nid) if asset else set()
+    # a node with evicted results is decided key by key: the snapshot does not know of them
+    snap = view.snapshot(nid) if asset and not forced and not evicted else None
     prev: dict[str, str] = {}
     if snap is not None:
         hashes = split_hashes(snap[3])
@@ -65,7 +67,7 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
             st.reason, st.detail = ("task", "tasks always run") if kind == "task" \
                 else ("refresh", "refresh")
         else:
-            _settle(m, st, rh, hist, def_parts, inputs, value)
+            _settle(m, st, rh, hist, def_parts, inputs, value, evicted, predict)
         out.append(st.run_hash or "")
     ns = NodeState.compact(nid, keys, out, odd, hist)
     ns.ident = ident
@@ -107,7 +109,8 @@ def _sensor(nid: NodeId, key: str, def_parts: dict[str, str], inputs: dict[str, 
 
 
 def _settle(m: Any, st: StepState, rh: str, hist: NodeHistory, def_parts: dict[str, str],
-            inputs: dict[str, str], value: str | None) -> None:
+            inputs: dict[str, str], value: str | None, evicted: set[str] = frozenset(),  # type: ignore[assignment]
+            predict: bool = False) -> None:
     """An asset step whose run hash is not the snapshot's: cached if a successful row has it
     (or, for a manual asset, any row), else to run -- with the part that changed. A step with
     no successful row at all is ``adoptable``: the runner looks for an artifact under its run
@@ -117,6 +120,15 @@ def _settle(m: Any, st: StepState, rh: str, hist: NodeHistory, def_parts: dict[s
     old = hist.newest_success(key) if row is None else None
     if row is None and m.freshness == "manual" and old is not None:
         row = old
+    if row is not None and row.path in evicted:
+        # evicted by the cache size limit: a prediction says it runs; a run computes it
+        # again only if something reads it (as for any missing artifact)
+        st.row, st.run_hash = row, row.run_hash
+        st.reason, st.detail = "evicted", "evicted by the cache size limit"
+        st.action = "run" if predict else "cached"
+        if predict:
+            st.parts = all_parts(def_parts, inputs, key, value)
+        return
     if row is not None:  # an artifact that went missing is recomputed when it is read
         st.action, st.reason, st.detail = "cached", "materialized", "-"
         st.row = row

@@ -54,6 +54,10 @@ class Integrity:
             if self.remote is not None and s.path:
                 if self.remote.fetch(self.root, s.path) is not None:
                     return self.intact(s)
+            if s.reason == "evicted":
+                self.warn(f"{s.path} was evicted by the cache size limit; computing {s.id} "
+                          "again")
+                return False
             self.warn(f"artifact missing: {s.path}; computing {s.id} again")
             s.reason = "artifact_missing"
             return False

@@ -282,9 +282,9 @@ MAX_KEYS_IN_OUTPUT = 1000
 class RunResult(_Displayable, Record):
     __slots__ = ("command", "run_id", "status", "elapsed", "steps_executed", "steps_total",
                  "phases", "steps", "outputs", "warnings", "failed_node", "error",
-                 "skipped_downstream", "verb", "failures")
+                 "skipped_downstream", "verb", "failures", "cache")
     _defaults = {"warnings": (), "failed_node": None, "error": None, "skipped_downstream": 0,
-                 "verb": "got", "failures": ()}
+                 "verb": "got", "failures": (), "cache": None}
     command: str
     run_id: str
     status: str                # success | failed | cancelled
@@ -300,6 +300,7 @@ class RunResult(_Displayable, Record):
     skipped_downstream: int
     verb: str
     failures: tuple[tuple[str, str, str], ...]  # (step, error, traceback)
+    cache: dict[str, Any] | None                 # what the cache size limit evicted after it
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -312,6 +313,8 @@ class RunResult(_Displayable, Record):
             "final_output": self.final_output(),
             "warnings": list(self.warnings),
         }
+        if self.cache is not None:
+            out["cache"] = self.cache
         if self.status != "success":
             out["failed_node"] = self.failed_node
             out["error"] = self.error

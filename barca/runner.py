@@ -131,6 +131,7 @@ class Runner:
         self._pool: Any = None
         self._rows: list[dict[str, Any]] = []
         self._lines: list[tuple[str, str, str, float, str, str]] = []  # what steps wrote
+        self.produced: set[str] = set()  # artifacts this command wrote (the cache limit keeps them)
         self._last_flush = time.monotonic()
         self.run_id = ""
         self.targets = list(targets)
@@ -407,6 +408,8 @@ class Runner:
             if rec.status == "success":
                 s.action = "ran"
                 s.path, s.format, s.sha256, s.shape = rec.path, rec.format, rec.sha256, rec.shape
+                if s.path:
+                    self.produced.add(s.path)
                 if m.kind == "sensor":
                     s.run_hash, s.value_hash = rec.run_hash, rec.value_hash
                     s.parts = dict(def_parts, value=(rec.value_hash or "")[:16])
@@ -448,6 +451,14 @@ class Runner:
             if prod is not None and prod.action == "cached":
                 producers[prod.path or ""] = prod
         self.integrity.forget(set(producers))
+        # a worker names the first bad input it meets; the others (several keys evicted or
+        # deleted at once) are found here, so the second attempt has them all
+        for inp in self.graph.nodes[nid].inputs:
+            up = self.w.states.get(inp.target)  # type: ignore[arg-type]
+            if up is not None:
+                for st in up.steps.values():
+                    if st.action == "cached" and st.path:
+                        producers.setdefault(st.path, st)
         self._ensure_steps(list(producers.values()))
         self._execute(nid, [s for s, _ in bad], attempt=1)
 

@@ -29,6 +29,9 @@ CREATE TABLE IF NOT EXISTS logs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, node TEXT NOT NULL,
     step TEXT NOT NULL, ts REAL NOT NULL, stream TEXT NOT NULL, line TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS logs_run ON logs(run_id, id);
+CREATE TABLE IF NOT EXISTS evictions (
+    path TEXT PRIMARY KEY, asset TEXT NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS reads (path TEXT PRIMARY KEY, at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS mat_asset ON materializations(asset, partition, status);
 CREATE INDEX IF NOT EXISTS mat_hash ON materializations(asset, run_hash);
 """
@@ -169,6 +172,7 @@ class Store:
         self.dir = root / self.prefix
         self.db_path = self.dir / "metadata.db"
         self.conn: sqlite3.Connection | None = None
+        self._evicted: set[str] | None = None
         if create:
             self._open(create=True)
         elif self.db_path.exists():
@@ -358,9 +362,12 @@ class Store:
         time, line), in the order they were recorded."""
         if self.conn is None:
             return []
-        return list(self.conn.execute(
-            "SELECT id, node, step, stream, ts, line FROM logs WHERE run_id=? AND id>? "
-            "ORDER BY id", (run_id, after)))
+        try:
+            return list(self.conn.execute(
+                "SELECT id, node, step, stream, ts, line FROM logs WHERE run_id=? AND id>? "
+                "ORDER BY id", (run_id, after)))
+        except sqlite3.OperationalError:  # a store written before logs were recorded
+            return []
 
     def run_steps(self, run_id: str) -> list[tuple[str, str]]:
         """(node, step) of every step a run recorded a result or a failure for."""
@@ -368,6 +375,24 @@ class Store:
             return []
         return list(self.conn.execute(
             "SELECT DISTINCT asset, node FROM materializations WHERE run_id=?", (run_id,)))
+
+    def evicted_assets(self) -> set[str]:
+        """The nodes some of whose results the cache size limit evicted (read once)."""
+        if self._evicted is None:
+            self._evicted = set()
+            if self.conn is not None:
+                try:
+                    self._evicted = {r[0] for r in self.conn.execute(
+                        "SELECT DISTINCT asset FROM evictions")}
+                except sqlite3.OperationalError:  # a store written before evictions existed
+                    pass
+        return self._evicted
+
+    def evicted_paths(self, asset: str) -> set[str]:
+        if asset not in self.evicted_assets() or self.conn is None:
+            return set()
+        return {r[0] for r in self.conn.execute("SELECT path FROM evictions WHERE asset=?",
+                                                (asset,))}
 
     # ---------------------------------------------------------------- writes
     def begin_run(self, run_id: str, command: str, target: str, pool_size: int) -> None:
@@ -385,6 +410,7 @@ class Store:
                lines: list[tuple[str, str, str, float, str, str]] = ()) -> None:  # type: ignore[assignment]
         """Materialization rows (their artifacts already exist) and the lines their steps wrote
         (run id, node, step, time, stream, line), in one transaction."""
+        rows = list(rows)
         values = [tuple(r.get(c) for c in COLUMNS) for r in rows]
         writes = []
         if values:
@@ -393,6 +419,9 @@ class Store:
         if lines:
             writes.append(("INSERT INTO logs (run_id, node, step, ts, stream, line) "
                            "VALUES (?, ?, ?, ?, ?, ?)", list(lines)))
+        if values and self.evicted_assets():  # a result computed again is no longer evicted
+            writes.append(("DELETE FROM evictions WHERE path=?",
+                           [(r.get("path"),) for r in rows if r.get("path")]))
         if writes:
             self._write_all(writes)
 

@@ -14,13 +14,14 @@ class StoreView:
     ``snapshots=False`` reads no snapshot, so every node is decided key by key as with an empty
     snapshot table: one of the memo layers the property tests switch off to show that no
     decision depends on them (see Context's ``memo``)."""
-    __slots__ = ("store", "snapshots", "_hist", "_snaps")
+    __slots__ = ("store", "snapshots", "_hist", "_snaps", "_evicted")
 
     def __init__(self, store: Store, snapshots: bool = True) -> None:
         self.store = store
         self.snapshots = snapshots
         self._hist: dict[NodeId, NodeHistory] = {}
         self._snaps: dict[NodeId, tuple[str, str, str, str] | None] | None = None
+        self._evicted: dict[NodeId, set[str]] = {}
 
     def load_snapshots(self, nids: list[NodeId] | None) -> None:
         """Read the snapshots of every node a walk may decide, in one query, before it starts
@@ -46,6 +47,17 @@ class StoreView:
             return self._snaps[nid]
         return self.store.snapshot(nid)
 
+    def evicted(self, nid: NodeId) -> set[str]:
+        """Paths of the node's results that the cache size limit evicted (usually none: one
+        query per command tells)."""
+        if nid not in self.store.evicted_assets():
+            return set()
+        got = self._evicted.get(nid)
+        if got is None:
+            got = self._evicted[nid] = self.store.evicted_paths(nid)
+        return got
+
     def forget(self, nid: NodeId) -> None:
         """The node's rows changed (the runner recorded some): read them again when asked."""
         self._hist.pop(nid, None)
+        self._evicted.pop(nid, None)

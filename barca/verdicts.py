@@ -189,7 +189,7 @@ def step_summary(ctx: Context, ns: NodeState) -> StepSummary:
 
 
 def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs: Any,
-               warnings: list[str]) -> RunResult:
+               warnings: list[str], cache: dict[str, Any] | None = None) -> RunResult:
     """The result of a run: one summary per node, the failures, what was skipped below them."""
     w = runner.w
     failures = tuple((s.id, s.error or "", s.traceback or "") for t in w.order
@@ -203,4 +203,4 @@ def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs:
         outputs=tuple(outputs), warnings=tuple(warnings),
         failed_node=failures[0][0] if failures else None,
         error=failures[0][1] if failures else None, skipped_downstream=skipped,
-        verb="ran" if command == "run" else "got", failures=failures)
+        verb="ran" if command == "run" else "got", failures=failures, cache=cache)
