@@ -157,3 +157,15 @@ def test_follow_prints_lines_while_the_run_goes_on(project: Project) -> None:
     assert follow.code == 0, follow.err
     assert sorted(follow.out.splitlines()) == [f"[pipeline.py:slow[i={i}]] start {i}"
                                                for i in "abcd"]
+
+
+def test_logs_magic_renders_the_lines(project: Project) -> None:
+    from nbtools import execute, notebook, result
+    project.write("pipeline.py", NOISY)
+    assert project.barca("get", "sales", "pipeline.py").code == 1
+    nb = notebook("%load_ext barca", "%barca logs --step sales[region=emea] --stream stdout")
+    execute(nb, project.path)
+    shown = result(nb, 1)
+    assert "<table" in shown["text/html"] and "first emea" in shown["text/html"]
+    assert shown["text/plain"].splitlines() == [
+        "[pipeline.py:sales[region=emea]] first emea", "[pipeline.py:sales[region=emea]] third emea"]
