@@ -97,6 +97,9 @@ def _print_value(res: Any) -> None:
         o.target: o.values for o in res.outputs}
 
     def default(v: Any) -> Any:
+        from barca import frames
+        if frames.kind(v) is not None:  # a table: a list of row objects
+            return frames.to_rows(v)
         if hasattr(v, "to_dict"):
             try:
                 return v.to_dict(orient="records")

@@ -93,6 +93,8 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
                    help="where steps run (default: BARCA_EXECUTOR, else the local pool)")
     p.add_argument("-o", "--output", choices=("value", "path"),
                    help="print only the value, or only the artifact path(s)")
+    p.add_argument("--as", dest="as_type", choices=("pandas", "polars", "lazy", "pyarrow", "duckdb"),
+                   help="a stored table in this type (%%barca get; default: as written)")
     _output_flags(p)
 
 

@@ -7,8 +7,9 @@ from barca._record import Fields
 
 # An input spec, per parameter:
 #   ("value", v)                      the value itself (a partition key, a dict source's value)
-#   ("artifact", relpath, fmt, sha)   one upstream artifact
-#   ("collect", [(relpath, fmt, sha), ...])  every key of a partitioned upstream, as a list
+#   ("artifact", relpath, fmt, sha, reader)   one upstream artifact, read as the parameter's
+#                                     annotation asks (reader None: as pandas; see barca.readers)
+#   ("collect", [(relpath, fmt, sha, key), ...], reader)  every key of a partitioned upstream
 #   ("none",)                         an ordering-only parameter (its name starts with "_")
 InputSpec = tuple[Any, ...]
 
@@ -45,7 +46,7 @@ class StepTask(Fields):
 class StepRecord(Fields):
     __slots__ = ("index", "status", "elapsed", "run_hash", "path", "format", "size", "sha256",
                  "shape", "value_hash", "error", "traceback", "output", "infra", "bad_input",
-                 "uploaded", "upload_error", "keys", "key_values", "key_raw")
+                 "uploaded", "upload_error", "keys", "key_values", "key_raw", "warning")
 
     def __init__(self, index: int, status: str, elapsed: float, run_hash: str | None = None,
                  path: str | None = None, format: str | None = None, size: int | None = None,
@@ -55,7 +56,7 @@ class StepRecord(Fields):
                  bad_input: str | None = None, uploaded: bool | None = None,
                  upload_error: str | None = None, keys: list[str] | None = None,
                  key_values: dict[str, str] | None = None,
-                 key_raw: dict[str, Any] | None = None) -> None:
+                 key_raw: dict[str, Any] | None = None, warning: str | None = None) -> None:
         self.index = index
         self.status = status          # "success" | "failed" | "input" (an input could not be read)
         self.elapsed = elapsed
@@ -77,3 +78,4 @@ class StepRecord(Fields):
         self.keys = keys                  # a key source's keys
         self.key_values = key_values      # a dict source: key -> value digest
         self.key_raw = key_raw            # a dict source: key -> value
+        self.warning = warning            # e.g. a value parquet could not hold, stored as pickle
