@@ -155,6 +155,7 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
             sess.store.end_run(runner.run_id, status, wd.done, wd.cached, wd.failed)
             sess.ctx.defcache.flush(sess.store)
         elapsed = time.perf_counter() - start
+        warnings.extend(n for n in w.notes if n not in warnings)  # notes made while running
         warnings.extend(runner.remote_notes())
         if w.done:
             on_event(ev.RunEnded(w.done, w.total, elapsed, bool(w.failed)))

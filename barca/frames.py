@@ -137,7 +137,7 @@ def written_by(path: Path) -> str:
     """The library that wrote a parquet file (pandas for files written before barca said)."""
     try:
         import pyarrow.parquet as pq
-        meta = pq.read_schema(str(path)).metadata or {}
+        meta = pq.read_metadata(str(path)).metadata or {}
         return (meta.get(WRITER.encode()) or b"pandas").decode()
     except ImportError:
         pass
