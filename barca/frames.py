@@ -47,6 +47,8 @@ def settle(value: Any) -> Any:
 
 
 def installed(module: str) -> bool:
+    if sys.modules.get(module) is not None:
+        return True
     import importlib.util
     try:
         return importlib.util.find_spec(module) is not None
@@ -59,16 +61,21 @@ def can_parquet(k: str) -> bool:
     return k in ("polars", "duckdb") or installed("pyarrow")
 
 
-def require(reader: str) -> None:
-    """The library a reader needs is installed, or a usage error naming the extra (exit 2)."""
+def require(reader: str, asker: str = "") -> None:
+    """The library a reader needs is installed, or a usage error naming the extra (exit 2).
+    ``asker`` says who asks: "parameter 't' of pipeline.py:report"."""
     base = reader.rstrip("[]")
     module = MODULE[base]
-    if module not in sys.modules and not installed(module):
+    if not installed(module):
         from barca.errors import UsageError
-        raise UsageError(f"a parameter annotated for {module} needs {module}, which is not "
-                         "installed",
+        raise UsageError(f"{asker or 'a table'} is read as {NAMES[base]}, which needs {module}; "
+                         f"{module} is not installed.",
                          f"pip install 'barca-pipelines[{EXTRA[base]}]' (or pip install "
                          f"{module}), or change the annotation.")
+
+
+NAMES = {"pandas": "pd.DataFrame", "polars": "pl.DataFrame", "lazy": "pl.LazyFrame",
+         "pyarrow": "pa.Table", "duckdb": "duckdb.DuckDBPyRelation"}
 
 
 # ---------------------------------------------------------------------------- writers
@@ -176,6 +183,28 @@ def read(path: Path, fmt: str, reader: str | None) -> Any:
     raise ValueError(f"unknown reader {reader!r}")
 
 
+def read_remote(fs: Any, url: str, fmt: str, reader: str) -> Any:
+    """A lazy reader over a parquet file in an fsspec filesystem, read in place: polars and
+    DuckDB push the step's column projection and row-group filters into a pyarrow dataset,
+    which reads only those byte ranges. None for what cannot be read so (csv, a missing
+    file): the caller downloads it."""
+    if fmt != "parquet":
+        return None
+    try:
+        if not fs.exists(url):
+            return None
+        import pyarrow.dataset as ds
+        from pyarrow.fs import FSSpecHandler, PyFileSystem
+    except (ImportError, OSError):
+        return None
+    data = ds.dataset(url, filesystem=PyFileSystem(FSSpecHandler(fs)), format="parquet")
+    if reader == "lazy":
+        import polars as pl
+        return pl.scan_pyarrow_dataset(data)
+    import duckdb
+    return duckdb.from_arrow(data)
+
+
 def read_keys(files: list[tuple[str, Path, str]], reader: str) -> Any:
     """One lazy frame (or duckdb relation) over every key's file, with a ``partition`` column
     first: (key, path, format) for each key."""
@@ -238,7 +267,7 @@ def check_type(name: str) -> None:
         from barca.errors import UsageError
         raise UsageError(f"as_type={name!r} is not a table type",
                          f"Use one of: {', '.join(AS_TYPES)}.")
-    require(name)
+    require(name, f"as_type={name!r}")
 
 
 def as_type(values: Any, name: str, partitioned: bool) -> Any:

@@ -741,7 +741,7 @@ def step_kwargs(ctx: Context, nid: NodeId, key: str, states: dict[NodeId, NodeSt
             continue
         reader = m.readers.get(inp.param)
         if reader is not None:
-            require(reader)  # a library the annotation needs and that is missing: exit 2
+            require(reader, f"parameter '{inp.param}' of {nid}")  # not installed: exit 2
         if inp.collect:
             ups = [up_ns.step(k) for k in sorted(up_ns.keys or ())]
             kwargs[inp.param] = ("collect", [(u.path, u.format, u.sha256, u.key) for u in ups],

@@ -116,7 +116,13 @@ print(json.dumps(out))
 
 SERIALIZERS = """
 import polars as pl
-from barca import asset
+from barca import asset, sink
+
+
+@sink("out/polars.csv")
+@asset()
+def sunk():
+    return pl.DataFrame({"a": [1, 2]})
 
 
 @asset(serializer="csv")
@@ -172,6 +178,10 @@ def test_serializer_csv_and_the_parquet_fallback(project: Project) -> None:
     assert r.json()["warnings"] == ["pipeline.py:parquet_dict: parquet cannot hold a dict; "
                                     "stored as pickle"]
 
+    r = project.barca("get", "sunk", "pipeline.py", "--json")
+    assert r.code == 0, r.err
+    assert (project.path / "out" / "polars.csv").read_text().splitlines() == ["a", "1", "2"]
+
     r = project.barca("get", "annotated", "pipeline.py", "--json")
     assert r.code == 0, r.err
     assert r.json()["final_output"] == {"a": 1}  # the return annotation never chooses
@@ -226,9 +236,11 @@ def test_missing_library_names_the_extra(project: Project) -> None:
     block = project.write("blocker/sitecustomize.py", BLOCK_POLARS).parent
     import os
     env = {"PYTHONPATH": os.pathsep.join([str(block), os.environ.get("PYTHONPATH", "")])}
-    r = project.barca("get", "uses_polars", "pipeline.py", env=env)
+    r = project.barca("get", "uses_polars", "pipeline.py", "--pretty", env=env)
     assert r.code == 2, r.err
-    assert "barca-pipelines[polars]" in r.err and "Traceback" not in r.err
+    assert "parameter 't' of pipeline.py:uses_polars is read as pl.LazyFrame, which needs " \
+           "polars; polars is not installed." in r.err
+    assert "pip install 'barca-pipelines[polars]'" in r.err and "Traceback" not in r.err
 
 
 LAZY = """
@@ -291,3 +303,50 @@ def test_lazy_input_reads_one_column_in_far_less_memory(project: Project) -> Non
     assert eager_cost > 25_000, peaks
     assert lazy_cost < eager_cost / 2.5, peaks
     assert peaks["lazy"] < peaks["eager"], peaks
+
+
+REMOTE = """
+import duckdb
+import polars as pl
+from barca import asset
+
+
+@asset()
+def wide() -> pl.DataFrame:
+    return pl.DataFrame({f"c{i}": list(range(1000)) for i in range(20)})
+
+
+@asset(inputs={"w": wide})
+def lazy_sum(w: pl.LazyFrame) -> dict:
+    return {"type": type(w).__name__, "sum": w.select(pl.col("c3").sum()).collect().item()}
+
+
+@asset(inputs={"w": wide})
+def rel_sum(w: duckdb.DuckDBPyRelation) -> dict:
+    return {"type": type(w).__name__, "sum": int(w.sum("c3").fetchall()[0][0])}
+
+
+@asset(inputs={"w": wide})
+def eager_sum(w: pl.DataFrame) -> int:
+    return w["c3"].sum()
+"""
+
+
+def test_lazy_input_is_read_in_place_from_the_remote_store(project: Project,
+                                                           tmp_path: Path) -> None:
+    project.write("pipeline.py", REMOTE)
+    store = tmp_path / "store"
+    env = {"BARCA_REMOTE_URI": f"file://{store}"}
+    assert project.barca("get", "wide", "pipeline.py", "--json", env=env).code == 0
+    [local] = _artifacts(project, "wide")
+    assert (store / "artifacts" / local.parent.name / local.name).is_file()
+    local.unlink()  # this machine no longer has it; the store does
+    r = project.barca("get", "lazy_sum,rel_sum", "pipeline.py", "-o", "value", env=env)
+    assert r.code == 0, r.err
+    assert json.loads(r.out) == {
+        "pipeline.py:lazy_sum": {"type": "LazyFrame", "sum": 499500},
+        "pipeline.py:rel_sum": {"type": "DuckDBPyRelation", "sum": 499500}}
+    assert not local.exists()  # read in place, never downloaded
+    r = project.barca("get", "eager_sum", "pipeline.py", "-o", "value", env=env)
+    assert r.code == 0 and json.loads(r.out) == 499500, r.err
+    assert local.exists()  # an eager read downloads it (and checks its SHA-256)

@@ -81,6 +81,10 @@ class Worker:
         if key in self.values:
             return self.values[key]
         if table:
+            if key[1] in frames.LAZY and not (self.root / relpath).is_file():
+                value = self._read_in_place(relpath, fmt, key[1])
+                if value is not None:
+                    return value
             path = self.verified(relpath, sha256)
             value = frames.read(path, fmt, reader or "pandas")
             if key[1] in frames.LAZY:
@@ -106,7 +110,8 @@ class Worker:
         """A table file's path once its SHA-256 is checked, read in blocks (never whole)."""
         path = self.root / relpath
         if not path.is_file():
-            if self._fetch(relpath) is None:
+            store = self._remote_store()  # a worker on another machine: the shared store
+            if store is None or store.fetch(self.root, relpath) is None:
                 raise BadInput(relpath, "missing")
         if sha256 and artifacts.file_sha256(path) != sha256:
             raise BadInput(relpath, "corrupt")
@@ -120,16 +125,29 @@ class Worker:
                                     reader)
         return [self.load(i[0], i[1], i[2], reader) for i in items]
 
-    def _fetch(self, relpath: str) -> bytes | None:
+    def _remote_store(self) -> Any:
         from barca import remote
         uri = remote.configured()
         if uri is None:
             return None
         if self.remote is None:
             self.remote = remote.Remote(uri)
-        if self.remote.fetch(self.root, relpath) is None:
+        return self.remote
+
+    def _fetch(self, relpath: str) -> bytes | None:
+        store = self._remote_store()
+        if store is None or store.fetch(self.root, relpath) is None:
             return None
         return (self.root / relpath).read_bytes()
+
+    def _read_in_place(self, relpath: str, fmt: str, reader: str) -> Any:
+        """A lazy input missing here, read where the remote store holds it (byte ranges of
+        the columns and row groups the step's query touches), not downloaded whole. Its
+        SHA-256 is not checked: that would read it all."""
+        store = self._remote_store()
+        if store is None:
+            return None
+        return frames.read_remote(store.fs, store._remote(relpath), fmt, reader)
 
     def _upload(self, rel: str, rec: StepRecord) -> None:
         """Copy an artifact to the remote store, if one is configured; a failure is reported,
