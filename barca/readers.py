@@ -18,7 +18,8 @@ ALIASES = {"pd": "pandas", "pandas": "pandas", "pl": "polars", "polars": "polars
 
 
 def reader(annotation: ast.expr | None, imports: dict[str, tuple[str, str | None]]) -> str | None:
-    """``pl.LazyFrame`` -> ``lazy``; ``list[pa.Table]`` -> ``pyarrow[]``; ``int`` -> None."""
+    """``pl.LazyFrame`` -> ``lazy``; ``list[pa.Table]`` -> ``pyarrow[]``; ``pl.DataFrame | None``
+    -> ``polars``; ``int`` -> None."""
     if annotation is None:
         return None
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
@@ -26,10 +27,16 @@ def reader(annotation: ast.expr | None, imports: dict[str, tuple[str, str | None
             annotation = ast.parse(annotation.value, mode="eval").body
         except SyntaxError:
             return None
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        sides = [s for s in (annotation.left, annotation.right)
+                 if not (isinstance(s, ast.Constant) and s.value is None)]
+        return reader(sides[0], imports) if len(sides) == 1 else None  # ``X | None``
     if isinstance(annotation, ast.Subscript):
         base = annotation.value
         name = base.id if isinstance(base, ast.Name) else (
             base.attr if isinstance(base, ast.Attribute) else "")
+        if name == "Optional":
+            return reader(annotation.slice, imports)
         if name in ("list", "List", "Sequence"):
             inner = reader(annotation.slice, imports)
             return None if inner is None or inner.endswith("[]") else inner + "[]"

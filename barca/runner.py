@@ -336,7 +336,8 @@ class Runner:
         try:
             # a big artifact is hashed in blocks: a lazy consumer of a 2 GB table must not
             # cost the coordinator 2 GB
-            data = path.read_bytes() if path.stat().st_size <= SMALL_BYTES else None
+            with open(path, "rb") as f:
+                data = f.read() if os.fstat(f.fileno()).st_size <= SMALL_BYTES else None
             digest = hashlib.sha256(data).hexdigest() if data is not None else (
                 file_sha256(path) if s.sha256 else "")
         except IsADirectoryError:

@@ -55,7 +55,8 @@ def test_readers_follow_the_annotation(project: Project) -> None:
     assert types == {"plain": "pandas.DataFrame", "pandas": "pandas.DataFrame",
                      "polars": "polars.DataFrame", "lazy": "polars.LazyFrame",
                      "arrow": "pyarrow.Table", "rel": "duckdb.DuckDBPyRelation",
-                     "quoted": "pyarrow.Table", "imported": "polars.LazyFrame"}
+                     "quoted": "pyarrow.Table", "imported": "polars.LazyFrame",
+                     "optional": "polars.DataFrame"}
     for name, v in got.items():
         expected = [dict(row, a=row["a"] * 10) for row in ROWS] if name == "rel" else ROWS
         assert v["rows"] == expected, name

@@ -50,13 +50,14 @@ def describe(value) -> dict:
 
 @asset(inputs={"plain": from_polars, "pandas": from_polars, "polars": from_pandas,
                "lazy": from_arrow, "arrow": from_duckdb, "rel": from_lazy,
-               "quoted": from_pandas, "imported": from_pandas})
+               "quoted": from_pandas, "imported": from_pandas, "optional": from_arrow})
 def readers(plain, pandas: pd.DataFrame, polars: pl.DataFrame, lazy: pl.LazyFrame,
             arrow: pa.Table, rel: duckdb.DuckDBPyRelation, quoted: "pa.Table",
-            imported: LazyFrame) -> dict:
+            imported: LazyFrame, optional: pl.DataFrame | None) -> dict:
     return {name: describe(v) for name, v in
             [("plain", plain), ("pandas", pandas), ("polars", polars), ("lazy", lazy),
-             ("arrow", arrow), ("rel", rel), ("quoted", quoted), ("imported", imported)]}
+             ("arrow", arrow), ("rel", rel), ("quoted", quoted), ("imported", imported),
+             ("optional", optional)]}
 
 
 @asset(partitions={"region": partitions(["emea", "amer"])})
