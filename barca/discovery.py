@@ -13,7 +13,6 @@ from typing import Any
 from barca._record import Fields
 from barca.decorators import ASSET_ARGS, SENSOR_ARGS
 from barca.errors import UsageError, did_you_mean
-from barca.readers import readers
 from barca.types import NodeId
 
 KINDS = ("asset", "sensor", "task")
@@ -285,9 +284,10 @@ class ModelCache:
         of the annotation readers: a changed model class or discovery rule is a new cache."""
         if cls._salt is None:
             import hashlib
-            from barca import _record, decorators, readers
+            from barca import _record, decorators
             h = hashlib.sha256()
-            for f in (__file__, _record.__file__, decorators.__file__, readers.__file__):
+            readers = Path(__file__).with_name("readers.py")  # its path; not imported here
+            for f in (__file__, _record.__file__, decorators.__file__, readers):
                 h.update(Path(f).read_bytes())
             cls._salt = h.hexdigest()
         return cls._salt
@@ -372,6 +372,7 @@ def _node_from_function(fm: FileModel, fn: ast.FunctionDef | ast.AsyncFunctionDe
     node = NodeModel(id=NodeId(f"{fm.path}:{fn.name}"), file=fm.path, abspath=fm.abspath,
                      function=fn.name, kind=kind, line=fn.lineno, fn=fn, params=params,
                      freshness="manual" if kind == "sensor" else "always")
+    from barca.readers import readers  # only where a file is parsed (not a cached model)
     node.readers = readers(fn, fm.imports)
     accepted = SENSOR_ARGS if kind == "sensor" else ASSET_ARGS
     if call is not None:
