@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Project
+from test_remote import s3_server  # noqa: F401  (a fixture: moto's S3 server on 127.0.0.1)
 
 pytestmark = pytest.mark.slow
 
@@ -333,14 +334,23 @@ def eager_sum(w: pl.DataFrame) -> int:
 """
 
 
-def test_lazy_input_is_read_in_place_from_the_remote_store(project: Project,
-                                                           tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["file", "s3"])
+def test_lazy_input_is_read_in_place_from_the_remote_store(project: Project, tmp_path: Path,
+                                                           kind: str,
+                                                           request: pytest.FixtureRequest) -> None:
     project.write("pipeline.py", REMOTE)
     store = tmp_path / "store"
-    env = {"BARCA_REMOTE_URI": f"file://{store}"}
-    assert project.barca("get", "wide", "pipeline.py", "--json", env=env).code == 0
+    if kind == "file":
+        env = {"BARCA_REMOTE_URI": f"file://{store}"}
+    else:
+        env = {"BARCA_REMOTE_URI": "s3://barca-test/frames", "AWS_ACCESS_KEY_ID": "test",
+               "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
+               "AWS_ENDPOINT_URL": request.getfixturevalue("s3_server")}
+    r = project.barca("get", "wide", "pipeline.py", "--json", env=env)
+    assert r.code == 0, r.err
     [local] = _artifacts(project, "wide")
-    assert (store / "artifacts" / local.parent.name / local.name).is_file()
+    if kind == "file":
+        assert (store / "artifacts" / local.parent.name / local.name).is_file()
     local.unlink()  # this machine no longer has it; the store does
     r = project.barca("get", "lazy_sum,rel_sum", "pipeline.py", "-o", "value", env=env)
     assert r.code == 0, r.err
