@@ -311,7 +311,7 @@ def _output(sess: Session, ns: Any, load: bool, small: dict[str, bytes] | None =
     return Output(ns.node, m.partitioned, items, values, preview)
 
 
-def _read(root: Path, path: str | None, fmt: str | None) -> Any:
+def _read(root: Path, path: str | None, fmt: str | None, as_type: str | None = None) -> Any:
     from barca.artifacts import deserialize
     from barca.errors import InfrastructureError
     if path is None:
@@ -324,6 +324,9 @@ def _read(root: Path, path: str | None, fmt: str | None) -> Any:
         if uri is not None:
             remote.Remote(uri).fetch(root, path)
     try:
+        if fmt in ("parquet", "csv"):  # a table, in the type it was written
+            from barca import frames
+            return frames.read(root / path, fmt, as_type)
         return deserialize((root / path).read_bytes(), fmt or "json")
     except OSError as exc:
         raise InfrastructureError(f"cannot read {path}: {exc.strerror or exc}",
@@ -333,15 +336,24 @@ def _read(root: Path, path: str | None, fmt: str | None) -> Any:
 def get(target: str | list[str] | None = None, *files: str, refresh: str | list[str] | None = None,
         refresh_all: bool = False, no_cascade: bool = False,
         partition: str | dict[str, Any] | None = None, dry_run: bool = False,
-        on_event: ev.EventCallback = ev.ignore) -> Any:
+        on_event: ev.EventCallback = ev.ignore, as_type: str | None = None) -> Any:
     """Bring ``target`` up to date and return its value (a dict of key -> value for a
-    partitioned target); with ``dry_run=True``, the Plan instead."""
+    partitioned target); with ``dry_run=True``, the Plan instead. A stored table comes back
+    in the type it was written, or in ``as_type`` (pandas, polars, lazy, pyarrow, duckdb)."""
+    if as_type is not None:
+        from barca.frames import check_type
+        check_type(as_type)
     if dry_run:
         return plan_run(target, *files, refresh=refresh, refresh_all=refresh_all,
                         no_cascade=no_cascade, partition=partition)
     result = materialize(target, *files, refresh=refresh, refresh_all=refresh_all,
                          no_cascade=no_cascade, partition=partition, on_event=on_event,
                          load_values=True)
+    if as_type is not None:
+        from barca.frames import as_type as convert
+        if len(result.outputs) == 1:
+            return convert(result.outputs[0].values, as_type, result.outputs[0].partitioned)
+        return {o.target: convert(o.values, as_type, o.partitioned) for o in result.outputs}
     return _value(result)
 
 

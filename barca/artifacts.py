@@ -87,52 +87,73 @@ def artifact_relpath(node: str, key: str, run_hash: str, ext: str,
 
 
 def choose_format(value: Any, serializer: str | None) -> str:
-    if serializer in ("json", "pickle", "parquet"):
-        return serializer
+    """The format a step's value is stored in: ``serializer=`` if given; else JSON for what
+    JSON holds, parquet for a table, pickle for the rest. The return annotation plays no part."""
+    if serializer in EXT:
+        return serializer  # type: ignore[return-value]
     if is_json_value(value):
         return "json"
-    mod = type(value).__module__
-    if mod.startswith(("pandas", "pyarrow", "duckdb", "polars")):
-        try:
-            import pyarrow  # noqa: F401
-            return "parquet"
-        except ImportError:
-            return "pickle"
-    return "pickle"
+    from barca import frames
+    k = frames.kind(value)
+    return "parquet" if k is not None and frames.can_parquet(k) else "pickle"
 
 
-EXT = {"json": "json", "pickle": "pkl", "parquet": "parquet"}
+EXT = {"json": "json", "pickle": "pkl", "parquet": "parquet", "csv": "csv"}
 
 
 def serialize(value: Any, fmt: str) -> bytes:
+    """A value that is not written as a table file (see ``write_table``) as bytes."""
     if fmt == "json":
         if not is_json_value(value):
             raise TypeError(f"serializer='json' cannot store a {type(value).__name__}")
         return json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
-    if fmt == "parquet":
-        import io
-        buf = io.BytesIO()
-        mod = type(value).__module__
-        if mod.startswith("duckdb"):
-            value = value.df()
-        if mod.startswith("pyarrow"):
-            import pyarrow.parquet as pq
-            pq.write_table(value, buf)
-        else:
-            value.to_parquet(buf)
-        return buf.getvalue()
     import pickle
     return pickle.dumps(value, protocol=5)
+
+
+def write_table(value: Any, fmt: str, folder: Path) -> tuple[str, str, str | None, str]:
+    """Write ``value`` into a temp file in ``folder`` as a table (``fmt`` parquet or csv):
+    (temp path, format, warning, shape). parquet that cannot hold the value falls back to pickle with
+    a warning; csv on a value that is not a table is an error, and leaves no file behind."""
+    import tempfile
+
+    from barca import frames
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    os.close(fd)
+    try:
+        if frames.kind(value) is None:
+            if fmt == "csv":
+                raise TypeError(f'serializer="csv" stores tables only (a pandas or polars '
+                                f"DataFrame, a pyarrow Table or a duckdb relation), not a "
+                                f"{type(value).__name__}")
+            why = f"parquet cannot hold a {type(value).__name__}"
+        else:
+            try:
+                return tmp, fmt, None, frames.write(value, fmt, Path(tmp))
+            except Exception as exc:
+                if fmt == "csv":
+                    raise TypeError(f'serializer="csv" could not write this table: '
+                                    f"{type(exc).__name__}: {exc}") from exc
+                why = f"parquet cannot hold this {type(value).__name__} ({type(exc).__name__}: {exc})"
+        Path(tmp).write_bytes(serialize(value, "pickle"))
+        return tmp, "pickle", f"{why}; stored as pickle", shape(value)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def deserialize(data: bytes, fmt: str) -> Any:
     if fmt == "json":
         return json.loads(data)
-    if fmt == "parquet":
+    if fmt in ("parquet", "csv"):
         import io
 
         import pandas as pd
-        return pd.read_parquet(io.BytesIO(data))
+        return pd.read_parquet(io.BytesIO(data)) if fmt == "parquet" else pd.read_csv(io.BytesIO(data))
     import pickle
     return pickle.loads(data)  # only ever barca's own store (see `barca docs cache`)
 
@@ -145,16 +166,36 @@ def write_atomic(path: Path, data: bytes, fsync: bool = False) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+        commit(tmp, path, fsync)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+
+
+def commit(tmp: str, path: Path, fsync: bool = False) -> None:
+    """A finished temp file takes its place (renamed, so a reader sees all or nothing)."""
+    if fsync:
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    os.replace(tmp, path)
+
+
+def file_sha256(path: Path) -> str:
+    """A file's SHA-256, read in blocks (a big table is never held whole to hash it)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(1 << 20)
+            if not block:
+                break
+            h.update(block)
+    return h.hexdigest()
 
 
 def shape(value: Any) -> str:
@@ -167,4 +208,5 @@ def shape(value: Any) -> str:
     s = getattr(value, "shape", None)
     if isinstance(s, tuple) and len(s) == 2:
         return f"{s[0]} rows x {s[1]} cols"
-    return t.__name__
+    from barca import frames
+    return frames.shape(value) or t.__name__

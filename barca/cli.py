@@ -124,6 +124,9 @@ def _value_text(res: Any, indent: int | None) -> str:
         o.target: o.values for o in res.outputs}
 
     def default(v: Any) -> Any:
+        from barca import frames
+        if frames.kind(v) is not None:  # a table: a list of row objects
+            return frames.to_rows(v)
         if hasattr(v, "to_dict"):
             try:
                 return v.to_dict(orient="records")

@@ -93,6 +93,8 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
                    help="where steps run (default: BARCA_EXECUTOR, else the local pool)")
     p.add_argument("-o", "--output", choices=("value", "path"),
                    help="print only the value, or only the artifact path(s)")
+    p.add_argument("--as", dest="as_type", metavar="pandas|polars|lazy|pyarrow|duckdb",
+                   help="a stored table in this type (%%barca get; default: as written)")
     _output_flags(p)
 
 
@@ -253,6 +255,9 @@ def dispatch(ns: argparse.Namespace, on_event: Any = None,
     if cmd not in ("list", "docs", "version"):
         from barca import api
     if cmd in ("get", "run"):
+        if ns.as_type is not None:
+            from barca.frames import check_type
+            check_type(ns.as_type)
         target, files = split_target(ns.args)
         if cmd == "run" and target is None:
             raise UsageError("barca run needs a task name.", "Write: barca run TASK [files]")

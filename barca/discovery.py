@@ -78,7 +78,7 @@ class NodeModel(_Model):
     _TREE = "_fn"
     __slots__ = ("id", "file", "abspath", "function", "kind", "line", "_fn", "params", "inputs",
                  "dims", "serializer", "freshness", "env", "retries", "timeout", "description",
-                 "counted_decorator", "counted_names", "sinks", "var_kw", "_file")
+                 "counted_decorator", "counted_names", "sinks", "var_kw", "_file", "readers")
 
     def __init__(self, id: NodeId, file: str, abspath: str, function: str, kind: str, line: int,
                  fn: ast.FunctionDef | ast.AsyncFunctionDef, params: list[tuple[str, bool]],
@@ -110,6 +110,7 @@ class NodeModel(_Model):
         self.counted_decorator = [] if counted_decorator is None else counted_decorator
         self.counted_names = set() if counted_names is None else counted_names
         self.sinks = [] if sinks is None else sinks
+        self.readers: dict[str, str] = {}  # parameter -> reader its annotation asks for
 
     @property
     def partitioned(self) -> bool:
@@ -291,13 +292,14 @@ class ModelCache:
 
     @classmethod
     def salt(cls) -> str:
-        """The text of this module, of the record base and of the decorators' argument lists:
-        a changed model class or discovery rule is a new cache."""
+        """The text of this module, of the record base, of the decorators' argument lists and
+        of the annotation readers: a changed model class or discovery rule is a new cache."""
         if cls._salt is None:
             import hashlib
             from barca import _record, decorators
             h = hashlib.sha256()
-            for f in (__file__, _record.__file__, decorators.__file__):
+            readers = Path(__file__).with_name("readers.py")  # its path; not imported here
+            for f in (__file__, _record.__file__, decorators.__file__, readers):
                 h.update(Path(f).read_bytes())
             cls._salt = h.hexdigest()
         return cls._salt
@@ -382,6 +384,8 @@ def _node_from_function(fm: FileModel, fn: ast.FunctionDef | ast.AsyncFunctionDe
     node = NodeModel(id=NodeId(f"{fm.path}:{fn.name}"), file=fm.path, abspath=fm.abspath,
                      function=fn.name, kind=kind, line=fn.lineno, fn=fn, params=params,
                      freshness="manual" if kind == "sensor" else "always")
+    from barca.readers import readers  # only where a file is parsed (not a cached model)
+    node.readers = readers(fn, fm.imports)
     accepted = SENSOR_ARGS if kind == "sensor" else ASSET_ARGS
     if call is not None:
         if call.args:
@@ -493,11 +497,11 @@ def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -
                 dim = DimSpec(k.value, "from", v.lineno, source_ref=ref)
             node.dims.append(dim)
     elif name == "serializer":
-        if isinstance(value, ast.Constant) and value.value in ("json", "pickle", "parquet"):
+        if isinstance(value, ast.Constant) and value.value in ("json", "pickle", "parquet", "csv"):
             node.serializer = value.value
         elif isinstance(value, ast.Constant):
             raise _fail(fm, line, f"serializer={value.value!r} is not a known format",
-                        "Use serializer=\"json\", \"pickle\" or \"parquet\".")
+                        "Use serializer=\"json\", \"pickle\", \"parquet\" or \"csv\".")
         else:
             node.serializer = "expr"
         node.counted_decorator.append("serializer=" + ast.dump(value, include_attributes=False))

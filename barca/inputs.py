@@ -198,6 +198,7 @@ def step_kwargs(ctx: Any, nid: NodeId, key: str, states: dict[NodeId, NodeState]
                 ) -> dict[str, Any]:
     """What the worker passes to each parameter of one step (see barca.executors.task):
     built only for steps that are executed."""
+    from barca.frames import require
     graph = ctx.graph
     m = graph.nodes[nid]
     params = {p for p, _ in m.params}
@@ -206,12 +207,17 @@ def step_kwargs(ctx: Any, nid: NodeId, key: str, states: dict[NodeId, NodeState]
         up_ns = states[inp.target]  # type: ignore[index]
         if inp.param.startswith("_"):
             kwargs[inp.param] = ("none",)
-        elif inp.collect:
+            continue
+        reader = m.readers.get(inp.param)
+        if reader is not None:
+            require(reader, f"parameter '{inp.param}' of {nid}")  # not installed: exit 2
+        if inp.collect:
             ups = [up_ns.step(k) for k in sorted(up_ns.keys or ())]
-            kwargs[inp.param] = ("collect", [(u.path, u.format, u.sha256) for u in ups])
+            kwargs[inp.param] = ("collect", [(u.path, u.format, u.sha256, u.key) for u in ups],
+                                 reader)
         else:
             u = up_ns.step(key if graph.nodes[inp.target].partitioned else "")  # type: ignore[index]
-            kwargs[inp.param] = ("artifact", u.path, u.format, u.sha256)
+            kwargs[inp.param] = ("artifact", u.path, u.format, u.sha256, reader)
     src = source_dim(graph, nid)
     if src is not None:
         src_id, dynamic = src
@@ -224,7 +230,8 @@ def step_kwargs(ctx: Any, nid: NodeId, key: str, states: dict[NodeId, NodeState]
                     kwargs[src_fn] = ("value", (src_state.out_raw or {}).get(raw))
             else:
                 u = src_state.step(key)
-                kwargs[src_fn] = ("artifact", u.path, u.format, u.sha256)  # type: ignore[union-attr]
+                kwargs[src_fn] = ("artifact", u.path, u.format, u.sha256,  # type: ignore[union-attr]
+                                  m.readers.get(src_fn))
     dim_params = [d.name for d in m.dims if d.name in params]
     if dim_params:
         kv = parse_key(key)

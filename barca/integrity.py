@@ -40,9 +40,17 @@ class Integrity:
 
     def intact(self, s: StepState) -> bool:
         import hashlib
+        import os
+
+        from barca.artifacts import file_sha256
         path = self.root / (s.path or "")
         try:
-            data = path.read_bytes()
+            # a big artifact is hashed in blocks: a lazy consumer of a 2 GB table must not
+            # cost the coordinator 2 GB
+            with open(path, "rb") as f:
+                data = f.read() if os.fstat(f.fileno()).st_size <= SMALL_BYTES else None
+            digest = hashlib.sha256(data).hexdigest() if data is not None else (
+                file_sha256(path) if s.sha256 else "")
         except IsADirectoryError:
             aside = path.with_name(f"{path.name}.moved-aside-{int(time.time())}")
             path.rename(aside)
@@ -61,11 +69,11 @@ class Integrity:
             self.warn(f"artifact missing: {s.path}; computing {s.id} again")
             s.reason = "artifact_missing"
             return False
-        if s.sha256 and hashlib.sha256(data).hexdigest() != s.sha256:
+        if s.sha256 and digest != s.sha256:
             self.warn(f"artifact corrupt (SHA-256 differs from the one recorded): {s.path}; "
                       f"computing {s.id} again")
             s.reason = "artifact_corrupt"
             return False
-        if len(data) <= SMALL_BYTES and s.path:  # shown as the run's output: read once
+        if data is not None and s.path:  # small: shown as the run's output, read once
             self.small[s.path] = data
         return True

@@ -402,6 +402,8 @@ class Runner:
             nid, s = where[rec.index]
             m, def_parts, ns = nodes[nid]
             s.elapsed = rec.elapsed
+            if rec.warning:
+                self._warn(f"{s.id}: {rec.warning}")
             if rec.status == "input" and attempt == 0:  # repaired below, then run again
                 bad_inputs.setdefault(nid, []).append((s, rec))
                 return

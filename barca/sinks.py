@@ -33,11 +33,10 @@ def targets(sink: str, key: str) -> Path:
 
 
 def _frame(value: Any) -> Any:
+    from barca import frames
+    if frames.kind(value) is not None:  # any table: pandas, polars, pyarrow, duckdb
+        return frames.convert(value, "pandas")
     import pandas as pd
-    if isinstance(value, pd.DataFrame):
-        return value
-    if type(value).__module__.startswith("pyarrow"):
-        return value.to_pandas()
     if isinstance(value, dict):
         return pd.DataFrame.from_records([value])
     if isinstance(value, list) and all(isinstance(v, dict) for v in value):
@@ -48,6 +47,9 @@ def _frame(value: Any) -> Any:
 def encode(value: Any, suffix: str, drop: tuple[str, ...] = ()) -> bytes:
     """The bytes of one sink file; ``drop`` names columns a Hive folder already holds."""
     if suffix == ".json":
+        from barca import frames
+        if frames.kind(value) is not None and frames.kind(value) != "pandas":
+            value = frames.convert(value, "pandas")
         if hasattr(value, "to_json"):
             return value.to_json(orient="records").encode("utf-8")
         return json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")

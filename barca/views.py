@@ -64,7 +64,7 @@ def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
     None when the view has parquet results (they are read in place)."""
     name = short_name(vs.node)
     rows = vs.rows or []
-    if any(r.format == "parquet" for _, r in rows):
+    if any(r.format in ("parquet", "csv") for _, r in rows):
         return None
     for _, r in rows:
         if r.format != "json":
@@ -116,12 +116,14 @@ def _fetch(ctx: Context, rel: str) -> bytes | None:
 
 
 def frame(ctx: Context, vs: ViewSource) -> Any:
-    """A pandas DataFrame of a view whose results are parquet files."""
+    """A pandas DataFrame of a view whose results are tables (parquet or csv files, whatever
+    library wrote them)."""
     import pandas as pd
 
     frames = []
     for key, row in vs.rows or []:
-        df = pd.read_parquet(ctx.graph.root / (row.path or ""))
+        path = ctx.graph.root / (row.path or "")
+        df = pd.read_csv(path) if row.format == "csv" else pd.read_parquet(path)
         if ctx.graph.nodes[vs.node].partitioned:
             df.insert(0, "partition", key)
         frames.append(df)

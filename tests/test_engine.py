@@ -287,7 +287,8 @@ from barca.cli import run_cli
 buf = io.StringIO()
 with contextlib.redirect_stdout(buf):
     rc = run_cli(['get', 'report', 'pipeline.py', '--json'])
-heavy = sorted(m for m in ('rich', 'duckdb', 'pandas', 'IPython', 'pyarrow', 'ipywidgets')
+heavy = sorted(m for m in ('rich', 'duckdb', 'pandas', 'IPython', 'pyarrow', 'ipywidgets',
+                              'polars')
                if m in sys.modules)
 print(json.dumps([rc, heavy]))
 """

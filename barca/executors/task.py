@@ -7,8 +7,9 @@ from barca._record import Fields
 
 # An input spec, per parameter:
 #   ("value", v)                      the value itself (a partition key, a dict source's value)
-#   ("artifact", relpath, fmt, sha)   one upstream artifact
-#   ("collect", [(relpath, fmt, sha), ...])  every key of a partitioned upstream, as a list
+#   ("artifact", relpath, fmt, sha, reader)   one upstream artifact, read as the parameter's
+#                                     annotation asks (reader None: as pandas; see barca.readers)
+#   ("collect", [(relpath, fmt, sha, key), ...], reader)  every key of a partitioned upstream
 #   ("none",)                         an ordering-only parameter (its name starts with "_")
 InputSpec = tuple[Any, ...]
 
@@ -45,7 +46,8 @@ class StepTask(Fields):
 class StepRecord(Fields):
     __slots__ = ("index", "status", "elapsed", "run_hash", "path", "format", "size", "sha256",
                  "shape", "value_hash", "error", "traceback", "output", "infra", "bad_input",
-                 "uploaded", "upload_error", "keys", "key_values", "key_raw", "lines")
+                 "uploaded", "upload_error", "keys", "key_values", "key_raw", "lines",
+                 "warning")
 
     def __init__(self, index: int, status: str, elapsed: float, run_hash: str | None = None,
                  path: str | None = None, format: str | None = None, size: int | None = None,
@@ -56,7 +58,8 @@ class StepRecord(Fields):
                  upload_error: str | None = None, keys: list[str] | None = None,
                  key_values: dict[str, str] | None = None,
                  key_raw: dict[str, Any] | None = None,
-                 lines: list[tuple[float, str, str]] | None = None) -> None:
+                 lines: list[tuple[float, str, str]] | None = None,
+                 warning: str | None = None) -> None:
         self.index = index
         self.status = status          # "success" | "failed" | "input" (an input could not be read)
         self.elapsed = elapsed
@@ -79,3 +82,4 @@ class StepRecord(Fields):
         self.key_values = key_values      # a dict source: key -> value digest
         self.key_raw = key_raw            # a dict source: key -> value
         self.lines = lines                # what the step wrote: (time, stream, line), in order
+        self.warning = warning            # e.g. a value parquet could not hold, stored as pickle

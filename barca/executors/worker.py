@@ -11,7 +11,7 @@ import traceback as tb
 from pathlib import Path
 from typing import Any, Callable
 
-from barca import artifacts
+from barca import artifacts, frames
 from barca.executors.capture import StepOutput, captured, user_traceback
 from barca.executors.task import StepRecord, StepTask
 from barca.hashing import canonical_json, sensor_run_hash, sha, source_only, value_digest
@@ -69,36 +69,84 @@ class Worker:
             self.functions[key] = fn
         return fn
 
-    def load(self, relpath: str, fmt: str, sha256: str | None = None) -> Any:
+    def load(self, relpath: str, fmt: str, sha256: str | None = None,
+             reader: str | None = None) -> Any:
         """An input's value, checked against its recorded SHA-256 as it is read: a missing or
         corrupt input is reported to the coordinator (which computes it again), never passed
-        to the function and never blamed on this step."""
-        if relpath in self.values:
-            return self.values[relpath]
-        try:
-            data = (self.root / relpath).read_bytes()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            data = self._fetch(relpath)  # a worker on another machine: from the shared store
-            if data is None:
-                raise BadInput(relpath, "missing") from None
-        if sha256 and hashlib.sha256(data).hexdigest() != sha256:
-            raise BadInput(relpath, "corrupt")
-        value = artifacts.deserialize(data, fmt)
+        to the function and never blamed on this step. A table is read as ``reader`` asks
+        (see barca.readers); a lazy reader reads only what the step's query touches."""
+        table = fmt in frames.TABLE_FORMATS
+        key = (relpath, (reader or "pandas").rstrip("[]") if table else None)
+        if key in self.values:
+            return self.values[key]
+        if table:
+            if key[1] in frames.LAZY and not (self.root / relpath).is_file():
+                value = self._read_in_place(relpath, fmt, key[1])
+                if value is not None:
+                    return value
+            path = self.verified(relpath, sha256)
+            value = frames.read(path, fmt, reader or "pandas")
+            if key[1] in frames.LAZY:
+                return value  # cheap to make again; a relation belongs to its connection
+        else:
+            try:
+                data = (self.root / relpath).read_bytes()
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                data = self._fetch(relpath)  # a worker on another machine: the shared store
+                if data is None:
+                    raise BadInput(relpath, "missing") from None
+            if sha256 and hashlib.sha256(data).hexdigest() != sha256:
+                raise BadInput(relpath, "corrupt")
+            value = artifacts.deserialize(data, fmt)
         if len(self.values) > 512:
             self.values.clear()
-        self.values[relpath] = value
+        self.values[key] = value
+        if reader is not None and not table:  # a pickled table, in the type asked for
+            return frames.convert(value, reader)
         return value
 
-    def _fetch(self, relpath: str) -> bytes | None:
+    def verified(self, relpath: str, sha256: str | None) -> Path:
+        """A table file's path once its SHA-256 is checked, read in blocks (never whole)."""
+        path = self.root / relpath
+        if not path.is_file():
+            store = self._remote_store()  # a worker on another machine: the shared store
+            if store is None or store.fetch(self.root, relpath) is None:
+                raise BadInput(relpath, "missing")
+        if sha256 and artifacts.file_sha256(path) != sha256:
+            raise BadInput(relpath, "corrupt")
+        return path
+
+    def collected(self, items: list[tuple[Any, ...]], reader: str | None) -> Any:
+        """Every key of a partitioned upstream: one lazy frame (or relation) over all their
+        files, with a ``partition`` column, for a lazy annotation; else a list of values."""
+        if reader in frames.LAZY and items and all(i[1] in frames.TABLE_FORMATS for i in items):
+            return frames.read_keys([(i[3], self.verified(i[0], i[2]), i[1]) for i in items],
+                                    reader)
+        return [self.load(i[0], i[1], i[2], reader) for i in items]
+
+    def _remote_store(self) -> Any:
         from barca import remote
         uri = remote.configured()
         if uri is None:
             return None
         if self.remote is None:
             self.remote = remote.Remote(uri)
-        if self.remote.fetch(self.root, relpath) is None:
+        return self.remote
+
+    def _fetch(self, relpath: str) -> bytes | None:
+        store = self._remote_store()
+        if store is None or store.fetch(self.root, relpath) is None:
             return None
         return (self.root / relpath).read_bytes()
+
+    def _read_in_place(self, relpath: str, fmt: str, reader: str) -> Any:
+        """A lazy input missing here, read where the remote store holds it (byte ranges of
+        the columns and row groups the step's query touches), not downloaded whole. Its
+        SHA-256 is not checked: that would read it all."""
+        store = self._remote_store()
+        if store is None:
+            return None
+        return frames.read_remote(store.fs, store._remote(relpath), fmt, reader)
 
     def _upload(self, rel: str, rec: StepRecord) -> None:
         """Copy an artifact to the remote store, if one is configured; a failure is reported,
@@ -123,9 +171,9 @@ class Worker:
             if tag == "value":
                 out[param] = spec[1]
             elif tag == "artifact":
-                out[param] = self.load(spec[1], spec[2], spec[3])
+                out[param] = self.load(spec[1], spec[2], spec[3], spec[4])
             elif tag == "collect":
-                out[param] = [self.load(p, f, h) for p, f, h in spec[1]]
+                out[param] = self.collected(spec[1], spec[2])
             else:
                 out[param] = None
         return out
@@ -171,9 +219,18 @@ class Worker:
                 rec.status, rec.error = "failed", problem
                 rec.elapsed = time.perf_counter() - start
                 return rec
+        value = frames.settle(value)  # a LazyFrame is collected when the step ends
+        tmp: str | None = None
+        data: bytes | None = None
         try:
             fmt = artifacts.choose_format(value, task.serializer)
-            data = artifacts.serialize(value, fmt)
+            if fmt in frames.TABLE_FORMATS:  # written straight into a file, never as bytes
+                folder = self.root / artifacts.artifact_relpath(
+                    task.node, task.key, "-", "-", task.store_prefix)
+                tmp, fmt, rec.warning, rec.shape = artifacts.write_table(value, fmt,
+                                                                         folder.parent)
+            else:
+                data = artifacts.serialize(value, fmt)
         except Exception as exc:
             rec.status = "failed"
             rec.error = (f"cannot store the result of {task.step}: a {type(value).__name__} "
@@ -181,6 +238,15 @@ class Worker:
             rec.traceback = tb.format_exc()
             rec.elapsed = time.perf_counter() - start
             return rec
+        try:
+            return self._commit(task, rec, value, fmt, data, tmp, start)
+        finally:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)  # a step that failed after its table was written
+
+    def _commit(self, task: StepTask, rec: StepRecord, value: Any, fmt: str,
+                data: bytes | None, tmp: str | None, start: float) -> StepRecord:
+        """The written value takes its place in the store (after the step's sinks)."""
         run_hash = task.run_hash
         if task.kind == "sensor":
             rec.value_hash = value_digest(value)
@@ -197,19 +263,28 @@ class Worker:
                 rec.traceback = tb.format_exc()
                 rec.elapsed = time.perf_counter() - start
                 return rec
+        fsync = os.environ.get("BARCA_FSYNC", "") not in ("", "0")
         try:
-            artifacts.write_atomic(self.root / rel, data,
-                                   fsync=os.environ.get("BARCA_FSYNC", "") not in ("", "0"))
+            if data is not None:
+                artifacts.write_atomic(self.root / rel, data, fsync=fsync)
+            else:
+                artifacts.commit(tmp, self.root / rel, fsync=fsync)  # type: ignore[arg-type]
         except OSError as exc:
             rec.status = "failed"
             rec.infra = rec.error = f"cannot write {rel}: {exc.strerror or exc}"
             rec.elapsed = time.perf_counter() - start
             return rec
-        self.values[rel] = value
+        written = frames.kind(value) if fmt in frames.TABLE_FORMATS else None
+        if written != "duckdb":  # a relation is not kept: it belongs to the step's connection
+            self.values[(rel, written)] = value
         self._upload(rel, rec)
-        rec.path, rec.format, rec.size = rel, fmt, len(data)
-        rec.sha256 = hashlib.sha256(data).hexdigest()
-        rec.shape = artifacts.shape(value)
+        rec.path, rec.format = rel, fmt
+        if data is not None:
+            rec.size, rec.sha256 = len(data), hashlib.sha256(data).hexdigest()
+            rec.shape = artifacts.shape(value)
+        else:
+            rec.size = (self.root / rel).stat().st_size
+            rec.sha256 = artifacts.file_sha256(self.root / rel)
         rec.elapsed = time.perf_counter() - start
         return rec
 
