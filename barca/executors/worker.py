@@ -79,7 +79,7 @@ class Worker:
         try:
             data = (self.root / relpath).read_bytes()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            data = self._fetch(relpath)  # a worker on another machine: from the shared store
+            data = self._fetch(relpath, sha256)  # a worker on another machine: from the shared store
             if data is None:
                 raise BadInput(relpath, "missing") from None
         if sha256 and hashlib.sha256(data).hexdigest() != sha256:
@@ -90,18 +90,18 @@ class Worker:
         self.values[relpath] = value
         return value
 
-    def _fetch(self, relpath: str) -> bytes | None:
+    def _fetch(self, relpath: str, sha256: str | None) -> bytes | None:
         from barca import remote
         uri = remote.configured()
         if uri is None:
             return None
         if self.remote is None:
             self.remote = remote.Remote(uri)
-        if self.remote.fetch(self.root, relpath) is None:
+        if self.remote.fetch(self.root, relpath, sha256) is None:
             return None
         return (self.root / relpath).read_bytes()
 
-    def _upload(self, rel: str, rec: StepRecord) -> None:
+    def _upload(self, rel: str, rec: StepRecord, task: StepTask, data: bytes) -> None:
         """Copy an artifact to the remote store, if one is configured; a failure is reported,
         never fatal (the next command retries it)."""
         from barca import remote
@@ -111,7 +111,7 @@ class Worker:
         try:
             if self.remote is None:
                 self.remote = remote.Remote(uri)
-            self.remote.upload(self.root, rel)
+            self.remote.upload(self.root, rel, task.node, task.key, data)
             rec.uploaded = True
         except Exception as exc:
             rec.uploaded = False
@@ -202,7 +202,7 @@ class Worker:
             rec.elapsed = time.perf_counter() - start
             return rec
         self.values[rel] = value
-        self._upload(rel, rec)
+        self._upload(rel, rec, task, data)
         rec.path, rec.format, rec.size = rel, fmt, len(data)
         rec.sha256 = hashlib.sha256(data).hexdigest()
         rec.shape = artifacts.shape(value)
