@@ -80,10 +80,9 @@ def read(raw: bytes, path: str, secret: bytes | None) -> dict[str, Any]:
             or len(body["sha256"]) != 64 or body["sha256"].strip("0123456789abcdef")
             or body["size"] < 0):
         raise Rejected()
-    if secret is not None:
-        if not isinstance(signature, str) or not hmac.compare_digest(
-                signature, _sign(body, secret)):
-            raise Rejected(unsigned=True)
+    if secret is not None and not (isinstance(signature, str) and hmac.compare_digest(
+            signature, _sign(body, secret))):
+        raise Rejected(unsigned=True)
     return body
 
 

@@ -164,7 +164,7 @@ class Remote:
             if data is None:  # a store written before manifests: the bytes under their name
                 data = self._cat(path)
             if data is not None and hashlib.sha256(data).hexdigest() != sha256:
-                self._reject(rel, False)
+                self._reject(rel, "did not match the SHA-256 recorded here")
                 return None
             return data
         raw = self._cat(path + manifest.SUFFIX)
@@ -173,11 +173,12 @@ class Remote:
         try:
             body = manifest.read(raw, path, self.secret)
         except manifest.Rejected as exc:
-            self._reject(rel, exc.unsigned)
+            self._reject(rel, f"is not signed with {manifest.KEY_ENV}" if exc.unsigned
+                         else "did not match its manifest")
             return None
         data = self._intact(path, body)
         if data is None:
-            self._reject(rel, False)
+            self._reject(rel, "did not match its manifest")
             return None
         if body["format"] == "pickle" and self.secret is None and not self.warned_pickles:
             self.warned_pickles = True
@@ -196,12 +197,10 @@ class Remote:
         except Exception:  # absent, or unreadable: not in the store
             return None
 
-    def _reject(self, rel: str, unsigned: bool) -> None:
+    def _reject(self, rel: str, why: str) -> None:
         if rel in self._rejected:
             return
         self._rejected.add(rel)
-        why = (f"is not signed with {manifest.KEY_ENV}" if unsigned
-               else "did not match its manifest")
         self._note(f"the store's copy of {rel} {why}; computing it again")
 
     def _note(self, text: str) -> None:

@@ -153,6 +153,22 @@ def test_a_damaged_store_copy_is_computed_again(tmp_path: Path, store: Store,
 
 
 @pytest.mark.slow
+def test_a_damaged_store_copy_of_this_machines_own_result(tmp_path: Path, store: Store) -> None:
+    """Local file gone, the store's copy edited: checked against this machine's own record."""
+    a = machine(tmp_path, "a")
+    assert run(a, store, "v").code == 0
+    blob = store.blob("pipeline.py--v")
+    store.write(blob, b'{"v": 100}')
+    for f in (a.path / ".barca" / "artifacts" / "pipeline.py--v").iterdir():
+        f.unlink()
+    r = run(a, store, "v")
+    assert r.code == 0 and r.json()["final_output"] == {"v": 1}, r.err
+    assert r.completed() == ["pipeline.py:v"]
+    assert len(lines(r.err, "did not match the SHA-256 recorded here; computing it again")) == 1
+    assert store.read(blob) == b'{"v": 1}'
+
+
+@pytest.mark.slow
 def test_a_missing_manifest_means_not_in_the_store(tmp_path: Path, store: Store) -> None:
     """Bytes without a manifest (an upload cut short) are not a result: computed again."""
     a, b = machine(tmp_path, "a"), machine(tmp_path, "b")
@@ -196,6 +212,8 @@ def test_with_a_key_a_result_rewritten_with_its_digests_is_not_served(
     assert other.code == 0 and sorted(other.completed()) == ["pipeline.py:doubled",
                                                              "pipeline.py:v"], other.err
     assert KEY not in r.out + r.err and KEY.encode() not in store.everything()
+    for f in (b.path / ".barca").rglob("*"):
+        assert not f.is_file() or KEY.encode() not in f.read_bytes(), f
 
 
 @pytest.mark.slow
