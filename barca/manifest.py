@@ -74,9 +74,13 @@ def read(raw: bytes, path: str, secret: bytes | None) -> dict[str, Any]:
     if set(body) != set(_FIELDS) or any(type(body[k]) is not t for k, t in _FIELDS.items()):
         raise Rejected()
     folder, name = path.rsplit("/", 1)
+    try:
+        own_dir = node_dir(body["node"], body["key"])
+    except ValueError:  # a key no step could have
+        raise Rejected() from None
     if (body["v"] != VERSION or body["path"] != path or body["format"] not in EXT
             or name != f"{body['run_hash']}.{EXT[body['format']]}"
-            or folder.rsplit("/", 1)[-1] != node_dir(body["node"], body["key"])
+            or folder.rsplit("/", 1)[-1] != own_dir
             or len(body["sha256"]) != 64 or body["sha256"].strip("0123456789abcdef")
             or body["size"] < 0):
         raise Rejected()

@@ -7,7 +7,8 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from barca import manifest
 from barca.errors import InfrastructureError, UsageError
@@ -50,7 +51,7 @@ class Remote:
 
     def _path(self, rel: str) -> str:
         """A local relative path (``.barca/artifacts/...``) as a path in the store."""
-        return rel[len(PREFIX):] if rel.startswith(PREFIX) else rel
+        return rel.removeprefix(PREFIX)
 
     def _full(self, path: str) -> str:
         return f"{self.base}/{path}"

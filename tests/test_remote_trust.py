@@ -340,3 +340,18 @@ def test_readers_never_see_a_half_written_result(tmp_path: Path) -> None:
     assert seen and seen <= set(values)
     folder = tmp_path / "store" / "artifacts" / "pipeline.py--v"
     assert len([n for n in os.listdir(folder) if not n.startswith(".tmp")]) == 2
+
+
+@pytest.mark.parametrize("raw", [b"", b"{", b"[]", b"null", b'{"v": 1}', "é".encode("latin-1"),
+                                 b'{"v": 1, "path": 3}', b"\x80\x04K\x01."])
+def test_a_malformed_manifest_is_a_bad_copy_never_an_error(tmp_path: Path, raw: bytes) -> None:
+    from barca.remote import Remote
+    remote = Remote(f"file://{tmp_path / 'store'}")
+    rel = ".barca/artifacts/pipeline.py--v/" + "a" * 64 + ".json"
+    remote.upload(tmp_path, rel, "pipeline.py:v", "", b'{"v": 1}')
+    (tmp_path / "store" / (rel[len(".barca/"):] + ".manifest")).write_bytes(raw)
+    reader = Remote(remote.uri)
+    assert reader.fetch(tmp_path / "r", rel) is None
+    assert reader.notes == [f"the store's copy of {rel} did not match its manifest; "
+                            "computing it again"]
+    assert not (tmp_path / "r" / rel).exists()
