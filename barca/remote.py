@@ -183,9 +183,9 @@ class Remote:
             return None
         if body["format"] == "pickle" and self.secret is None and not self.warned_pickles:
             self.warned_pickles = True
-            self._note(f"a pickle from the shared store is trusted as code: set {manifest.KEY_ENV} "
-                       "on every machine that shares it to accept only signed results "
-                       "(barca docs remote)")
+            self._note("a pickle from the shared store is trusted as code: set "
+                       f"{manifest.KEY_ENV} on every machine that shares it to accept only "
+                       "signed results (barca docs remote)")
         return data
 
     def _intact(self, path: str, body: dict[str, Any]) -> bytes | None:

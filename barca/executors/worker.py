@@ -79,7 +79,7 @@ class Worker:
         try:
             data = (self.root / relpath).read_bytes()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            data = self._fetch(relpath, sha256)  # a worker on another machine: from the shared store
+            data = self._fetch(relpath, sha256)  # a worker on another machine: the shared store
             if data is None:
                 raise BadInput(relpath, "missing") from None
         if sha256 and hashlib.sha256(data).hexdigest() != sha256:
