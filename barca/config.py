@@ -16,7 +16,8 @@ FILE = "barca.toml"
 # section -> key -> (type check, what a value must be); "" is the top level
 SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
     "": {"default_env": (str, "an environment name (a plain folder name)")},
-    "remote": {"uri": (str, "a store URI: file:///path, s3://bucket/prefix, ...")},
+    "remote": {"uri": (str, "a store URI: file:///path, s3://bucket/prefix, ..."),
+               "key_file": (str, "the path of a file holding the store's signing key")},
     "cache": {"max_size": ((str, int), 'a size: "20GB", "500MB", "20GiB", bytes, "10%" or "off"')},
     "discovery": {"include": (list, "a list of glob patterns of pipeline files"),
                   "exclude": (list, "a list of glob patterns to skip")},

@@ -60,7 +60,7 @@ class Integrity:
             return False
         except FileNotFoundError:
             if self.remote is not None and s.path:
-                if self.remote.fetch(self.root, s.path) is not None:
+                if self.remote.fetch(self.root, s.path, s.sha256) is not None:
                     return self.intact(s)
             if s.reason == "evicted":
                 self.warn(f"{s.path} was evicted by the cache size limit; computing {s.id} "

@@ -4,9 +4,13 @@
 read-through cache: a cached result whose local file is missing is fetched, not recomputed."""
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
+from barca import manifest
 from barca.errors import InfrastructureError, UsageError
 
 ENV = "BARCA_REMOTE_URI"
@@ -24,7 +28,7 @@ def configured() -> str | None:
 
 
 class Remote:
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, on_note: Callable[[str], None] | None = None) -> None:
         try:
             import fsspec
         except ImportError:
@@ -42,9 +46,20 @@ class Remote:
         self.fetched: list[int] = []      # sizes of the artifacts fetched by this command
         self.fetch_seconds = 0.0
         self._listed: dict[tuple[str, str], set[str]] = {}
+        self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple)
+                                else (self.fs.protocol,))
+        self.secret = manifest.store_key()
+        self.on_note = on_note            # told each remark as it is made (the runner's warnings)
+        self.notes: list[str] = []
+        self.warned_pickles = False
+        self._rejected: set[str] = set()
 
-    def _remote(self, rel: str) -> str:
-        return f"{self.base}/{rel[len(PREFIX):] if rel.startswith(PREFIX) else rel}"
+    def _path(self, rel: str) -> str:
+        """A local relative path (``.barca/artifacts/...``) as a path in the store."""
+        return rel.removeprefix(PREFIX)
+
+    def _full(self, path: str) -> str:
+        return f"{self.base}/{path}"
 
     def check(self) -> None:
         """Reachable before any step runs, or exit 3."""
@@ -59,41 +74,159 @@ class Remote:
                                       f"Check {ENV}, the network and the credentials; or unset "
                                       f"{ENV} to run with the local store only.") from None
 
-    def upload(self, root: Path, rel: str) -> None:
-        target = self._remote(rel)
+    # ------------------------------------------------------------------ writing
+    def upload(self, root: Path, rel: str, node: str, key: str, data: bytes | None = None) -> None:
+        """Copy one result to the store: its bytes under a name of their own (their digest),
+        then its manifest, which makes it visible. The first manifest written wins; a machine
+        that lost the race removes its bytes, so the store keeps one copy and one manifest. A
+        manifest that does not verify (or whose bytes are bad) is replaced."""
+        from barca.artifacts import EXT
+        if data is None:
+            data = (root / rel).read_bytes()
+        path = self._path(rel)
+        fmt = next((f for f, e in EXT.items() if path.endswith("." + e)), "pickle")
+        raw = manifest.make(path, node, key, fmt, data, self.secret)
+        digest = hashlib.sha256(data).hexdigest()
+        blob = self._full(manifest.blob_path(path, digest))
+        target = self._full(path + manifest.SUFFIX)
+        self._write(blob, data)
+        if self._create(target, raw):
+            return
+        try:  # a manifest is there already: another machine's copy of the same step, or bad
+            current = manifest.read(self.fs.cat_file(target), path, self.secret)
+        except (manifest.Rejected, FileNotFoundError):
+            current = None
+        if current is not None and current["sha256"] == digest:
+            return
+        if current is not None and self._intact(path, current) is not None:
+            try:
+                self.fs.rm_file(blob)
+            except Exception:
+                pass  # an orphan copy, never named by a manifest: harmless
+            return
+        self._write(target, raw)
+
+    def _write(self, target: str, data: bytes) -> None:
+        """Readers see all of it or nothing: a rename here, a single PUT on object stores."""
+        if self.local:
+            from barca.artifacts import write_atomic
+            write_atomic(Path(target), data)
+            return
         self.fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
-        self.fs.put_file(str(root / rel), target)
+        self.fs.pipe_file(target, data)
 
-    def fetch(self, root: Path, rel: str) -> int | None:
-        """Download one artifact to its local place (atomically); its size, or None."""
+    def _create(self, target: str, data: bytes) -> bool:
+        """Write ``target`` only if nothing is there (False if something is), atomically: a
+        hard link of a complete temp file here, a conditional PUT (If-None-Match) on S3."""
+        if self.local:
+            import tempfile
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=Path(target).parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.link(tmp, target)
+                return True
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+        try:
+            self.fs.pipe_file(target, data, mode="create")
+            return True
+        except FileExistsError:
+            return False
+        except (TypeError, NotImplementedError, ValueError):
+            pass  # a store without conditional writes: check, then write (a narrow race)
+        if self.fs.exists(target):
+            return False
+        self.fs.pipe_file(target, data)
+        return True
+
+    # ------------------------------------------------------------------ reading
+    def fetch(self, root: Path, rel: str, sha256: str | None = None) -> int | None:
+        """Download one result to its local place; its size, or None when the store has no
+        good copy of it. With ``sha256`` (this machine's own record of the result) the bytes
+        are checked against it; otherwise against the store's manifest, which with a key must
+        be signed with it. Nothing unchecked is written locally, so nothing unchecked is read
+        (or unpickled)."""
         import time
-
-        from barca.artifacts import write_atomic
         start = time.perf_counter()
         try:
-            data: Any = self.fs.cat_file(self._remote(rel))
-        except Exception:
-            return None
+            data = self._get(rel, sha256)
         finally:
             self.fetch_seconds += time.perf_counter() - start
-        write_atomic(root / rel, bytes(data))
+        if data is None:
+            return None
+        from barca.artifacts import write_atomic
+        write_atomic(root / rel, data)
         self.fetched.append(len(data))
         return len(data)
 
+    def _get(self, rel: str, sha256: str | None) -> bytes | None:
+        path = self._path(rel)
+        if sha256:
+            data = self._cat(manifest.blob_path(path, sha256))
+            if data is None:  # a store written before manifests: the bytes under their name
+                data = self._cat(path)
+            if data is not None and hashlib.sha256(data).hexdigest() != sha256:
+                self._reject(rel, "did not match the SHA-256 recorded here")
+                return None
+            return data
+        raw = self._cat(path + manifest.SUFFIX)
+        if raw is None:
+            return None
+        try:
+            body = manifest.read(raw, path, self.secret)
+        except manifest.Rejected as exc:
+            self._reject(rel, f"is not signed with {manifest.KEY_ENV}" if exc.unsigned
+                         else "did not match its manifest")
+            return None
+        data = self._intact(path, body)
+        if data is None:
+            self._reject(rel, "did not match its manifest")
+            return None
+        if body["format"] == "pickle" and self.secret is None and not self.warned_pickles:
+            self.warned_pickles = True
+            self._note("a pickle from the shared store is trusted as code: set "
+                       f"{manifest.KEY_ENV} on every machine that shares it to accept only "
+                       "signed results (barca docs remote)")
+        return data
+
+    def _intact(self, path: str, body: dict[str, Any]) -> bytes | None:
+        data = self._cat(manifest.blob_path(path, body["sha256"]))
+        return data if data is not None and manifest.matches(body, data) else None
+
+    def _cat(self, path: str) -> bytes | None:
+        try:
+            return bytes(self.fs.cat_file(self._full(path)))
+        except Exception:  # absent, or unreadable: not in the store
+            return None
+
+    def _reject(self, rel: str, why: str) -> None:
+        if rel in self._rejected:
+            return
+        self._rejected.add(rel)
+        self._note(f"the store's copy of {rel} {why}; computing it again")
+
+    def _note(self, text: str) -> None:
+        self.notes.append(text)
+        if self.on_note is not None:
+            self.on_note(text)
+
     def listing(self, node_dir: str, store: str = ".barca") -> set[str]:
-        """Every artifact the store holds for a node (all its keys), as local relative paths:
-        one listing per node, not one request per key."""
+        """The results the store holds for one node directory (one key), as local relative
+        paths: those with a manifest. One listing per directory, not one request per file."""
         if (store, node_dir) not in self._listed:
-            prefix = self._remote(f"{store}/artifacts/")
+            folder = self._full(self._path(f"{store}/artifacts/{node_dir}"))
             try:
-                found = self.fs.find(prefix, prefix=node_dir)
-            except TypeError:  # a filesystem without prefix listing
-                found = [p for p in self.fs.find(prefix) if p[len(prefix):].startswith(node_dir)]
+                names = (os.listdir(folder) if self.local
+                         else [p.rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)])
             except Exception:
-                found = []
-            base = self.base.lstrip("/") if not self.base.startswith("/") else self.base
+                names = []
             self._listed[(store, node_dir)] = {
-                PREFIX + p[len(base):].lstrip("/") if p.startswith(base) else p for p in found}
+                f"{store}/artifacts/{node_dir}/{n[:-len(manifest.SUFFIX)]}"
+                for n in names if n.endswith(manifest.SUFFIX)}
         return self._listed[(store, node_dir)]
 
 

@@ -20,12 +20,12 @@ def prepare(remote: Any, store: Any) -> None:
     from concurrent.futures import ThreadPoolExecutor
     root = store.root
 
-    def one(item: tuple[int, str]) -> int | None:
-        row_id, path = item
+    def one(item: tuple[int, str, str, str]) -> int | None:
+        row_id, path, node, key = item
         if not (root / path).is_file():
             return None
         try:
-            remote.upload(root, path)
+            remote.upload(root, path, node, key)
             return row_id
         except Exception:
             return None

@@ -138,7 +138,7 @@ class Runner:
         self._snapshots: list[tuple[str, str, str, str, str]] = []  # written after the rows
         from barca import remote
         uri = remote.configured()
-        self.remote = remote.Remote(uri) if uri else None
+        self.remote = remote.Remote(uri, self._warn) if uri else None
         # a prediction reads the store's listings (what `get` would fetch), never its files
         self.adoption = Adoption(ctx.store, self.remote, fetch=execute)
         self.integrity = Integrity(self.graph.root, self.remote, self._warn)

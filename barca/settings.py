@@ -13,6 +13,7 @@ from barca.errors import UsageError
 SOURCES: dict[str, tuple[str, str, str]] = {
     "env": ("BARCA_ENV", "", "default_env"),
     "remote_uri": ("BARCA_REMOTE_URI", "remote", "uri"),
+    "store_key_file": ("", "remote", "key_file"),  # BARCA_STORE_KEY (the key itself) wins
     "cache_max_size": ("BARCA_CACHE_MAX_SIZE", "cache", "max_size"),
     "pool_size": ("BARCA_POOL_SIZE", "run", "pool_size"),
     "executor": ("BARCA_EXECUTOR", "run", "executor"),

@@ -320,12 +320,12 @@ class Store:
             self._write("INSERT OR REPLACE INTO snapshots (asset, digest, combined, keys, "
                         "hashes) VALUES (?, ?, ?, ?, ?)", snaps)
 
-    def pending_uploads(self) -> list[tuple[int, str]]:
-        """Successful results not yet copied to the remote store: (row id, path)."""
+    def pending_uploads(self) -> list[tuple[int, str, str, str]]:
+        """Successful results not yet copied to the remote store: (row id, path, node, key)."""
         if self.conn is None:
             return []
         return list(self.conn.execute(
-            "SELECT id, path FROM materializations WHERE status='success' "
+            "SELECT id, path, asset, partition FROM materializations WHERE status='success' "
             "AND (remote IS NULL OR remote=0) AND path IS NOT NULL"))
 
     def mark_uploaded(self, ids: list[int]) -> None:

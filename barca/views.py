@@ -87,7 +87,7 @@ def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
         try:
             value = json.loads((root / (row.path or "")).read_bytes())
         except FileNotFoundError:
-            fetched = _fetch(ctx, row.path or "")
+            fetched = _fetch(ctx, row.path or "", row.sha256)
             if fetched is None:
                 raise UsageError(f"view '{name}': the result of {row.node} is missing from "
                                  f"disk ({row.path}).",
@@ -106,11 +106,11 @@ def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
     return str(path), list(columns)
 
 
-def _fetch(ctx: Context, rel: str) -> bytes | None:
+def _fetch(ctx: Context, rel: str, sha256: str | None) -> bytes | None:
     """A result missing locally, from the remote store (when one is configured)."""
     from barca import remote
     uri = remote.configured()
-    if uri is None or remote.Remote(uri).fetch(ctx.graph.root, rel) is None:
+    if uri is None or remote.Remote(uri).fetch(ctx.graph.root, rel, sha256) is None:
         return None
     return (ctx.graph.root / rel).read_bytes()
 

@@ -5,8 +5,6 @@ something needs it. Through the CLI in subprocesses."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 from conftest import Project
 

@@ -92,7 +92,7 @@ class Worker:
             try:
                 data = (self.root / relpath).read_bytes()
             except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-                data = self._fetch(relpath)  # a worker on another machine: the shared store
+                data = self._fetch(relpath, sha256)  # a worker elsewhere: the shared store
                 if data is None:
                     raise BadInput(relpath, "missing") from None
             if sha256 and hashlib.sha256(data).hexdigest() != sha256:
@@ -110,7 +110,7 @@ class Worker:
         path = self.root / relpath
         if not path.is_file():
             store = self._remote_store()  # a worker on another machine: the shared store
-            if store is None or store.fetch(self.root, relpath) is None:
+            if store is None or store.fetch(self.root, relpath, sha256) is None:
                 raise BadInput(relpath, "missing")
         if sha256 and artifacts.file_sha256(path) != sha256:
             raise BadInput(relpath, "corrupt")
@@ -133,9 +133,9 @@ class Worker:
             self.remote = remote.Remote(uri)
         return self.remote
 
-    def _fetch(self, relpath: str) -> bytes | None:
+    def _fetch(self, relpath: str, sha256: str | None) -> bytes | None:
         store = self._remote_store()
-        if store is None or store.fetch(self.root, relpath) is None:
+        if store is None or store.fetch(self.root, relpath, sha256) is None:
             return None
         return (self.root / relpath).read_bytes()
 
@@ -148,7 +148,7 @@ class Worker:
             return None
         return frames.read_remote(store.fs, store._remote(relpath), fmt, reader)
 
-    def _upload(self, rel: str, rec: StepRecord) -> None:
+    def _upload(self, rel: str, rec: StepRecord, task: StepTask, data: bytes | None) -> None:
         """Copy an artifact to the remote store, if one is configured; a failure is reported,
         never fatal (the next command retries it)."""
         from barca import remote
@@ -158,7 +158,7 @@ class Worker:
         try:
             if self.remote is None:
                 self.remote = remote.Remote(uri)
-            self.remote.upload(self.root, rel)
+            self.remote.upload(self.root, rel, task.node, task.key, data)
             rec.uploaded = True
         except Exception as exc:
             rec.uploaded = False
@@ -277,7 +277,7 @@ class Worker:
         written = frames.kind(value) if fmt in frames.TABLE_FORMATS else None
         if written != "duckdb":  # a relation is not kept: it belongs to the step's connection
             self.values[(rel, written)] = value
-        self._upload(rel, rec)
+        self._upload(rel, rec, task, data)
         rec.path, rec.format = rel, fmt
         if data is not None:
             rec.size, rec.sha256 = len(data), hashlib.sha256(data).hexdigest()
