@@ -142,7 +142,7 @@ def _artifacts(root: Path, prefix: str) -> Check:
     return Check("artifacts folder", True, f"{probe.relative_to(root) or '.'} is writable")
 
 
-def _remote() -> Check | None:
+def _remote() -> Check | list[Check] | None:
     from barca import remote
     uri = remote.configured()
     if uri is None:
@@ -156,7 +156,15 @@ def _remote() -> Check | None:
         return Check("remote store", False, f"{uri} does not answer: {type(exc).__name__}: "
                      f"{exc}", "Check BARCA_REMOTE_URI or [remote] uri, the network and the "
                      "credentials.")
-    return Check("remote store", True, f"{uri} answers")
+    from barca.manifest import store_key
+    if store_key() is None:
+        return [Check("remote store", True, f"{uri} answers"),
+                Check("store signatures", False, "no signing key: a pickle from the shared "
+                      "store is trusted as code (barca docs remote)",
+                      "Set BARCA_STORE_KEY (or [remote] key_file in barca.toml) on every "
+                      "machine that shares the store.")]
+    return [Check("remote store", True, f"{uri} answers"),
+            Check("store signatures", True, "results are signed and checked with the key")]
 
 
 def _extras(root: Path, files: tuple[str, ...]) -> list[Check]:

@@ -82,3 +82,26 @@ def test_doctor_magic_shows_a_table(seed: Project) -> None:
     shown = result(nb, 1)
     assert "<table" in shown["text/html"] and "pipeline files" in shown["text/html"]
     assert "application/json" not in shown
+
+
+def test_a_store_without_signatures_is_reported_and_the_key_never_shown(
+        seed: Project, tmp_path) -> None:
+    store = tmp_path / "store"
+    seed.write("barca.toml", f'[remote]\nuri = "file://{store}"\n')
+    r = seed.barca("doctor", "--json")
+    checks = {c["name"]: c for c in r.json()["checks"]}
+    assert r.code == 1 and checks["remote store"]["ok"]
+    assert not checks["store signatures"]["ok"]
+    assert "BARCA_STORE_KEY" in checks["store signatures"]["detail"]
+    secret = "s3cr3t-" + "k" * 30
+    (tmp_path / "store.key").write_text(secret + "\n")
+    seed.write("barca.toml", f'[remote]\nuri = "file://{store}"\n'
+               f'key_file = "{tmp_path / "store.key"}"\n')
+    r = seed.barca("doctor", "--json")
+    assert r.code == 0, r.out
+    assert secret not in r.out + r.err
+    # the key from key_file signs what is uploaded, and is nowhere in the store
+    assert seed.barca("get", "report", "pipeline.py").code == 0
+    manifests = list(store.rglob("*.manifest"))
+    assert manifests and all("signature" in json.loads(m.read_text()) for m in manifests)
+    assert not any(secret.encode() in f.read_bytes() for f in store.rglob("*") if f.is_file())
