@@ -47,7 +47,7 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
     for key in keys:
         inputs, hold = plan.inputs(key)
         if inputs is None:
-            odd[key] = _held(nid, key, hold, predict)  # type: ignore[arg-type]
+            odd[key] = _held(nid, key, hold, predict, hist)  # type: ignore[arg-type]
             out.append("")
             continue
         value = plan.value(key)
@@ -72,9 +72,11 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
     return ns
 
 
-def _held(nid: NodeId, key: str, hold: tuple[Any, Any, Any], predict: bool) -> StepState:
+def _held(nid: NodeId, key: str, hold: tuple[Any, Any, Any], predict: bool,
+          hist: NodeHistory) -> StepState:
     """A step with no inputs yet: skipped below a failure, unknown while keys or a sensor's
-    value are not known (a real run has every value by now: anything else is a bug)."""
+    value are not known -- to run if it never ran (a real run has every value by now:
+    anything else is a bug)."""
     blocked, keys_unknown, unknown = hold
     st = StepState(nid, key)
     if blocked is not None:
@@ -86,8 +88,10 @@ def _held(nid: NodeId, key: str, hold: tuple[Any, Any, Any], predict: bool) -> S
     else:
         if not predict:
             raise_missing(unknown, step_id(nid, key))
-        # a prediction never runs a sensor: without its value, no run hash is knowable
-        st.action, st.reason, st.detail = "unknown", "sensor_output_unknown", unknown
+        if hist.newest_success(key) is None:
+            st.action, st.reason, st.detail = "run", "no_record", "never run"
+        else:
+            st.action, st.reason, st.detail = "unknown", "sensor_output_unknown", unknown
     return st
 
 

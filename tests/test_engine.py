@@ -110,8 +110,7 @@ def test_status_table_and_json(seed: Project) -> None:
 def test_status_is_read_only(seed: Project) -> None:
     r = seed.barca("status", "pipeline.py", "--pretty")
     assert r.code == 0, r.err
-    # the sensor has never recorded a value: what reads it is unknown, not never run (#15)
-    assert "0 cached, 0 stale, 0 never run, 0 partial, 3 unknown, 1 always run" in r.out
+    assert "0 cached, 0 stale, 3 never run" in r.out
     assert not (seed.path / ".barca").exists()
 
 
@@ -270,9 +269,8 @@ print(json.dumps([plan.to_json()['summary'], st.to_json()['summary'], err, str(p
     proc = _python(seed, code)
     assert proc.returncode == 0, proc.stderr
     summary, status, err, text = json.loads(proc.stdout)
-    # a fresh project: the sensor has no recorded value, so all that reads it is unknown (#15)
-    assert summary == {"will_run": 1, "cached": 0, "unknown": 7}
-    assert status["unknown"] == 3 and status["never_run"] == 0
+    assert summary == {"will_run": 8, "cached": 0, "unknown": 0}
+    assert status["never_run"] == 3
     assert err[0] == "usage" and err[1] == 2 and "barca list" in err[2]
     cli = seed.barca("get", "report", "pipeline.py", "--dry-run", "--pretty")
     assert cli.out.rstrip("\n") == text
