@@ -54,7 +54,7 @@ def source(p: dict[str, Any]) -> str:
            "def bump(x: int) -> int:", f"    return x + {p['h']}", "", "",
            "@asset()", "def base() -> int:", f"    return SCALE * 10 + {p['c0']}", "", ""]
     for i in range(p["readers"]):
-        out += [f'@asset(inputs={{"base": base}})', f"def reader{i}(base: int) -> int:",
+        out += ['@asset(inputs={"base": base})', f"def reader{i}(base: int) -> int:",
                 f"    return base * {i + 2}", "", ""]
     prev = "base"
     for j in range(p["chain"]):
