@@ -193,6 +193,28 @@ class Remote:
                        "signed results (barca docs remote)")
         return data
 
+    def located(self, rel: str, sha256: str | None) -> str | None:
+        """Where the store keeps a result's bytes, for a lazy reader that reads them in place
+        (byte ranges, never all of them -- so their digest is not checked here): found by this
+        machine's record, else through the manifest (signed, with a key). None: no such
+        result."""
+        path = self._path(rel)
+        if sha256:
+            for candidate in (manifest.blob_path(path, sha256), path):  # path: an old store
+                if self.fs.exists(self._full(candidate)):
+                    return self._full(candidate)
+            return None
+        raw = self._cat(path + manifest.SUFFIX)
+        if raw is None:
+            return None
+        try:
+            body = manifest.read(raw, path, self.secret)
+        except manifest.Rejected as exc:
+            self._reject(rel, f"is not signed with {manifest.KEY_ENV}" if exc.unsigned
+                         else "did not match its manifest")
+            return None
+        return self._full(manifest.blob_path(path, body["sha256"]))
+
     def _intact(self, path: str, body: dict[str, Any]) -> bytes | None:
         data = self._cat(manifest.blob_path(path, body["sha256"]))
         return data if data is not None and manifest.matches(body, data) else None

@@ -81,7 +81,7 @@ class Worker:
             return self.values[key]
         if table:
             if key[1] in frames.LAZY and not (self.root / relpath).is_file():
-                value = self._read_in_place(relpath, fmt, key[1])
+                value = self._read_in_place(relpath, fmt, key[1], sha256)
                 if value is not None:
                     return value
             path = self.verified(relpath, sha256)
@@ -139,14 +139,15 @@ class Worker:
             return None
         return (self.root / relpath).read_bytes()
 
-    def _read_in_place(self, relpath: str, fmt: str, reader: str) -> Any:
+    def _read_in_place(self, relpath: str, fmt: str, reader: str, sha256: str | None) -> Any:
         """A lazy input missing here, read where the remote store holds it (byte ranges of
         the columns and row groups the step's query touches), not downloaded whole. Its
         SHA-256 is not checked: that would read it all."""
         store = self._remote_store()
-        if store is None:
+        where = store.located(relpath, sha256) if store is not None else None
+        if where is None:
             return None
-        return frames.read_remote(store.fs, store._remote(relpath), fmt, reader)
+        return frames.read_remote(store.fs, where, fmt, reader)
 
     def _upload(self, rel: str, rec: StepRecord, task: StepTask, data: bytes | None) -> None:
         """Copy an artifact to the remote store, if one is configured; a failure is reported,
