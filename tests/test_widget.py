@@ -137,7 +137,8 @@ def svg_states(w):
     return {g.get('data-node'): (g.get('data-state'), g.find(ns + 'rect').get('fill'))
             for g in root.iter(ns + 'g') if g.get('data-node')}
 def table_states(w):
-    row = r'<tr><td>(\\w+)</td><td>\\w+</td><td><span class="barca-badge" data-state="([\\w-]+)"'
+    row = (r'<tr><td[^>]*>(\\w+)</td><td[^>]*>\\w+</td><td[^>]*>'
+           r'<span class="barca-badge" data-state="([\\w-]+)"')
     return dict(re.findall(row, w.table.value))
 """
 
