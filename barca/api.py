@@ -171,9 +171,10 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         failures = result.failures
         if failures:
             more = f" (+{len(failures) - 1} more failed)" if len(failures) > 1 else ""
+            skipped = (f"; {result.skipped_downstream} downstream steps skipped"
+                       if result.skipped_downstream else "")
             raise StepFailed(
-                f"step '{failures[0][0]}' failed: {failures[0][1]}{more}; "
-                f"{result.skipped_downstream} downstream steps skipped",
+                f"step '{failures[0][0]}' failed: {failures[0][1]}{more}{skipped}",
                 "Fix the cause and run the same command again: finished keys are cached.",
                 result=result, node=failures[0][0], traceback=failures[0][2])
         return result

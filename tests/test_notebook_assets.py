@@ -37,9 +37,10 @@ def cells(**edits: str) -> list[str]:
 
 
 def _steps(nb, i: int) -> str:
-    m = re.search(r"\[barca\] (\d+/\d+) steps \| done", text(nb, i))
+    """``ran/total`` from the cell's end line, ``[barca] 1 ran, 7 cached | done in 0.0s``."""
+    m = re.search(r"\[barca\] (\d+) ran, (\d+) cached \| done", text(nb, i))
     assert m, (text(nb, i), error(nb, i))
-    return m.group(1)
+    return f"{m.group(1)}/{int(m.group(1)) + int(m.group(2))}"
 
 
 def _run(project: Project, *extra: str, **edits: str):

@@ -26,6 +26,20 @@ class BadInput(Exception):
         self.path, self.what = path, what
 
 
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # barca/
+
+
+def user_traceback(exc: BaseException) -> str:
+    """The traceback of a user function's exception from the user's own first frame: the
+    worker's frames (and the import machinery's, when the pipeline file failed to import) are
+    barca's business, not the reader's. All of it when the error arose inside barca."""
+    t = exc.__traceback__
+    while t is not None and (t.tb_frame.f_code.co_filename.startswith(_OWN)
+                             or t.tb_frame.f_code.co_filename.startswith("<frozen ")):
+        t = t.tb_next
+    return "".join(tb.format_exception(type(exc), exc, t or exc.__traceback__))
+
+
 class Worker:
     """State kept by one worker process across steps: imported modules, loaded inputs."""
 
@@ -156,7 +170,7 @@ class Worker:
                     continue
                 return StepRecord(task.index, "failed", time.perf_counter() - start,
                                   error=f"{type(exc).__name__}: {exc}",
-                                  traceback=tb.format_exc(), output=out.getvalue())
+                                  traceback=user_traceback(exc), output=out.getvalue())
         raise AssertionError("unreachable")
 
     def store(self, task: StepTask, value: Any, start: float, output: str) -> StepRecord:
