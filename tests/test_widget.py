@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import os
 import secrets
 import shutil
@@ -158,7 +159,8 @@ def test_widget_in_a_kernel(seed: Project) -> None:
         "json.dumps([w.busy, time.monotonic() - t0, w.get_button.disabled])",
         "done = w.wait(120)\n"
         "json.dumps([done, w.last_error and str(w.last_error), table_states(w), svg_states(w),\n"
-        "            w.progress.value, w.progress.max, w.progress.bar_style, w.message.value])",
+        "            w.progress.value, w.progress.max, w.progress.bar_style, w.message.value,\n"
+        "            w.progress_label.value, w.last_value])",
         # Refresh on prices re-runs its keys
         "w.select('prices')\nw.refresh_button.click()\nw.wait(120)\n"
         "json.dumps([w.last_error and str(w.last_error), w.last_result.to_json()['steps'],\n"
@@ -194,8 +196,14 @@ def test_widget_in_a_kernel(seed: Project) -> None:
     busy, seconds, disabled = out(2)
     assert busy and disabled and seconds < 1.0  # never blocks the kernel
 
-    done, err, table, svg, value, maximum, style, message = out(3)
+    done, err, table, svg, value, maximum, style, message, label, got = out(3)
     assert done and err is None
+    # the value, and how to have it in Python; a labelled bar
+    assert got == {"tickers": 3, "buys": ["GOOG", "MSFT"]}
+    assert "&#x27;tickers&#x27;: 3" in message or "'tickers': 3" in message
+    assert "barca.get(&#x27;report&#x27;, &#x27;pipeline.py&#x27;)" in message
+    assert "%barca get report pipeline.py" in message
+    assert re.search(r"Get report: \d+/\d+ steps \(\d+%\)", label), label
     assert table == {"feed_version": "always-runs", "prices": "cached", "signal": "cached",
                      "report": "cached"}
     assert svg["pipeline.py:report"] == ["cached", COLOURS["cached"]]
@@ -216,6 +224,50 @@ def test_widget_in_a_kernel(seed: Project) -> None:
     assert "application/vnd.jupyter.widget-view+json" in result(nb, 8)
     svg_text = result(nb, 9)["image/svg+xml"]
     assert parse_svg(svg_text)[0]["pipeline.py:report"]["state"] == "cached"
+
+
+def test_widget_failed_node_and_clickable_picture(project: Project,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed node reads "failed" in the table as in the DAG; each DAG node selects itself
+    in the menu when clicked (an onclick on the standard Dropdown's <select>); the WHY cell
+    is cut to the notebook's width with its text on hover."""
+    project.write("pipeline.py", """
+        from barca import asset
+
+
+        @asset()
+        def base() -> int:
+            return 1
+
+
+        @asset(inputs={"b": base})
+        def broken(b: int) -> int:
+            raise RuntimeError("not today")
+    """)
+    monkeypatch.chdir(project.path)
+    from barca.jupyter.widget import StatusWidget
+    w = StatusWidget("broken", "pipeline.py", poll_interval=60)
+    try:
+        w._run("get", "pipeline.py:broken")
+        assert "not today" in str(w.last_error)
+        assert w.progress.bar_style == "danger" and "failed" in w.progress_label.value
+        table = dict(re.findall(r'<tr><td[^>]*>(\w+)</td><td[^>]*>\w+</td><td[^>]*>'
+                                r'<span class="barca-badge" data-state="([\w-]+)"',
+                                w.table.value))
+        svg = {n: v["state"] for n, v in parse_svg(w.picture.value)[0].items()}
+        assert table == {"base": "cached", "broken": "failed"}, table
+        assert svg == {"pipeline.py:base": "cached", "pipeline.py:broken": "failed"}
+        assert 'td.barca-why{max-width:26em;overflow:hidden;text-overflow:ellipsis' in \
+            w.table.value and 'class="barca-why" title="' in w.table.value
+        clicks = dict(re.findall(r'data-node="([^"]+)"(?: data-selected="true")? onclick="'
+                                 r'[^"]*selectedIndex=(\d+)', w.picture.value))
+        ids = [v for _, v in w.selector.options]
+        assert {n: ids[int(i)] for n, i in clicks.items()} == {n: n for n in ids}
+        assert 'data-node="pipeline.py:broken" data-selected="true"' in w.picture.value
+        w.select("base")
+        assert 'data-node="pipeline.py:base" data-selected="true"' in w.picture.value
+    finally:
+        w.close()
 
 
 def test_widget_polling_ends_with_the_widget(seed: Project, monkeypatch: pytest.MonkeyPatch
