@@ -104,6 +104,11 @@ class Session:
         self.graph = load_graph(_files(files))
         self.store = Store(self.graph.root, create=write)
         self.ctx = Context(self.graph, self.store)
+        from barca.discovery import PSEUDO_ABSPATH
+        if any(fm.abspath == PSEUDO_ABSPATH for fm in self.graph.files.values()):
+            from barca.notebook import adopt_renamed  # a renamed notebook keeps its results
+            adopt_renamed(self.store, [n for n, m in self.graph.nodes.items()
+                                       if self.graph.files[m.file].abspath == PSEUDO_ABSPATH])
 
     def close(self) -> None:
         self.store.close()

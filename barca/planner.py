@@ -311,6 +311,7 @@ class Context:
         self._hist: dict[NodeId, NodeHistory] = {}
         self._keys: dict[NodeId, list[str] | None] = {}
         self._modules: dict[str, Any] = {}
+        self._input_names: dict[NodeId, str] | None = None
         self.remote: Any = None   # the remote store, if one is configured (barca.remote)
         self.fetch = False        # take what it holds (get/run), or only list it (predictions)
         self._artifact_dirs: set[str] | None = None
@@ -341,6 +342,16 @@ class Context:
                         self.defcache.put(m, fm, parts)
             self._defs[nid] = (definition_hash(parts), parts)
         return self._defs[nid]
+
+    def input_name(self, up: NodeId) -> str:
+        """An input's name in a run hash: its node id; for a notebook's node, the id without
+        the notebook's name (renaming the notebook keeps every run hash, see notebook.py)."""
+        if self._input_names is None:
+            from barca.notebook import STEMLESS
+            self._input_names = {
+                n: f"input:{STEMLESS}:{m.function}" for n, m in self.graph.nodes.items()
+                if self.graph.files[m.file].abspath == PSEUDO_ABSPATH}
+        return self._input_names.get(up) or f"input:{up}"
 
     def history(self, nid: NodeId) -> NodeHistory:
         if nid not in self._hist:
@@ -552,15 +563,15 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
                 continue
             if inp.collect:
                 if up_ns.combined is not None:  # every key available: their combined digest
-                    inputs[f"input:{up_id}"] = up_ns.combined
+                    inputs[ctx.input_name(up_id)] = up_ns.combined
                     continue
                 ups = [need(up_ns.step(k), up_id) for k in sorted(up_ns.keys)]
                 if all(u is not None for u in ups):
-                    inputs[f"input:{up_id}"] = sha(*(f"{u.key}={u.run_hash}" for u in ups))  # type: ignore[union-attr]
+                    inputs[ctx.input_name(up_id)] = sha(*(f"{u.key}={u.run_hash}" for u in ups))  # type: ignore[union-attr]
                 continue
             up = need(up_ns.step(key if graph.nodes[up_id].partitioned else ""), up_id)
             if up is not None:
-                inputs[f"input:{up_id}"] = up.run_hash  # type: ignore[assignment]
+                inputs[ctx.input_name(up_id)] = up.run_hash  # type: ignore[assignment]
         value_digest = None
         if src is not None:
             src_id, dynamic = src
@@ -572,7 +583,7 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
             else:
                 up = need(src_state.step(key) if src_state else None, src_id)
                 if up is not None:
-                    inputs[f"input:{src_id}"] = up.run_hash  # type: ignore[assignment]
+                    inputs[ctx.input_name(src_id)] = up.run_hash  # type: ignore[assignment]
 
         blocked, unknown, keys_unknown = check.blocked, check.unknown, check.keys_unknown
         if blocked is not None:
@@ -662,7 +673,7 @@ def _input_plan(ctx: Context, nid: NodeId, states: dict[NodeId, NodeState]) -> A
         up = states.get(inp.target)  # type: ignore[arg-type]
         if up is None or up.combined is None or up.keys is None:
             return None
-        name = f"input:{inp.target}"
+        name = ctx.input_name(inp.target)  # type: ignore[arg-type]
         if inp.collect:
             const[name] = up.combined
             continue
@@ -687,7 +698,7 @@ def _input_plan(ctx: Context, nid: NodeId, states: dict[NodeId, NodeState]) -> A
             hashes = up.hash_map()
             if hashes is None:
                 return None
-            per_key[f"input:{src[0]}"] = hashes
+            per_key[ctx.input_name(src[0])] = hashes
     return const, per_key, values, (m.dims[0].name if m.dims else "")
 
 
