@@ -257,7 +257,7 @@ def test_widget_failed_node_and_clickable_picture(project: Project,
         svg = {n: v["state"] for n, v in parse_svg(w.picture.value)[0].items()}
         assert table == {"base": "cached", "broken": "failed"}, table
         assert svg == {"pipeline.py:base": "cached", "pipeline.py:broken": "failed"}
-        assert 'td.barca-why{max-width:26em;overflow:hidden;text-overflow:ellipsis' in \
+        assert 'td.barca-why{max-width:22em;overflow:hidden;text-overflow:ellipsis' in \
             w.table.value and 'class="barca-why" title="' in w.table.value
         clicks = dict(re.findall(r'data-node="([^"]+)"(?: data-selected="true")? onclick="'
                                  r'[^"]*selectedIndex=(\d+)', w.picture.value))
@@ -351,6 +351,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+TOUR = ["%load_ext barca", "%barca status pipeline.py", "%barca get report pipeline.py --dry-run",
+        "%barca get item slow.py"]
+SLOW = """import time
+from barca import asset, partitions
+
+
+@asset(partitions={"key": partitions([f"k{i:03d}" for i in range(300)])})
+def item(key: str) -> int:
+    time.sleep(0.05)
+    return len(key)
+"""
+SHOTS = Path("/work/briefs/shots20")  # a copy for people to look at, when that folder exists
+
+
+def _keep(shot: Path) -> None:
+    if SHOTS.is_dir():
+        shutil.copy(shot, SHOTS / shot.name)
+
+
 @pytest.fixture
 def lab(seed: Project, tmp_path_factory: pytest.TempPathFactory):
     """JupyterLab on 127.0.0.1 serving the seed project; yields (url of the notebook)."""
@@ -360,6 +379,11 @@ def lab(seed: Project, tmp_path_factory: pytest.TempPathFactory):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     nbformat.write(nb, seed.path / "widget.ipynb")
+    tour = nbformat.v4.new_notebook()
+    tour.cells = [nbformat.v4.new_code_cell(c) for c in TOUR]
+    tour.metadata["kernelspec"] = nb.metadata["kernelspec"]
+    nbformat.write(tour, seed.path / "tour.ipynb")
+    (seed.path / "slow.py").write_text(SLOW)
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"),
                JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTERLAB_WORKSPACES_DIR=str(
@@ -441,8 +465,28 @@ def test_widget_in_jupyterlab_in_chromium(lab, seed: Project, tmp_path: Path) ->
             assert after == _rgb(COLOURS["cached"]) and before == _rgb(COLOURS["never_run"])
             page.wait_for_selector(".barca-status-widget table.barca-table "
                                    "span.barca-badge[data-state='cached']")
+            # after Get: the value, how to have it in Python, and the bar's label
+            value = widget.locator("pre.barca-value")
+            value.wait_for()
+            assert "'tickers': 3" in value.inner_text()
+            assert "barca.get('report', 'pipeline.py')" in widget.inner_text()
+            assert re.search(r"Get report: \d+/\d+ steps \(100%\)",
+                             widget.locator(".barca-progress-label").inner_text())
+            # the table fits: no wider than the widget
+            table_w = widget.locator("table.barca-table").first.evaluate("t => t.offsetWidth")
+            assert table_w <= widget.evaluate("w => w.clientWidth") + 1
             shot = tmp_path / "widget.png"
             widget.screenshot(path=str(shot))
+            _keep(shot)
+            # a click on a node of the DAG selects it in the menu
+            page.locator('svg.barca-dag g[data-node="pipeline.py:prices"]').click()
+            page.wait_for_selector('svg.barca-dag g[data-node="pipeline.py:prices"]'
+                                   '[data-selected]')
+            chosen = widget.locator("select").evaluate("s => s.options[s.selectedIndex].text")
+            assert chosen == "prices"
+            shot2 = tmp_path / "widget-selected.png"
+            widget.screenshot(path=str(shot2))
+            _keep(shot2)
         except Exception:
             page.screenshot(path=str(tmp_path / "failure.png"))
             print(f"page screenshot: {tmp_path / 'failure.png'}; server log: {home / 'lab.log'}")
@@ -468,3 +512,92 @@ def _assert_not_blank(png: Path) -> None:
         assert colours is not None and len(colours) > 20  # text, table, boxes, edges
         cached = tuple(int(COLOURS["cached"][i:i + 2], 16) for i in (1, 3, 5))
         assert any(c == cached for _, c in colours), "no node drawn in the cached colour"
+
+
+def _run_cell(page, index: int) -> None:
+    cell = page.locator(".jp-NotebookPanel .jp-Cell").nth(index)
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(bool(_browser_missing()), reason=_browser_missing() or "browser available")
+def test_notebook_tables_and_progress_in_jupyterlab(lab, seed: Project, tmp_path: Path) -> None:
+    """In JupyterLab: status and a dry run are HTML tables (not a JSON tree) whose cells are
+    left-aligned despite JupyterLab's own table CSS; a 300-key run shows a percentage while it
+    runs, and an interrupted run leaves a red bar in place."""
+    from playwright.sync_api import sync_playwright
+    url, home = lab
+    url = url.replace("widget.ipynb", "tour.ipynb")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.set_default_timeout(60_000)
+            page.goto(url)
+            page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.wait_for()
+            page.locator(".jp-StatusBar-Widget", has_text="| Idle").first.wait_for()
+            cells = page.locator(".jp-NotebookPanel .jp-Cell")
+            for i in range(3):
+                _run_cell(page, i)
+            for i in (1, 2):
+                out = cells.nth(i).locator(".jp-OutputArea-output")
+                out.locator("table.barca-table").wait_for()
+                assert out.locator(".jp-RenderedJSON").count() == 0
+                assert out.locator("table.barca-table").count() == 1
+                aligns = out.locator("table.barca-table td, table.barca-table th").evaluate_all(
+                    "cells => cells.map(c => getComputedStyle(c).textAlign)")
+                assert aligns and set(aligns) == {"left"}, aligns
+                if i == 1:  # status shows names, the dry run too where they are unambiguous
+                    assert out.locator("td", has_text="pipeline.py:").count() == 0
+                shot = tmp_path / ("status.png" if i == 1 else "dry-run.png")
+                cells.nth(i).screenshot(path=str(shot))
+                _keep(shot)
+            first = cells.nth(2).locator("td.barca-why").first
+            assert first.evaluate("c => getComputedStyle(c).textAlign") == "left"
+
+            # a 300-key run: the bar shows a percentage while it runs
+            _run_cell(page, 3)
+            bar = cells.nth(3).locator(".barca-progress")
+            bar.wait_for(timeout=90_000)
+            seen = ""
+            end = time.monotonic() + 90
+            while time.monotonic() < end:
+                seen = bar.inner_text()
+                m = re.search(r"(\d+)%", seen)
+                if m and 5 <= int(m.group(1)) <= 90 and "/300 steps" in seen:
+                    break
+                time.sleep(0.2)
+            assert re.search(r"\d+%", seen) and re.search(
+                r"\d+/300 steps \[\d\d:\d\d<(\d\d:\d\d|\?), [\d.]+ (steps/s|s/step)\]",
+                seen), seen
+            assert "slow.py:item[key=" in seen
+            shot = tmp_path / "progress.png"
+            cells.nth(3).screenshot(path=str(shot))
+            _keep(shot)
+
+            # interrupt: the bar turns red and stays where it stopped
+            page.keyboard.press("Escape")
+            page.keyboard.press("i")
+            page.keyboard.press("i")
+            red = cells.nth(3).locator(".barca-progress .progress-bar-danger")
+            red.wait_for(timeout=60_000)
+            colour = red.evaluate("b => getComputedStyle(b).backgroundColor")
+            r, g, b = (int(x) for x in re.findall(r"\d+", colour)[:3])
+            assert r > 150 and g < 120 and b < 120, colour
+            cells.nth(3).locator(".jp-OutputArea-output[data-mime-type="
+                                 "'application/vnd.jupyter.stderr']").first.wait_for()
+            stopped = bar.inner_text()
+            assert "interrupted" in stopped and "/300 steps" in stopped, stopped
+            assert "300/300" not in stopped
+            shot = tmp_path / "interrupted.png"
+            cells.nth(3).screenshot(path=str(shot))
+            _keep(shot)
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"))
+            _keep(tmp_path / "failure.png")
+            print(f"page screenshot: {tmp_path / 'failure.png'}; server log: {home / 'lab.log'}")
+            raise
+        finally:
+            browser.close()

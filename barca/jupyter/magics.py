@@ -8,7 +8,7 @@ from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from barca.errors import StepFailed, UsageError
+from barca.errors import Cancelled, StepFailed, UsageError
 
 
 def run_magic(line: str, cell: str | None = None) -> Any:
@@ -50,7 +50,7 @@ def _run(line: str, cell: str | None) -> Any:
     except StepFailed as exc:
         _show_other_failures(progress, exc)
         raise
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Cancelled):  # the stop button: the bar turns red and stays
         if progress is not None:
             progress.interrupted()
         raise

@@ -26,8 +26,9 @@ PREVIEW_CHARS = 2000   # a value longer than this when printed is shown cut, wit
 # the WHY column is cut to keep the table within the notebook's width (full text on hover);
 # the selected node is outlined in the DAG
 _CSS = ("<style>.barca-status-widget .barca-table td,.barca-status-widget .barca-table th"
-        "{line-height:1.5;white-space:nowrap}.barca-status-widget .barca-badge"
-        "{line-height:1.5}.barca-status-widget .barca-table td.barca-why{max-width:26em;"
+        "{line-height:1.5}.barca-status-widget .barca-table th{white-space:nowrap}"
+        ".barca-status-widget .barca-badge{line-height:1.5}"
+        ".barca-status-widget .barca-table td.barca-why{max-width:22em;"
         "overflow:hidden;text-overflow:ellipsis;white-space:nowrap}"
         ".barca-status-widget g.barca-node{cursor:pointer}"
         ".barca-status-widget g.barca-node[data-selected] rect{stroke:var(--jp-brand-color1,"
