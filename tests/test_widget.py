@@ -594,6 +594,25 @@ def test_notebook_tables_and_progress_in_jupyterlab(lab, seed: Project, tmp_path
             shot = tmp_path / "interrupted.png"
             cells.nth(3).screenshot(path=str(shot))
             _keep(shot)
+
+            # the dark theme: the same tables read, white on every badge at WCAG AA
+            page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+            page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
+            page.locator(".lm-Menu-itemLabel", has_text="JupyterLab Dark").click()
+            page.wait_for_function("document.body.dataset.jpThemeLight === 'false'")
+            time.sleep(1)  # the theme's stylesheet applies
+            status = cells.nth(1).locator("table.barca-table")
+            text, back = status.locator("td").first.evaluate(
+                "c => [getComputedStyle(c).color, getComputedStyle(document.querySelector("
+                "'.jp-Notebook')).backgroundColor]")
+            assert _contrast(text, back) >= 4.5, (text, back)
+            for badge in status.locator(".barca-badge").all():
+                fg, bg = badge.evaluate("b => [getComputedStyle(b).color, "
+                                        "getComputedStyle(b).backgroundColor]")
+                assert _contrast(fg, bg) >= 4.5, (fg, bg)
+            shot = tmp_path / "status-dark.png"
+            cells.nth(1).screenshot(path=str(shot))
+            _keep(shot)
         except Exception:
             page.screenshot(path=str(tmp_path / "failure.png"))
             _keep(tmp_path / "failure.png")
@@ -601,3 +620,13 @@ def test_notebook_tables_and_progress_in_jupyterlab(lab, seed: Project, tmp_path
             raise
         finally:
             browser.close()
+
+
+def _contrast(a: str, b: str) -> float:
+    """WCAG contrast of two CSS ``rgb(...)`` colours."""
+    def lum(css: str) -> float:
+        c = [int(x) / 255 for x in re.findall(r"\d+", css)[:3]]
+        c = [x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
