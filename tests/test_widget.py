@@ -598,7 +598,8 @@ def test_notebook_tables_and_progress_in_jupyterlab(lab, seed: Project, tmp_path
             # the dark theme: the same tables read, white on every badge at WCAG AA
             page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
             page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
-            page.locator(".lm-Menu-itemLabel", has_text="JupyterLab Dark").click()
+            page.locator(".lm-Menu-itemLabel").get_by_text("JupyterLab Dark",
+                                                           exact=True).click()
             page.wait_for_function("document.body.dataset.jpThemeLight === 'false'")
             time.sleep(1)  # the theme's stylesheet applies
             status = cells.nth(1).locator("table.barca-table")
