@@ -132,6 +132,11 @@ class Session:
         self.graph = load_graph(_files(files))
         self.store = Store(self.graph.root, create=write)
         self.ctx = Context(self.graph, self.store, memo=memo)  # memo: see Context
+        from barca.discovery import PSEUDO_ABSPATH
+        if any(fm.abspath == PSEUDO_ABSPATH for fm in self.graph.files.values()):
+            from barca.notebook import adopt_renamed  # a renamed notebook keeps its results
+            adopt_renamed(self.store, [n for n, m in self.graph.nodes.items()
+                                       if self.graph.files[m.file].abspath == PSEUDO_ABSPATH])
 
     def close(self) -> None:
         self.store.close()
@@ -208,7 +213,7 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         failures = result.failures
         if failures:
             more = f" (+{len(failures) - 1} more failed)" if len(failures) > 1 else ""
-            raise StepFailed(
+            raise StepFailed(  # the CLI contract's line: N downstream steps, 0 included
                 f"step '{failures[0][0]}' failed: {failures[0][1]}{more}; "
                 f"{result.skipped_downstream} downstream steps skipped",
                 "Fix the cause and run the same command again: finished keys are cached.",

@@ -50,19 +50,28 @@ def _json_doc(res: Any) -> str:
     return json.dumps(res.to_json(), separators=(",", ":"), default=str, ensure_ascii=False)
 
 
+LIVE_AFTER = 0.5  # seconds into a run before the live bar appears: a quick run needs none
+
+
 class EventPrinter:
     """Renders progress events on stderr: one line per event (--agent), or a live bar and the
     end line (people), or nothing but errors (JSON)."""
 
     def __init__(self, mode: str, agent: bool, stream: TextIO = sys.stderr) -> None:
+        import time
         from barca import events
         self.ev = events
         self.mode, self.agent, self.out = mode, agent, stream
         self.live = stream.isatty() and not agent and mode == "pretty"
         self._bar = False
         self._drawn = 0.0   # when the bar was last drawn: at most ~20 times a second
+        self._start = time.monotonic()
+        self._rich: Any = None  # the live bar, once a run lasts long enough to want one
 
     def _line(self, text: str) -> None:
+        if self._rich is not None:
+            self._rich.stop()  # transient: the bar leaves the screen, the line takes its place
+            self._rich = None
         if self._bar:
             self.out.write("\r\033[K")
             self._bar = False
@@ -74,6 +83,24 @@ class EventPrinter:
             for line in output.rstrip("\n").splitlines():
                 self._line(f"[{step}] {line}")
 
+    def _draw(self, e: Any) -> None:
+        """The live bar: rich's progress (percentage, N/M steps, elapsed, ETA, rate, the step
+        just finished), started only once the run has lasted ``LIVE_AFTER`` -- a cached run
+        never imports rich -- and a plain text bar where rich is not installed."""
+        import time
+        now = time.monotonic()
+        if now - self._start < LIVE_AFTER:
+            return
+        if self._rich is None and not self._bar:
+            self._rich = live_bar(self.out, now - self._start)
+            self._bar = self._rich is None
+        if self._rich is not None:
+            self._rich.update(e.done, e.total, e.step)
+        elif now - self._drawn >= 0.05 or e.done == e.total:
+            self._drawn = now
+            self.out.write("\r\033[K" + progress_line(e.done, e.total, e.step))
+            self.out.flush()
+
     def __call__(self, e: Any) -> None:
         ev = self.ev
         if isinstance(e, ev.Importing):
@@ -84,13 +111,7 @@ class EventPrinter:
             if self.agent:
                 self._line(f"[barca] step:{e.step} completed {e.elapsed:.1f}s ({e.done}/{e.total})")
             elif self.live:
-                import time
-                now = time.monotonic()
-                if now - self._drawn >= 0.05 or e.done == e.total:
-                    self._drawn = now
-                    self.out.write("\r\033[K" + progress_line(e.done, e.total, e.step))
-                    self.out.flush()
-                    self._bar = True
+                self._draw(e)
         elif isinstance(e, ev.StepCached):
             if self.agent:
                 self._line(f"[barca] step:{e.step} cached")
@@ -107,9 +128,19 @@ class EventPrinter:
                 self._line(f"[barca] {e.done}/{e.total} steps | {word} in {e.elapsed:.1f}s")
 
 
+def live_bar(stream: TextIO, elapsed: float) -> Any:
+    """A rich progress bar on ``stream`` that began ``elapsed`` seconds ago, or None without
+    rich."""
+    try:
+        from barca.richbar import RichBar
+    except ImportError:
+        return None
+    return RichBar(stream, elapsed)
+
+
 def progress_line(done: int, total: int, step: str, width: int = 24) -> str:
-    """The live line in a terminal: ``[barca] [#########...............] 9/24 steps | <step>``
-    (the step id cut to keep the line on one 100-column row)."""
+    """The live line in a terminal without rich: ``[barca] [#########......] 9/24 steps |
+    <step>`` (the step id cut to keep the line on one 100-column row)."""
     filled = width * done // total if total else width
     line = f"[barca] [{'#' * filled}{'.' * (width - filled)}] {done}/{total} steps | "
     room = max(10, 99 - len(line))

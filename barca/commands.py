@@ -12,8 +12,14 @@ from typing import Any, NoReturn
 from barca.errors import UsageError
 
 def _close_matches(word: str, choices: list[str], n: int, cutoff: float) -> list[str]:
+    """Close choices only: options are compared without their dashes, which every option
+    shares (with them, ``--bogus`` looked half like ``--output``)."""
     import difflib  # only on an error: keeps `barca --help` cheap
-    return difflib.get_close_matches(word, choices, n=n, cutoff=cutoff)
+    if word.startswith("-"):
+        bare = {c.lstrip("-"): c for c in choices if c.startswith("-")}
+        found = difflib.get_close_matches(word.lstrip("-"), list(bare), n=n, cutoff=0.75)
+        return [bare[f] for f in found]
+    return difflib.get_close_matches(word, choices, n=n, cutoff=max(cutoff, 0.6))
 
 
 COMMANDS = ("get", "run", "list", "status", "graph", "sql", "plan", "history", "logs", "gc",

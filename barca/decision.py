@@ -41,7 +41,7 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
             return NodeState.from_snapshot(nid, keys, ident, snap[1], hashes, hist)
         prev = dict(zip(snap[2].split("\x00"), hashes))
     def_hash, def_parts = ctx.definition(nid)
-    plan = InputPlan(ctx.graph, nid, states)
+    plan = InputPlan(ctx.graph, nid, states, ctx.input_name)
     kind = m.kind
     prev_get = prev.get
     out: list[str] = []

@@ -38,15 +38,11 @@ class BarcaError(Exception):
         return json.dumps(self.to_json(), default=str)
 
     def _render_traceback_(self) -> list[str]:
-        """How IPython shows this error: the message and the fix, not barca's internals (a
-        failed step shows the step's own traceback)."""
-        lines = [f"{type(self).__name__}: {self.message}"]
-        if self.remediation:
-            lines += ["", self.remediation]
-        tb = self.extra.get("traceback")
-        if tb:
-            lines = str(tb).rstrip().splitlines() + [""] + lines
-        return lines
+        """How IPython shows this error: the message and the fix, not barca's internals; a
+        failed step shows the step's own traceback once, from the user's frame, drawn as
+        IPython draws a cell's."""
+        from barca.jupyter.tracebacks import render
+        return render(self)
 
 
 class UsageError(BarcaError):

@@ -57,8 +57,10 @@ class InputPlan:
     __slots__ = ("graph", "nid", "entries", "const_hold", "values", "dim0", "clean",
                  "missing_source")
 
-    def __init__(self, graph: Graph, nid: NodeId, states: dict[NodeId, NodeState]) -> None:
+    def __init__(self, graph: Graph, nid: NodeId, states: dict[NodeId, NodeState],
+                 input_name: Any = None) -> None:
         self.graph, self.nid = graph, nid
+        name_of = input_name or (lambda up: f"input:{up}")  # see Context.input_name
         m = graph.nodes[nid]
         # (name, constant run hash, key -> run hash, upstream NodeState asked per key, hold)
         entries: list[tuple[str, str | None, dict[str, str] | None, NodeState | None,
@@ -68,7 +70,7 @@ class InputPlan:
         for inp in m.inputs:
             up_id = inp.target
             assert up_id is not None
-            name = f"input:{up_id}"
+            name = name_of(up_id)
             up_ns = states.get(up_id)
             if up_ns is None:
                 entries.append((name, None, None, None, None))
@@ -97,7 +99,7 @@ class InputPlan:
             elif dynamic:
                 self.values = src_state.out_values  # a dict source: each key's value digest
             else:
-                entries.append((f"input:{src_id}", *self._per_key(src_state)))
+                entries.append((name_of(src_id), *self._per_key(src_state)))
         for e in entries:
             if e[4] is not None and e[3] is None:
                 hold = merge(hold, e[4])

@@ -107,6 +107,67 @@ def file_model(root: Path) -> Any:
 
 # ---------------------------------------------------------------------------- hashing
 
+STEMLESS = "__notebook__"  # the stem a definition hash names, whatever the notebook is called
+
+
+def json_map(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """``value`` (lists and dicts of plain values) with ``fn`` applied to every leaf."""
+    if isinstance(value, dict):
+        return {k: json_map(v, fn) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_map(v, fn) for v in value]
+    return fn(value)
+
+
+def adopt_renamed(store: Any, ids: list[str]) -> list[tuple[str, str]]:
+    """Results of a renamed notebook, reachable under its new name.
+
+    A notebook node's id is ``<notebook stem>:<function>``, but its cache is keyed by its
+    definition and inputs, which do not name the notebook. When a notebook node has no
+    recorded result at all, the successful rows of the same function in other notebooks are
+    recorded again under its id: a run then finds by run hash those whose definition and
+    inputs match (the others are never used), and their artifacts stay where they are.
+    Returns the (old, new) ids adopted."""
+    import sqlite3
+    conn = getattr(store, "conn", None)
+    if conn is None or not ids:
+        return []
+    from barca.store import COLUMNS
+    adopted = []
+    try:
+        for new in ids:
+            if conn.execute("SELECT 1 FROM materializations WHERE asset=? LIMIT 1",
+                            (new,)).fetchone():
+                continue
+            fn = new.rsplit(":", 1)[-1]
+            olds = [a for (a,) in conn.execute(
+                "SELECT DISTINCT asset FROM materializations WHERE asset LIKE ? ESCAPE '\\' "
+                "AND status='success'", ("%:" + fn.replace("_", "\\_"),))
+                if a != new and _is_notebook_id(a, fn)]
+            for old in olds:
+                cols = ", ".join(COLUMNS)
+                picked = ", ".join(":new" if c == "asset" else
+                                   ":new || substr(node, :rest)" if c == "node" else c
+                                   for c in COLUMNS)
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(f"INSERT INTO materializations ({cols}) SELECT {picked} FROM "
+                             "materializations WHERE asset=:old AND status='success' "
+                             "ORDER BY id", {"new": new, "rest": len(old) + 1, "old": old})
+                conn.execute("COMMIT")
+                adopted.append((old, new))
+    except sqlite3.DatabaseError:  # read-only or busy: the results are found another time
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.DatabaseError:
+            pass
+    return adopted
+
+
+def _is_notebook_id(asset: str, fn: str) -> bool:
+    stem = asset[:-len(fn) - 1]
+    return asset.endswith(":" + fn) and bool(stem) and not stem.endswith(".py") \
+        and "/" not in stem and ":" not in stem
+
 def _value_digest(value: Any) -> str:
     try:
         return digest("json", canonical_json(value))
@@ -125,9 +186,13 @@ def parts(root: Path, node: Any, decorator_shape: Any) -> dict[str, str]:
     from barca.hashing import _strip_decorators
     ns = namespace()
     code = _strip_decorators(node.fn)
+    # nothing of the notebook's name: renaming the notebook keeps every definition hash
+    own = f"{node.file}:"
+    shape = json_map(decorator_shape, lambda v: STEMLESS + v[len(own) - 1:]
+                     if isinstance(v, str) and v.startswith(own) else v)
     out = {
         "code": digest(ast.dump(code, include_attributes=False)),
-        "decorator": digest(canonical_json(decorator_shape), *node.counted_decorator),
+        "decorator": digest(canonical_json(shape), *node.counted_decorator),
     }
     seen: set[str] = {node.function}
     todo = list(used_names(code) | set(node.counted_names))
@@ -137,7 +202,7 @@ def parts(root: Path, node: Any, decorator_shape: Any) -> dict[str, str]:
             continue
         seen.add(name)
         value = ns[name]
-        label = f"helper:{node.file}:{name}"
+        label = f"helper:{STEMLESS}:{name}"
         if inspect.ismodule(value):
             path = getattr(value, "__file__", None)
             if path and _in_project(root, Path(path)):

@@ -37,6 +37,7 @@ class Context:
         self._defs: dict[NodeId, tuple[str, dict[str, str]]] = {}
         self._keys: dict[NodeId, list[str] | None] = {}
         self._modules: dict[str, Any] = {}
+        self._input_names: dict[NodeId, str] | None = None
         from barca.defcache import DefinitionCache
         self.defcache = DefinitionCache(store.conn, graph.root)
         self.key_sources: set[NodeId] = {
@@ -50,6 +51,16 @@ class Context:
     @store.setter
     def store(self, store: Store) -> None:  # reopened for writing before a run
         self.view.store = store
+
+    def input_name(self, up: NodeId) -> str:
+        """An input's name in a run hash: its node id; for a notebook's node, the id without
+        the notebook's name (renaming the notebook keeps every run hash, see notebook.py)."""
+        if self._input_names is None:
+            from barca.notebook import STEMLESS
+            self._input_names = {
+                n: f"input:{STEMLESS}:{m.function}" for n, m in self.graph.nodes.items()
+                if self.graph.files[m.file].abspath == PSEUDO_ABSPATH}
+        return self._input_names.get(up) or f"input:{up}"
 
     def definition(self, nid: NodeId) -> tuple[str, dict[str, str]]:
         if nid not in self._defs:

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 from typing import Sequence
 
-# state/status -> colour (CSS colour names read well on light and dark backgrounds)
+# state/status -> colour. White text on each reaches WCAG AA (contrast >= 4.5:1); the same fill
+# reads on light and dark backgrounds, so one palette serves both themes.
 COLOURS = {
-    "cached": "#2e9d4f", "ran": "#2e9d4f", "success": "#2e9d4f",
-    "will run": "#d08a00", "stale": "#d08a00", "run": "#d08a00",
-    "partial": "#c06000", "never-run": "#7b7fb8", "never_run": "#7b7fb8",
-    "unknown": "#8a8a8a", "skipped": "#8a8a8a",
-    "always-runs": "#3b82c4", "always_runs": "#3b82c4",
-    "failed": "#d03030", "running": "#0f9b9b",
+    "cached": "#1f7a3d", "ran": "#1f7a3d", "success": "#1f7a3d",
+    "will run": "#975a00", "stale": "#975a00", "run": "#975a00",
+    "partial": "#b0420f", "never-run": "#5b5fa0", "never_run": "#5b5fa0",
+    "unknown": "#6b6b6b", "skipped": "#6b6b6b",
+    "always-runs": "#2a6aa8", "always_runs": "#2a6aa8",
+    "failed": "#c02626", "running": "#0b7a7a",
 }
 RICH_STYLES = {
     "cached": "green", "ran": "green", "will run": "yellow", "stale": "yellow",
@@ -41,33 +42,60 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], dashes: bo
     return "\n".join(out)
 
 
+# Front ends style tables of their own (JupyterLab: `.jp-RenderedHTMLCommon td {text-align:
+# right}`); every cell also carries its alignment inline, which no stylesheet rule outranks.
 _CSS = ("<style>.barca-table{border-collapse:collapse;font-family:var(--jp-code-font-family,"
-        "monospace);font-size:12px;color:inherit;background:transparent}"
-        ".barca-table th,.barca-table td{padding:2px 10px;text-align:left;border-bottom:"
-        "1px solid rgba(127,127,127,.3)}.barca-table th{font-weight:600}"
+        "monospace);font-size:12px;color:inherit;background:transparent;table-layout:auto}"
+        ".barca-table th,.barca-table td{padding:2px 10px;text-align:left!important;"
+        "vertical-align:top;border-bottom:1px solid rgba(127,127,127,.3)}"
+        ".barca-table th{font-weight:600}.barca-table td.barca-why{white-space:normal;"
+        "max-width:40em;overflow-wrap:anywhere}"
         ".barca-badge{display:inline-block;padding:0 6px;border-radius:8px;color:#fff;"
-        "font-weight:600}.barca-summary{margin-top:4px;font-family:monospace;font-size:12px}"
+        "font-weight:600;white-space:nowrap}.barca-summary{margin-top:4px;font-family:"
+        "var(--jp-code-font-family,monospace);font-size:12px;text-align:left}"
         "</style>")
+_LEFT = ' style="text-align:left"'
+
+
+def short_names(ids: Sequence[str]) -> dict[str, str]:
+    """Each id's name where that name is unambiguous among ``ids`` (``pipeline.py:prices`` ->
+    ``prices``), else the id; a key's suffix is kept (``prices[ticker=AAPL]``)."""
+    def node(i: str) -> str:
+        return i.split("[", 1)[0]
+
+    def name(i: str) -> str:
+        return node(i).rsplit(":", 1)[-1]
+
+    owners: dict[str, set[str]] = {}
+    for i in ids:
+        owners.setdefault(name(i), set()).add(node(i))
+    return {i: name(i) + i[len(node(i)):] if len(owners[name(i)]) == 1 else i for i in ids}
 
 
 def html_table(headers: Sequence[str], rows: Sequence[Sequence[str]], state_col: int | None,
-               summary: str = "", title: str = "") -> str:
+               summary: str = "", title: str = "", why_col: int | None = None) -> str:
+    """A styled, self-contained table. The ``why_col`` cells wrap (the status widget cuts
+    them instead) and carry their full text as a tooltip."""
     import html  # only for notebooks and the widget: not on the CLI path
     parts = [_CSS, '<div class="barca">']
     if title:
         parts.append(f'<div class="barca-summary"><b>{html.escape(title)}</b></div>')
     parts.append('<table class="barca-table"><thead><tr>')
-    parts.extend(f"<th>{html.escape(h)}</th>" for h in headers)
+    parts.extend(f"<th{_LEFT}>{html.escape(h)}</th>" for h in headers)
     parts.append("</tr></thead><tbody>")
     for r in rows:
         parts.append("<tr>")
         for i, cell in enumerate(r):
             if i == state_col:
-                colour = COLOURS.get(cell, "#8a8a8a")
-                parts.append(f'<td><span class="barca-badge" data-state="{html.escape(cell)}" '
-                             f'style="background:{colour}">{html.escape(cell)}</span></td>')
+                colour = COLOURS.get(cell, COLOURS["unknown"])
+                parts.append(f'<td{_LEFT}><span class="barca-badge" data-state="'
+                             f'{html.escape(cell)}" style="background:{colour};color:#fff">'
+                             f"{html.escape(cell)}</span></td>")
+            elif i == why_col:
+                parts.append(f'<td class="barca-why" title="{html.escape(cell)}"{_LEFT}>'
+                             f"{html.escape(cell)}</td>")
             else:
-                parts.append(f"<td>{html.escape(cell)}</td>")
+                parts.append(f"<td{_LEFT}>{html.escape(cell)}</td>")
         parts.append("</tr>")
     parts.append("</tbody></table>")
     if summary:

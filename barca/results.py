@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from barca._record import Record
-from barca.render import html_table, plural, rich_table, text_table
+from barca.render import html_table, plural, rich_table, short_names, text_table
 
 
 class _Displayable:
@@ -23,13 +23,27 @@ class _Displayable:
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
         raise NotImplementedError
 
-    def _repr_html_(self) -> str:
+    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
+        """The table as HTML shows it: ``_table()`` plus the WHY column's index (names are
+        shortened by the classes whose text keeps full ids)."""
         headers, rows, col, summary = self._table()
-        return html_table(headers, rows, col, summary)
+        return headers, rows, col, summary, None
+
+    def _repr_html_(self) -> str:
+        headers, rows, col, summary, why = self._html_table()
+        return html_table(headers, rows, col, summary, why_col=why)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return {"text/plain": str(self), "text/html": self._repr_html_(),
-                "application/json": self.to_json()}
+        """Plain text and HTML. No ``application/json`` unless asked for with ``include``:
+        JupyterLab ranks it above HTML and would show a collapsed JSON tree, not the table."""
+        bundle: dict[str, Any] = {"text/plain": str(self), "text/html": self._repr_html_()}
+        if include and "application/json" in include:
+            bundle["application/json"] = self.to_json()
+        if include:
+            bundle = {k: v for k, v in bundle.items() if k in include}
+        if exclude:
+            bundle = {k: v for k, v in bundle.items() if k not in exclude}
+        return bundle
 
     def __rich__(self) -> object:
         headers, rows, col, summary = self._table()
@@ -64,6 +78,13 @@ class Listing(_Displayable, Record):
         return (["NAME", "KIND", "FRESHNESS", "DEPS"],
                 [[r.id, r.kind, r.freshness, ", ".join(r.deps) or "-"] for r in self.rows],
                 None, "")
+
+    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
+        short = short_names([r.id for r in self.rows])
+        return (["NAME", "KIND", "FRESHNESS", "DEPS"],
+                [[short[r.id], r.kind, r.freshness,
+                  ", ".join(short.get(d, d) for d in r.deps) or "-"] for r in self.rows],
+                None, "", None)
 
     def __str__(self) -> str:
         headers, rows, _, _ = self._table()
@@ -129,6 +150,14 @@ class StatusReport(_Displayable, Record):
         return (["NAME", "KIND", "STATE", "WHY", "LAST RUN", "SHAPE", "DEPS"], rows, 2,
                 self.summary_line())
 
+    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
+        headers, rows, col, summary = self._table()
+        short = short_names([r.id for r in self.rows])
+        for row, r in zip(rows, self.rows):
+            row[0] = short[r.id]
+            row[6] = ", ".join(short.get(d, d) for d in r.deps) or "-"
+        return headers, rows, col, summary, 3
+
     def __str__(self) -> str:
         headers, rows, _, summary = self._table()
         return text_table(headers, rows) + "\n\n" + summary
@@ -181,9 +210,14 @@ class Plan(_Displayable, Record):
     def title(self) -> str:
         return f"Dry run: {self.command} (nothing executed, nothing written)"
 
-    def _repr_html_(self) -> str:
+    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
         headers, rows, col, summary = self._table()
-        return html_table(headers, rows, col, summary, title=self.title())
+        short = short_names([r.step for r in self.rows])
+        return headers, [[a, w, short[s]] for a, w, s in rows], col, summary, 1
+
+    def _repr_html_(self) -> str:
+        headers, rows, col, summary, why = self._html_table()
+        return html_table(headers, rows, col, summary, title=self.title(), why_col=why)
 
     def __str__(self) -> str:
         headers, rows, _, summary = self._table()
@@ -363,6 +397,11 @@ class RunResult(_Displayable, Record):
         return (["STATUS", "STEP", "WHY"], [[s.status, s.id, s.detail] for s in self.steps], 0,
                 self.headline())
 
+    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
+        headers, rows, col, summary = self._table()
+        short = short_names([s.id for s in self.steps])
+        return headers, [[a, short[s], w] for a, s, w in rows], col, summary, 2
+
 
 # ---------------------------------------------------------------------------- barca plan
 
@@ -389,6 +428,11 @@ class PhasePlan(_Displayable, Record):
         if self.warnings:
             summary += f", {plural(len(self.warnings), 'warning')}"
         return (["PHASE", "STEP", "KIND", "ACTION"], rows, 3, summary)
+
+    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
+        headers, rows, col, summary = self._table()
+        short = short_names([r[1] for r in rows])
+        return headers, [[p, short[s], k, a] for p, s, k, a in rows], col, summary, None
 
     def __str__(self) -> str:
         return json.dumps(self.to_json(), indent=2)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 from pathlib import Path
 
@@ -40,7 +41,9 @@ def test_magics_return_objects(seed: Project) -> None:
     assert "<table" in status["text/html"] and 'data-state="cached"' in status["text/html"]
     cli = seed.barca("status", "pipeline.py", "--pretty")
     assert status["text/plain"] == cli.out.rstrip("\n")
-    assert status["application/json"]["summary"]["cached"] == 3
+    # no application/json: JupyterLab would show it (a collapsed JSON tree) instead of the table
+    assert sorted(status) == ["text/html", "text/plain"]
+    assert 'style="text-align:left"' in status["text/html"]
     plan = result(nb, 5)
     assert "<table" in plan["text/html"] and "will run" in plan["text/html"]
     assert plan["text/plain"] == seed.barca("get", "report", "pipeline.py", "--dry-run",
@@ -51,24 +54,53 @@ def test_magics_return_objects(seed: Project) -> None:
 
 def test_usage_error_raises_usage_error(seed: Project) -> None:
     nb, _ = _seed_notebook(seed, "%barca get nope pipeline.py", "%barca get report --bogus",
-                           "%barca frobnicate")
-    for i in (1, 2, 3):
+                           "%barca frobnicate", "%barca get report --refrsh prices",
+                           "%barca stauts")
+    for i in (1, 2, 3, 4, 5):
         err = error(nb, i)
         assert err is not None and err["ename"] == "UsageError", outputs(nb, i)
         assert "SystemExit" not in "\n".join(err["traceback"])
     assert "Asset 'nope' not found" in error(nb, 1)["evalue"]
     assert "Unknown option '--bogus'" in error(nb, 2)["evalue"]
+    assert "Did you mean" not in error(nb, 2)["evalue"]      # --output is not close to --bogus
+    assert "Did you mean '--refresh'?" in error(nb, 4)["evalue"]
+    assert "Did you mean 'status'?" in error(nb, 5)["evalue"]
+    # hints in the form a notebook user types
+    assert "`%barca list pipeline.py`" in error(nb, 1)["evalue"]
+    assert "`%barca get --help`" in error(nb, 2)["evalue"]
+    assert "`%barca --help`" in error(nb, 3)["evalue"]
+    for i in (1, 2, 3, 4, 5):
+        shown = error(nb, i)["evalue"] + "\n".join(error(nb, i)["traceback"])
+        assert not re.search(r"(?<!%)\bbarca (get|list|--help)", shown), shown
 
 
-def test_failed_step_shows_error_and_raises(project: Project) -> None:
+def test_unquoted_sql_as_in_jupysql(seed: Project) -> None:
+    nb, _ = _seed_notebook(
+        seed, "%barca get report pipeline.py",
+        "df = %barca sql select ticker, close from prices order by ticker\n"
+        "df.values.tolist()",
+        "%barca sql --limit 1 select partition, ticker from prices where ticker = 'MSFT'",
+        "%%barca sql pipeline.py\nselect count(*) as n from signal")
+    for i in (1, 2, 3, 4):
+        assert error(nb, i) is None, error(nb, i)
+    assert ast.literal_eval(result(nb, 2)["text/plain"]) == [
+        ["AAPL", 465.0], ["GOOG", 471.0], ["MSFT", 477.0]]
+    assert "ticker=MSFT" in result(nb, 3)["text/plain"]
+
+
+def test_failed_step_shows_its_traceback_once_from_the_users_frame(project: Project) -> None:
     project.write("pipeline.py", """
         from barca import asset, partitions
 
 
-        @asset(partitions={"region": partitions(["emea", "amer"])})
-        def sales(region: str) -> dict:
+        def check(region):
             if region == "amer":
                 raise RuntimeError("amer feed not ready")
+
+
+        @asset(partitions={"region": partitions(["emea", "amer"])})
+        def sales(region: str) -> dict:
+            check(region)
             return {"region": region}
     """)
     nb = notebook("%load_ext barca", "%barca get sales pipeline.py", "print('after')")
@@ -76,9 +108,21 @@ def test_failed_step_shows_error_and_raises(project: Project) -> None:
     err = error(nb, 1)
     assert err is not None and err["ename"] == "StepFailed"
     assert "RuntimeError: amer feed not ready" in err["evalue"]
+    assert "downstream steps skipped" not in err["evalue"]  # none were: nothing to say
+    coloured = "\n".join(err["traceback"])
+    assert "\x1b[" in coloured                               # coloured, as IPython colours
+    tb = re.sub(r"\x1b\[[0-9;]*m", "", coloured)
+    # once, in the error box, from the user's frame (no worker frames), with its source
+    assert tb.count('raise RuntimeError("amer feed not ready")') == 1, tb
+    assert "barca/executors" not in tb and "worker.py" not in tb, tb
+    assert re.search(r"File .*pipeline\.py:12, in sales", tb), tb
+    assert re.search(r"----> 12 +check\(region\)", tb), tb
+    assert re.search(r"File .*pipeline\.py:7, in check", tb), tb
+    assert tb.index("in sales") < tb.index("in check") < tb.index("StepFailed: step")
+    assert "Traceback (most recent call last)" in tb
     shown = text(nb, 1)
-    assert "raise RuntimeError(\"amer feed not ready\")" in shown  # the step's own traceback
-    assert "[barca] 1/2 steps | failed" in shown
+    assert "raise RuntimeError" not in shown                 # not a second time outside it
+    assert "[barca] 1 ran, 1 failed, 0 cached or skipped | failed in" in shown
 
 
 def test_live_progress_and_no_fork_of_the_kernel(project: Project) -> None:
@@ -88,13 +132,24 @@ def test_live_progress_and_no_fork_of_the_kernel(project: Project) -> None:
                   "sorted({v['ppid'] for v in r.values()}), kernel, len(r)")
     client = execute(nb, project.path)
     msgs = client.messages[2]
-    updates = [m for m in msgs if m["msg_type"] == "update_display_data"]
-    shown = [m for m in msgs if m["msg_type"] == "display_data"]
-    assert shown and "transient" in shown[0]["content"]
-    assert len(updates) >= 2, [m["msg_type"] for m in msgs]
-    assert any("steps | pipeline.py:item[key=" in m["content"]["data"]["text/plain"]
-               for m in updates)
-    assert text(nb, 2).startswith("[barca] 200/200 steps | done in ")
+    # an ipywidgets bar, as tqdm.notebook draws one: opened, then updated as steps finish
+    opened = {m["content"]["comm_id"]: m["content"]["data"]["state"].get("_model_name")
+              for m in msgs if m["msg_type"] == "comm_open"}
+    assert "FloatProgressModel" in opened.values(), opened
+    texts = [m["content"]["data"]["state"]["value"] for m in msgs
+             if m["msg_type"] == "comm_msg" and "value" in m["content"]["data"].get("state", {})
+             and isinstance(m["content"]["data"]["state"]["value"], str)]
+    facts = [t for t in texts if "steps [" in t]
+    assert len(facts) >= 2, texts
+    assert any(re.search(r"\d+/200 steps \[\d\d:\d\d&lt;(\d\d:\d\d|\?), [\d.]+ "
+                         r"(steps/s|s/step)\] \| pipeline\.py:item\[key=k\d+\]", t)
+               for t in facts), facts
+    assert any(re.search(r">\d+%<", t) for t in texts), texts
+    bars = [m["content"]["data"]["state"]["value"] for m in msgs if m["msg_type"] == "comm_msg"
+            and isinstance(m["content"]["data"].get("state", {}).get("value"), (int, float))]
+    assert bars and bars == sorted(bars), bars
+    streams = "".join(o["text"] for o in outputs(nb, 2) if o["output_type"] == "stream")
+    assert streams.startswith("[barca] 200 ran, 0 cached | done in "), streams
     ppids, kernel, n = ast.literal_eval(result(nb, 3)["text/plain"])
     assert n == 200
     assert kernel not in ppids  # workers come from a forkserver, never a fork of the kernel

@@ -41,9 +41,10 @@ def cells(**edits: str) -> list[str]:
 
 
 def _steps(nb, i: int) -> str:
-    m = re.search(r"\[barca\] (\d+/\d+) steps \| done", text(nb, i))
+    """``ran/total`` from the cell's end line, ``[barca] 1 ran, 7 cached | done in 0.0s``."""
+    m = re.search(r"\[barca\] (\d+) ran, (\d+) cached \| done", text(nb, i))
     assert m, (text(nb, i), error(nb, i))
-    return m.group(1)
+    return f"{m.group(1)}/{int(m.group(1)) + int(m.group(2))}"
 
 
 def _run(project: Project, *extra: str, **edits: str):
@@ -115,3 +116,25 @@ def test_unshippable_function_is_a_clear_error(project: Project) -> None:
     assert err is not None and err["ename"] == "UsageError", text(nb, 3)
     assert "cannot send notebook function 'locked' to a worker process" in err["evalue"]
     assert not Path(project.path / ".barca" / "artifacts" / "__notebook__--locked").exists()
+
+
+def test_a_renamed_notebook_keeps_its_results(project: Project, monkeypatch) -> None:
+    """Untitled.ipynb renamed to analysis.ipynb: the node ids follow the new name, the results
+    do not have to be computed again (the cache is keyed by definition and inputs)."""
+    project.write("feed_version.txt", "v1\n")
+    n = len(cells())
+    monkeypatch.setenv("JPY_SESSION_NAME", str(project.path / "Untitled.ipynb"))
+    first = _run(project, "%barca get report", "st = %barca status\n[r.id for r in st.rows]")
+    assert _steps(first, n) == "8/8"
+    assert "'Untitled:report'" in result(first, n + 1)["text/plain"]
+
+    monkeypatch.setenv("JPY_SESSION_NAME", str(project.path / "analysis.ipynb"))
+    renamed = _run(project, "st = %barca status\n[(r.id, r.state) for r in st.rows]",
+                   "%barca get report")
+    states = dict(ast.literal_eval(result(renamed, n)["text/plain"]))
+    assert states == {"analysis:feed_version": "always_runs", "analysis:prices": "cached",
+                      "analysis:signal": "cached", "analysis:report": "cached"}, states
+    assert _steps(renamed, n + 1) == "1/8"      # only the sensor, as after a restart
+
+    edited = _run(project, "%barca get report", SCALE="SCALE = 7")
+    assert _steps(edited, n) == "8/8"           # a changed definition is still a change

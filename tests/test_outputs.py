@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from conftest import Project
 
@@ -115,18 +116,30 @@ def test_manual_freshness_and_declared_env(project: Project) -> None:
                     (["pipeline.py:regional"], "emea"), ([], "emea")]
 
 
-def test_a_live_progress_bar_in_a_terminal(seed: Project) -> None:
-    """stderr on a terminal: a bar redrawn in place, then cleared by the end line; a pipe gets
-    only the end line."""
+def test_a_live_progress_bar_in_a_terminal(project: Project) -> None:
+    """stderr on a terminal: rich's bar (percentage, N/M steps, elapsed < ETA, rate, the step)
+    redrawn in place once the run has lasted a moment, then cleared by the seed page's end line;
+    a pipe gets only the end line."""
     import os
     import pty
     import subprocess
     import sys
 
+    project.write("pipeline.py", """
+        import time
+        from barca import asset, partitions
+
+
+        @asset(partitions={"key": partitions([f"k{i:02d}" for i in range(40)])})
+        def item(key: str) -> dict:
+            time.sleep(0.05)
+            return {"key": key}
+    """)
     master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k != "BARCA_OUTPUT"}
-    proc = subprocess.run([sys.executable, "-m", "barca", "get", "report", "pipeline.py",
-                           "--pretty"], cwd=seed.path, stdout=subprocess.PIPE, stderr=slave,
+    env["COLUMNS"] = "120"
+    proc = subprocess.run([sys.executable, "-m", "barca", "get", "item", "pipeline.py",
+                           "--pretty"], cwd=project.path, stdout=subprocess.PIPE, stderr=slave,
                           env=env, timeout=120)
     os.close(slave)
     chunks = []
@@ -141,8 +154,34 @@ def test_a_live_progress_bar_in_a_terminal(seed: Project) -> None:
     os.close(master)
     err = b"".join(chunks).decode()
     assert proc.returncode == 0, err
-    assert "\r\x1b[K[barca] [########################] 8/8 steps | " in err
-    assert "\r\x1b[K[barca] 8/8 steps | done in " in err
-    assert err.index("8/8 steps | pipeline.py") < err.index("8/8 steps | done in")
-    piped = seed.barca("get", "report", "pipeline.py", "--pretty", "--refresh", "prices")
-    assert "\r" not in piped.err and "[barca] 8/8 steps | done in" in piped.err
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", err)
+    bars = [b for b in plain.split("\r") if b.startswith("[barca] ") and "%" in b]
+    assert bars, plain
+    last = bars[-1]
+    assert re.search(r"\d+% +\d+/40 steps \d:\d\d:\d\d < (\d:\d\d:\d\d|-:--:--) "
+                     r"[\d.]+ (steps/s|s/step) pipeline\.py:item\[key=k\d\d\]", last), last
+    assert re.search(r"\n\[barca\] 40/40 steps \| done in \d+\.\ds\n", plain.replace(
+        "\r", "")), plain[-300:]
+    piped = project.barca("get", "item", "pipeline.py", "--pretty", "--refresh", "item")
+    assert "\r" not in piped.err and "[barca] 40/40 steps | done in" in piped.err
+
+
+def test_a_cached_run_in_a_terminal_never_imports_rich(seed: Project) -> None:
+    """The live bar starts only once a run has lasted a moment: rich stays off the cached
+    path."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    assert seed.barca("get", "report", "pipeline.py", "--json").code == 0
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "BARCA_OUTPUT"}
+    code = ("import sys, barca.cli\ntry:\n    barca.cli.run_cli(['get', 'report', "
+            "'pipeline.py', '--pretty'])\nfinally:\n    print('rich' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=seed.path, stdout=subprocess.PIPE,
+                          stderr=slave, env=env, timeout=120, text=True)
+    os.close(slave)
+    os.close(master)
+    assert proc.returncode == 0
+    assert proc.stdout.strip().endswith("False"), proc.stdout

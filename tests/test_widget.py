@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import os
 import secrets
 import shutil
@@ -140,7 +141,8 @@ def svg_states(w):
     return {g.get('data-node'): (g.get('data-state'), g.find(ns + 'rect').get('fill'))
             for g in root.iter(ns + 'g') if g.get('data-node')}
 def table_states(w):
-    row = r'<tr><td>(\\w+)</td><td>\\w+</td><td><span class="barca-badge" data-state="([\\w-]+)"'
+    row = (r'<tr><td[^>]*>(\\w+)</td><td[^>]*>\\w+</td><td[^>]*>'
+           r'<span class="barca-badge" data-state="([\\w-]+)"')
     return dict(re.findall(row, w.table.value))
 """
 
@@ -160,7 +162,8 @@ def test_widget_in_a_kernel(seed: Project) -> None:
         "json.dumps([w.busy, time.monotonic() - t0, w.get_button.disabled])",
         "done = w.wait(120)\n"
         "json.dumps([done, w.last_error and str(w.last_error), table_states(w), svg_states(w),\n"
-        "            w.progress.value, w.progress.max, w.progress.bar_style, w.message.value])",
+        "            w.progress.value, w.progress.max, w.progress.bar_style, w.message.value,\n"
+        "            w.progress_label.value, w.last_value])",
         # Refresh on prices re-runs its keys
         "w.select('prices')\nw.refresh_button.click()\nw.wait(120)\n"
         "json.dumps([w.last_error and str(w.last_error), w.last_result.to_json()['steps'],\n"
@@ -196,8 +199,14 @@ def test_widget_in_a_kernel(seed: Project) -> None:
     busy, seconds, disabled = out(2)
     assert busy and disabled and seconds < 1.0  # never blocks the kernel
 
-    done, err, table, svg, value, maximum, style, message = out(3)
+    done, err, table, svg, value, maximum, style, message, label, got = out(3)
     assert done and err is None
+    # the value, and how to have it in Python; a labelled bar
+    assert got == {"tickers": 3, "buys": ["GOOG", "MSFT"]}
+    assert "&#x27;tickers&#x27;: 3" in message or "'tickers': 3" in message
+    assert "barca.get(&#x27;report&#x27;, &#x27;pipeline.py&#x27;)" in message
+    assert "%barca get report pipeline.py" in message
+    assert re.search(r"Get report: \d+/\d+ steps \(\d+%\)", label), label
     assert table == {"feed_version": "always-runs", "prices": "cached", "signal": "cached",
                      "report": "cached"}
     assert svg["pipeline.py:report"] == ["cached", COLOURS["cached"]]
@@ -218,6 +227,50 @@ def test_widget_in_a_kernel(seed: Project) -> None:
     assert "application/vnd.jupyter.widget-view+json" in result(nb, 8)
     svg_text = result(nb, 9)["image/svg+xml"]
     assert parse_svg(svg_text)[0]["pipeline.py:report"]["state"] == "cached"
+
+
+def test_widget_failed_node_and_clickable_picture(project: Project,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed node reads "failed" in the table as in the DAG; each DAG node selects itself
+    in the menu when clicked (an onclick on the standard Dropdown's <select>); the WHY cell
+    is cut to the notebook's width with its text on hover."""
+    project.write("pipeline.py", """
+        from barca import asset
+
+
+        @asset()
+        def base() -> int:
+            return 1
+
+
+        @asset(inputs={"b": base})
+        def broken(b: int) -> int:
+            raise RuntimeError("not today")
+    """)
+    monkeypatch.chdir(project.path)
+    from barca.jupyter.widget import StatusWidget
+    w = StatusWidget("broken", "pipeline.py", poll_interval=60)
+    try:
+        w._run("get", "pipeline.py:broken")
+        assert "not today" in str(w.last_error)
+        assert w.progress.bar_style == "danger" and "failed" in w.progress_label.value
+        table = dict(re.findall(r'<tr><td[^>]*>(\w+)</td><td[^>]*>\w+</td><td[^>]*>'
+                                r'<span class="barca-badge" data-state="([\w-]+)"',
+                                w.table.value))
+        svg = {n: v["state"] for n, v in parse_svg(w.picture.value)[0].items()}
+        assert table == {"base": "cached", "broken": "failed"}, table
+        assert svg == {"pipeline.py:base": "cached", "pipeline.py:broken": "failed"}
+        assert 'td.barca-why{max-width:22em;overflow:hidden;text-overflow:ellipsis' in \
+            w.table.value and 'class="barca-why" title="' in w.table.value
+        clicks = dict(re.findall(r'data-node="([^"]+)"(?: data-selected="true")? onclick="'
+                                 r'[^"]*selectedIndex=(\d+)', w.picture.value))
+        ids = [v for _, v in w.selector.options]
+        assert {n: ids[int(i)] for n, i in clicks.items()} == {n: n for n in ids}
+        assert 'data-node="pipeline.py:broken" data-selected="true"' in w.picture.value
+        w.select("base")
+        assert 'data-node="pipeline.py:base" data-selected="true"' in w.picture.value
+    finally:
+        w.close()
 
 
 def test_widget_polling_ends_with_the_widget(seed: Project, monkeypatch: pytest.MonkeyPatch
@@ -302,6 +355,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+TOUR = ["%load_ext barca", "%barca status pipeline.py", "%barca get report pipeline.py --dry-run",
+        "%barca get item slow.py"]
+SLOW = """import time
+from barca import asset, partitions
+
+
+@asset(partitions={"key": partitions([f"k{i:03d}" for i in range(300)])})
+def item(key: str) -> int:
+    time.sleep(0.05)
+    return len(key)
+"""
+SHOTS = Path("/work/briefs/shots20")  # a copy for people to look at, when that folder exists
+
+
+def _keep(shot: Path) -> None:
+    if SHOTS.is_dir():
+        shutil.copy(shot, SHOTS / shot.name)
+
+
 @pytest.fixture
 def lab(seed: Project, tmp_path_factory: pytest.TempPathFactory):
     """JupyterLab on 127.0.0.1 serving the seed project; yields (url of the notebook)."""
@@ -311,6 +383,11 @@ def lab(seed: Project, tmp_path_factory: pytest.TempPathFactory):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     nbformat.write(nb, seed.path / "widget.ipynb")
+    tour = nbformat.v4.new_notebook()
+    tour.cells = [nbformat.v4.new_code_cell(c) for c in TOUR]
+    tour.metadata["kernelspec"] = nb.metadata["kernelspec"]
+    nbformat.write(tour, seed.path / "tour.ipynb")
+    (seed.path / "slow.py").write_text(SLOW)
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"),
                JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTERLAB_WORKSPACES_DIR=str(
@@ -392,8 +469,28 @@ def test_widget_in_jupyterlab_in_chromium(lab, seed: Project, tmp_path: Path) ->
             assert after == _rgb(COLOURS["cached"]) and before == _rgb(COLOURS["unknown"])
             page.wait_for_selector(".barca-status-widget table.barca-table "
                                    "span.barca-badge[data-state='cached']")
+            # after Get: the value, how to have it in Python, and the bar's label
+            value = widget.locator("pre.barca-value")
+            value.wait_for()
+            assert "'tickers': 3" in value.inner_text()
+            assert "barca.get('report', 'pipeline.py')" in widget.inner_text()
+            assert re.search(r"Get report: \d+/\d+ steps \(100%\)",
+                             widget.locator(".barca-progress-label").inner_text())
+            # the table fits: no wider than the widget
+            table_w = widget.locator("table.barca-table").first.evaluate("t => t.offsetWidth")
+            assert table_w <= widget.evaluate("w => w.clientWidth") + 1
             shot = tmp_path / "widget.png"
             widget.screenshot(path=str(shot))
+            _keep(shot)
+            # a click on a node of the DAG selects it in the menu
+            page.locator('svg.barca-dag g[data-node="pipeline.py:prices"]').click()
+            page.wait_for_selector('svg.barca-dag g[data-node="pipeline.py:prices"]'
+                                   '[data-selected]')
+            chosen = widget.locator("select").evaluate("s => s.options[s.selectedIndex].text")
+            assert chosen == "prices"
+            shot2 = tmp_path / "widget-selected.png"
+            widget.screenshot(path=str(shot2))
+            _keep(shot2)
         except Exception:
             page.screenshot(path=str(tmp_path / "failure.png"))
             print(f"page screenshot: {tmp_path / 'failure.png'}; server log: {home / 'lab.log'}")
@@ -419,3 +516,122 @@ def _assert_not_blank(png: Path) -> None:
         assert colours is not None and len(colours) > 20  # text, table, boxes, edges
         cached = tuple(int(COLOURS["cached"][i:i + 2], 16) for i in (1, 3, 5))
         assert any(c == cached for _, c in colours), "no node drawn in the cached colour"
+
+
+def _run_cell(page, index: int) -> None:
+    cell = page.locator(".jp-NotebookPanel .jp-Cell").nth(index)
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(bool(_browser_missing()), reason=_browser_missing() or "browser available")
+def test_notebook_tables_and_progress_in_jupyterlab(lab, seed: Project, tmp_path: Path) -> None:
+    """In JupyterLab: status and a dry run are HTML tables (not a JSON tree) whose cells are
+    left-aligned despite JupyterLab's own table CSS; a 300-key run shows a percentage while it
+    runs, and an interrupted run leaves a red bar in place."""
+    from playwright.sync_api import sync_playwright
+    url, home = lab
+    url = url.replace("widget.ipynb", "tour.ipynb")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.set_default_timeout(60_000)
+            page.goto(url)
+            page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.wait_for()
+            page.locator(".jp-StatusBar-Widget", has_text="| Idle").first.wait_for()
+            cells = page.locator(".jp-NotebookPanel .jp-Cell")
+            for i in range(3):
+                _run_cell(page, i)
+            for i in (1, 2):
+                out = cells.nth(i).locator(".jp-OutputArea-output")
+                out.locator("table.barca-table").wait_for()
+                assert out.locator(".jp-RenderedJSON").count() == 0
+                assert out.locator("table.barca-table").count() == 1
+                aligns = out.locator("table.barca-table td, table.barca-table th").evaluate_all(
+                    "cells => cells.map(c => getComputedStyle(c).textAlign)")
+                assert aligns and set(aligns) == {"left"}, aligns
+                if i == 1:  # status shows names, the dry run too where they are unambiguous
+                    assert out.locator("td", has_text="pipeline.py:").count() == 0
+                shot = tmp_path / ("status.png" if i == 1 else "dry-run.png")
+                cells.nth(i).screenshot(path=str(shot))
+                _keep(shot)
+            first = cells.nth(2).locator("td.barca-why").first
+            assert first.evaluate("c => getComputedStyle(c).textAlign") == "left"
+
+            # a 300-key run: the bar shows a percentage while it runs
+            _run_cell(page, 3)
+            bar = cells.nth(3).locator(".barca-progress")
+            bar.wait_for(timeout=90_000)
+            seen = ""
+            end = time.monotonic() + 90
+            while time.monotonic() < end:
+                seen = bar.inner_text()
+                m = re.search(r"(\d+)%", seen)
+                if m and 5 <= int(m.group(1)) <= 90 and "/300 steps" in seen:
+                    break
+                time.sleep(0.2)
+            assert re.search(r"\d+%", seen) and re.search(
+                r"\d+/300 steps \[\d\d:\d\d<(\d\d:\d\d|\?), [\d.]+ (steps/s|s/step)\]",
+                seen), seen
+            assert "slow.py:item[key=" in seen
+            shot = tmp_path / "progress.png"
+            cells.nth(3).screenshot(path=str(shot))
+            _keep(shot)
+
+            # interrupt: the bar turns red and stays where it stopped
+            page.keyboard.press("Escape")
+            page.keyboard.press("i")
+            page.keyboard.press("i")
+            red = cells.nth(3).locator(".barca-progress .progress-bar-danger")
+            red.wait_for(timeout=60_000)
+            colour = red.evaluate("b => getComputedStyle(b).backgroundColor")
+            r, g, b = (int(x) for x in re.findall(r"\d+", colour)[:3])
+            assert r > 150 and g < 120 and b < 120, colour
+            cells.nth(3).locator(".jp-OutputArea-output[data-mime-type="
+                                 "'application/vnd.jupyter.stderr']").first.wait_for()
+            stopped = bar.inner_text()
+            assert "interrupted" in stopped and "/300 steps" in stopped, stopped
+            assert "300/300" not in stopped
+            shot = tmp_path / "interrupted.png"
+            cells.nth(3).screenshot(path=str(shot))
+            _keep(shot)
+
+            # the dark theme: the same tables read, white on every badge at WCAG AA
+            page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+            page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
+            page.locator(".lm-Menu-itemLabel").get_by_text("JupyterLab Dark",
+                                                           exact=True).click()
+            page.wait_for_function("document.body.dataset.jpThemeLight === 'false'")
+            time.sleep(1)  # the theme's stylesheet applies
+            status = cells.nth(1).locator("table.barca-table")
+            text, back = status.locator("td").first.evaluate(
+                "c => [getComputedStyle(c).color, getComputedStyle(document.querySelector("
+                "'.jp-Notebook')).backgroundColor]")
+            assert _contrast(text, back) >= 4.5, (text, back)
+            for badge in status.locator(".barca-badge").all():
+                fg, bg = badge.evaluate("b => [getComputedStyle(b).color, "
+                                        "getComputedStyle(b).backgroundColor]")
+                assert _contrast(fg, bg) >= 4.5, (fg, bg)
+            shot = tmp_path / "status-dark.png"
+            cells.nth(1).screenshot(path=str(shot))
+            _keep(shot)
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"))
+            _keep(tmp_path / "failure.png")
+            print(f"page screenshot: {tmp_path / 'failure.png'}; server log: {home / 'lab.log'}")
+            raise
+        finally:
+            browser.close()
+
+
+def _contrast(a: str, b: str) -> float:
+    """WCAG contrast of two CSS ``rgb(...)`` colours."""
+    def lum(css: str) -> float:
+        c = [int(x) / 255 for x in re.findall(r"\d+", css)[:3]]
+        c = [x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 Line = tuple[float, str, str]   # (epoch seconds, "stdout" | "stderr", text without newline)
 
-_BARCA = str(Path(__file__).resolve().parent.parent)   # the barca package: its frames are ours
+_BARCA = str(Path(__file__).resolve().parent.parent) + "/"  # barca's own frames start here
 
 
 class _Stream(io.TextIOBase):
@@ -68,12 +68,14 @@ class StepOutput:
 
 
 def user_traceback(exc: BaseException) -> str:
-    """The traceback of a step's exception without barca's own frames: it starts at the
-    user's function."""
-    te = traceback.TracebackException.from_exception(exc)
-    frames = [f for f in te.stack if not f.filename.startswith(_BARCA)]
-    te.stack = traceback.StackSummary.from_list(frames)
-    return "".join(te.format())
+    """The traceback of a user function's exception from the user's own first frame: the
+    worker's frames (and the import machinery's, when the pipeline file failed to import) are
+    barca's business, not the reader's. All of it when the error arose inside barca."""
+    t = exc.__traceback__
+    while t is not None and (t.tb_frame.f_code.co_filename.startswith(_BARCA)
+                             or t.tb_frame.f_code.co_filename.startswith("<frozen ")):
+        t = t.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, t or exc.__traceback__))
 
 
 class _Router(io.TextIOBase):

@@ -8,16 +8,27 @@ from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from barca.errors import StepFailed, UsageError
+from barca.errors import Cancelled, StepFailed, UsageError
 
 
 def run_magic(line: str, cell: str | None = None) -> Any:
-    from barca.commands import dispatch, parse
+    from barca.errors import BarcaError
     try:
-        argv = shlex.split(line)
-    except ValueError as exc:
-        raise UsageError(f"%barca: cannot parse the line ({exc})",
-                         "Check the quotes: %barca sql \"select * from prices\"") from None
+        return _run(line, cell)
+    except BarcaError as exc:
+        _in_magic_form(exc)
+        raise
+
+
+def _run(line: str, cell: str | None) -> Any:
+    from barca.commands import dispatch, parse
+    argv = _sql_argv(line) if cell is None else None
+    if argv is None:
+        try:
+            argv = shlex.split(line)
+        except ValueError as exc:
+            raise UsageError(f"%barca: cannot parse the line ({exc})",
+                             "Check the quotes: %barca sql \"select * from prices\"") from None
     if cell is not None:
         return _cell(argv, cell)
     try:
@@ -37,7 +48,11 @@ def run_magic(line: str, cell: str | None = None) -> Any:
         outcome = dispatch(ns, on_event=progress or (lambda e: None), load_values=True,
                            default_sql_limit=None)
     except StepFailed as exc:
-        _show_failures(progress, exc)
+        _show_other_failures(progress, exc)
+        raise
+    except (KeyboardInterrupt, Cancelled):  # the stop button: the bar turns red and stays
+        if progress is not None:
+            progress.interrupted()
         raise
     finally:  # --env / --executor apply to this command, not to the rest of the kernel
         for k, v in saved.items():
@@ -48,14 +63,66 @@ def run_magic(line: str, cell: str | None = None) -> Any:
     return _value(outcome)
 
 
-def _show_failures(progress: Any, exc: StepFailed) -> None:
+# flags of `sql` that may come before or after an unquoted query, and whether they take a value
+_SQL_FLAGS = {"--limit": True, "--env": True, "--all": False, "--json": False, "--pretty": False}
+
+
+def _sql_argv(line: str) -> list[str] | None:
+    """``%barca sql select ticker, close from prices``: the query unquoted, as in jupysql.
+    The rest of the line is the query, less the flags and ``.py`` files at either end; None
+    when the line is not such a query (a quoted one is read by ``shlex`` as on the CLI)."""
+    head, _, rest = line.strip().partition(" ")
+    rest = rest.strip()
+    if head != "sql" or not rest or rest[0] in "'\"":
+        return None
+    import re
+    spans = [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", rest)]
+    words = [w for w, _, _ in spans]
+    lo, hi = 0, len(words)
+    before: list[str] = []
+    while lo < hi and words[lo] in _SQL_FLAGS:
+        take = 2 if _SQL_FLAGS[words[lo]] else 1
+        before += words[lo:lo + take]
+        lo += take
+    after: list[str] = []
+    while hi > lo:
+        if words[hi - 1] in _SQL_FLAGS and not _SQL_FLAGS[words[hi - 1]] \
+                or words[hi - 1].endswith(".py"):
+            after.insert(0, words[hi - 1])
+            hi -= 1
+        elif hi - lo >= 2 and _SQL_FLAGS.get(words[hi - 2]):
+            after[:0] = words[hi - 2:hi]
+            hi -= 2
+        else:
+            break
+    if hi - lo <= 1:  # one word: a quoted query's usual reading (and its errors) apply
+        return None
+    # the query as typed, spaces inside its string literals kept
+    return ["sql", rest[spans[lo][1]:spans[hi - 1][2]], *before, *after]
+
+
+_COMMAND = r"(?:--help|--version|get|run|list|status|graph|sql|plan|history|docs|version)\b"
+
+
+def _in_magic_form(exc: Any) -> None:
+    """Hints in the form a notebook user types: `%barca get --help`, not `barca get --help`."""
+    import re
+    pattern = re.compile(r"(?<![\w%./-])barca(?= " + _COMMAND + ")")
+    # the CLI's failure line always counts the skipped steps; in a notebook "0" is noise
+    exc.message = pattern.sub("%barca", exc.message).removesuffix(
+        "; 0 downstream steps skipped")
+    exc.remediation = pattern.sub("%barca", exc.remediation)
+    exc.args = (exc.message,)
+
+
+def _show_other_failures(progress: Any, exc: StepFailed) -> None:
+    """The error box shows the first failure with its traceback; say which others failed."""
     from IPython.display import display
     failures = progress.failures if progress is not None else []
     for f in failures:
-        text = f"[barca] step:{f.step} failed: {f.error}"
-        if f.traceback:
-            text = f.traceback.rstrip() + "\n" + text
-        display({"text/plain": text}, raw=True)
+        if f.step == exc.extra.get("node"):
+            continue
+        display({"text/plain": f"[barca] step:{f.step} failed: {f.error}"}, raw=True)
 
 
 def _value(outcome: Any) -> Any:

@@ -21,10 +21,24 @@ from barca.errors import BarcaError, StepFailed
 from barca.render import COLOURS
 
 POLL_SECONDS = 1.0
-# widget-only layout: the HTML widget's own line height would double the table's row height
+PREVIEW_CHARS = 2000   # a value longer than this when printed is shown cut, with a note
+# widget-only layout: the HTML widget's own line height would double the table's row height;
+# the WHY column is cut to keep the table within the notebook's width (full text on hover);
+# the selected node is outlined in the DAG
 _CSS = ("<style>.barca-status-widget .barca-table td,.barca-status-widget .barca-table th"
-        "{line-height:1.5;white-space:nowrap}.barca-status-widget .barca-badge"
-        "{line-height:1.5}</style>")
+        "{line-height:1.5}.barca-status-widget .barca-table th{white-space:nowrap}"
+        ".barca-status-widget .barca-badge{line-height:1.5}"
+        ".barca-status-widget .barca-table td.barca-why{max-width:22em;"
+        "overflow:hidden;text-overflow:ellipsis;white-space:nowrap}"
+        ".barca-status-widget g.barca-node{cursor:pointer}"
+        ".barca-status-widget g.barca-node[data-selected] rect{stroke:var(--jp-brand-color1,"
+        "#1976d2);stroke-width:4px}.barca-status-widget pre.barca-value{font-size:12px;"
+        "max-height:20em;overflow:auto;margin:4px 0;text-align:left}</style>")
+# a click on a node of the DAG selects it in the node menu: the menu is a standard ipywidgets
+# Dropdown, which listens to its <select>'s change event (no extension, no custom JavaScript)
+_SELECT_ON_CLICK = ("var w=this.closest('.barca-status-widget'),s=w&&w.querySelector('select');"
+                    "if(s){{s.selectedIndex={index};s.dispatchEvent(new Event('change',"
+                    "{{bubbles:true}}))}}")
 
 
 def _signature(paths: tuple[Path, ...]) -> tuple[Any, ...]:
@@ -65,6 +79,32 @@ def _error_html(title: str, text: str, detail: str = "") -> str:
     return out
 
 
+def _value_html(name: str, files: tuple[str, ...], command: str, value: Any) -> str:
+    """The value a Get returned (cut when long), and how to have it in Python."""
+    text = _preview(value)
+    args = ", ".join(repr(a) for a in (name, *files))
+    magic = " ".join((command, name, *files))
+    return (f'<div class="barca-value-box" style="font-family:monospace;font-size:12px;'
+            f'margin-top:6px;text-align:left"><b>value of {html.escape(name)}</b>'
+            f'<pre class="barca-value">{html.escape(text)}</pre>'
+            f"In Python: <code>value = barca.{'get' if command == 'get' else 'run'}"
+            f"({html.escape(args)})</code> or <code>value = %barca {html.escape(magic)}</code>"
+            "</div>")
+
+
+def _preview(value: Any) -> str:
+    """A readable excerpt: a table's first rows, a value's pretty print, cut at
+    ``PREVIEW_CHARS``."""
+    import pprint
+    if hasattr(value, "head") and hasattr(value, "shape"):  # a DataFrame and its kin
+        text = f"{type(value).__name__} {value.shape}\n{value.head(10)!r}"
+    else:
+        text = pprint.pformat(value, width=100, compact=True, sort_dicts=False)
+    if len(text) > PREVIEW_CHARS:
+        text = text[:PREVIEW_CHARS] + f"\n… ({len(text) - PREVIEW_CHARS} more characters)"
+    return text
+
+
 class StatusWidget(widgets.VBox):
     """A live status view of a project: table, DAG, node selector and actions.
 
@@ -90,6 +130,7 @@ class StatusWidget(widgets.VBox):
         self._live: dict[str, str] = {}  # node -> running | failed, drawn over the status
         self._pending: dict[str, int] = {}
         self._lock = threading.RLock()
+        self._doing = ""
         self._busy = False
         self._worker: threading.Thread | None = None
         self._seen: tuple[Any, ...] = ()
@@ -114,12 +155,15 @@ class StatusWidget(widgets.VBox):
         self.progress = widgets.IntProgress(value=0, min=0, max=1, description="",
                                             layout=widgets.Layout(width="240px",
                                                                   visibility="hidden"))
+        self.progress_label = widgets.HTML()   # what the bar is doing: "Get report: 3/8 steps"
         self.message = widgets.HTML()
+        self.last_value: Any = None            # the value the last Get returned
         self.get_button.on_click(lambda _b: self._start("get"))
         self.refresh_button.on_click(lambda _b: self._start("refresh"))
         self.dry_run_button.on_click(lambda _b: self._start("dry_run"))
+        self.selector.observe(lambda _change: self._draw(), names="value")
         bar = widgets.HBox([self.selector, self.get_button, self.refresh_button,
-                            self.dry_run_button, self.progress],
+                            self.dry_run_button, self.progress, self.progress_label],
                            layout=widgets.Layout(align_items="center", flex_flow="row wrap"))
         super().__init__(children=[self.table, self.picture, bar, self.message], **kw)
         self.add_class("barca-status-widget")
@@ -162,16 +206,39 @@ class StatusWidget(widgets.VBox):
                     self.selector.value = keep
                 elif values:
                     self.selector.value = values[-1]
+                self._draw()  # the picture's click targets follow the menu
 
     def _draw(self) -> None:
         from barca.dag import DagPicture
+        from barca.render import html_table
 
         with self._lock:
             if self.report is None:
                 return
             self.dag = DagPicture.from_status(self.report, states=self._live)
-            self.table.value = _CSS + self.report._repr_html_()
-            self.picture.value = self.dag.svg()
+            headers, rows, col, summary, why = self.report._html_table()
+            for row, r in zip(rows, self.report.rows):
+                live = self._live.get(r.id)
+                if live is not None and col is not None:  # as the DAG draws it
+                    row[col] = live
+            self.table.value = _CSS + html_table(headers, rows, col, summary, why_col=why)
+            self.picture.value = self._clickable(self.dag.svg())
+
+    def _clickable(self, svg: str) -> str:
+        """Each node of the picture selects itself in the menu when clicked; the selected one
+        is outlined."""
+        import re
+        index = {v: i for i, (_, v) in enumerate(self.selector.options)}
+        chosen = self.selector.value
+
+        def node(m: "re.Match[str]") -> str:
+            nid = html.unescape(m.group(1))
+            if nid not in index:
+                return m.group(0)
+            click = html.escape(_SELECT_ON_CLICK.format(index=index[nid]), quote=True)
+            selected = " data-selected=\"true\"" if nid == chosen else ""
+            return f'{m.group(0)}{selected} onclick="{click}"'
+        return re.sub(r'<g class="barca-node" data-node="([^"]*)"', node, svg)
 
     def select(self, node: str) -> str:
         """Select a node by id (``pipeline.py:report``) or name (``report``); its id."""
@@ -239,25 +306,35 @@ class StatusWidget(widgets.VBox):
             self._pending = {r.step: r.will_run for r in plan.rows if r.will_run}
             self._live = {n: "running" for n in self._pending}
             total = max(1, plan.summary()["will_run"])
+            self._doing = f"{command.capitalize()} {name}{' --refresh' if refresh else ''}"
             self.progress.bar_style = "info"
             self.progress.max, self.progress.value = total, 0
+            self.progress.description = command.capitalize()
             self.progress.layout.visibility = "visible"
+            self._label(0, total)
             self.message.value = (f'<span style="font-family:monospace;font-size:12px">'
                                   f"running {html.escape(command)} {html.escape(name)}"
                                   f"{' --refresh' if refresh else ''}…</span>")
             self._draw()
             with using_env(self.env):
                 result = api.materialize(node, *self.files, command=command, refresh=refresh,
-                                         on_event=self._on_event)
+                                         on_event=self._on_event, load_values=True)
             self.last_result = result
             self.progress.max = max(1, result.steps_total)
             self.progress.value = self.progress.max
             self.progress.bar_style = "success"
-            self.message.value = _CSS + result._repr_html_()
+            self._label(result.steps_executed, result.steps_total,
+                        f"{result.steps_executed} ran, "
+                        f"{result.steps_total - result.steps_executed} cached")
+            self.last_value = (result.outputs[0].values if len(result.outputs) == 1 else
+                               {o.target: o.values for o in result.outputs})
+            self.message.value = (_CSS + result._repr_html_()
+                                  + _value_html(name, self.files, command, self.last_value))
         except StepFailed as exc:
             self.last_error = exc
             self.last_result = exc.result
             self.progress.bar_style = "danger"
+            self._label(self.progress.value, self.progress.max, "failed")
             self.message.value = _error_html("step failed", exc.message,
                                              str(exc.extra.get("traceback") or ""))
         except BarcaError as exc:
@@ -278,10 +355,17 @@ class StatusWidget(widgets.VBox):
                 self._busy = False
                 self._set_buttons(True)
 
+    def _label(self, done: int, total: int, note: str = "") -> None:
+        pct = 100 * done // total if total else 100
+        text = f"{self._doing}: {done}/{total} steps ({pct}%)" + (f" | {note}" if note else "")
+        self.progress_label.value = (f'<span class="barca-progress-label" style="font-family:'
+                                     f'monospace;font-size:12px">{html.escape(text)}</span>')
+
     def _on_event(self, e: ev.Event) -> None:
         if isinstance(e, ev.StepCompleted):
             self.progress.max = max(self.progress.max, e.total)
             self.progress.value = min(e.done, self.progress.max)
+            self._label(self.progress.value, self.progress.max, e.step)
             self._step_done(e.step.split("[", 1)[0], None)
         elif isinstance(e, ev.StepFailedEvent):
             self._step_done(e.step.split("[", 1)[0], "failed")
@@ -306,7 +390,8 @@ class StatusWidget(widgets.VBox):
         if stop is not None:
             stop.set()
         for w in (self.table, self.picture, self.selector, self.get_button,
-                  self.refresh_button, self.dry_run_button, self.progress, self.message,
+                  self.refresh_button, self.dry_run_button, self.progress,
+                  self.progress_label, self.message,
                   *self.children):
             w.close()
         super().close()  # ipywidgets' __del__ calls close() too
