@@ -534,6 +534,22 @@ def logs(run_id: str | None = None, step: str | None = None, stream: str | None 
         store.close()
 
 
+def last_lines(node: str, limit: int = 10) -> "StepLog":
+    """The last lines a node's steps wrote, in the most recent run that recorded any (the
+    status widget shows them for the selected node)."""
+    from barca.discovery import find_root
+    from barca.journal import LogLine, StepLog
+    store = Store(find_root(), create=False)
+    try:
+        run_id, rows = store.last_lines(node, limit)
+        run = store.run(run_id) if run_id else None
+    finally:
+        store.close()
+    return StepLog(run_id, (run or {}).get("command") or "", (run or {}).get("target") or "",
+                   (run or {}).get("status") or "",
+                   tuple(LogLine(r[0], r[2], r[3], r[4], r[5]) for r in rows))
+
+
 def _names_step(name: str, node: str, step: str) -> bool:
     """``--step`` as a node id, a base name (every key), or either with ``[key]``."""
     key = step[len(node):]  # "" or "[region=emea]"

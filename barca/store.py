@@ -369,6 +369,24 @@ class Store:
         except sqlite3.OperationalError:  # a store written before logs were recorded
             return []
 
+    def last_lines(self, node: str, limit: int) -> tuple[str, list[tuple[int, str, str, str,
+                                                                      float, str]]]:
+        """The last ``limit`` lines one node's steps wrote in the most recent run that
+        recorded any for it: (run id, lines as ``log_lines`` gives them)."""
+        if self.conn is None:
+            return "", []
+        try:
+            got = self.conn.execute("SELECT run_id FROM logs WHERE node=? ORDER BY id DESC "
+                                    "LIMIT 1", (node,)).fetchone()
+            if got is None:
+                return "", []
+            rows = list(self.conn.execute(
+                "SELECT id, node, step, stream, ts, line FROM logs WHERE run_id=? AND node=? "
+                "ORDER BY id DESC LIMIT ?", (got[0], node, limit)))
+        except sqlite3.OperationalError:  # a store written before logs were recorded
+            return "", []
+        return got[0], rows[::-1]
+
     def run_steps(self, run_id: str) -> list[tuple[str, str]]:
         """(node, step) of every step a run recorded a result or a failure for."""
         if self.conn is None:

@@ -169,3 +169,19 @@ def test_logs_magic_renders_the_lines(project: Project) -> None:
     assert "<table" in shown["text/html"] and "first emea" in shown["text/html"]
     assert shown["text/plain"].splitlines() == [
         "[pipeline.py:sales[region=emea]] first emea", "[pipeline.py:sales[region=emea]] third emea"]
+
+
+def test_the_widget_shows_the_selected_nodes_last_lines(project: Project, monkeypatch) -> None:
+    project.write("pipeline.py", NOISY)
+    assert project.barca("get", "sales", "pipeline.py").code == 1
+    monkeypatch.chdir(project.path)
+    from barca.jupyter.widget import StatusWidget
+    w = StatusWidget("pipeline.py", poll_interval=60)
+    try:
+        w.select("sales")
+        shown = w.logs.value
+        # the last ten lines: the end of the failed key's second attempt
+        assert "[pipeline.py:sales[region=amer]] RuntimeError: amer feed not ready" in shown
+        assert shown.count("\n[pipeline.py:sales") + shown.count(">[pipeline.py:sales") == 10
+    finally:
+        w.close()

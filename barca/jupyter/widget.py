@@ -105,6 +105,9 @@ def _preview(value: Any) -> str:
     return text
 
 
+LOG_LINES = 10   # the selected node's last lines under the widget
+
+
 class StatusWidget(widgets.VBox):
     """A live status view of a project: table, DAG, node selector and actions.
 
@@ -157,6 +160,7 @@ class StatusWidget(widgets.VBox):
                                                                   visibility="hidden"))
         self.progress_label = widgets.HTML()   # what the bar is doing: "Get report: 3/8 steps"
         self.message = widgets.HTML()
+        self.logs = widgets.HTML()             # the selected node's last lines (barca logs)
         self.last_value: Any = None            # the value the last Get returned
         self.get_button.on_click(lambda _b: self._start("get"))
         self.refresh_button.on_click(lambda _b: self._start("refresh"))
@@ -165,7 +169,8 @@ class StatusWidget(widgets.VBox):
         bar = widgets.HBox([self.selector, self.get_button, self.refresh_button,
                             self.dry_run_button, self.progress, self.progress_label],
                            layout=widgets.Layout(align_items="center", flex_flow="row wrap"))
-        super().__init__(children=[self.table, self.picture, bar, self.message], **kw)
+        super().__init__(children=[self.table, self.picture, bar, self.message, self.logs],
+                         **kw)
         self.add_class("barca-status-widget")
         self.refresh_view()
         if target is not None:
@@ -223,6 +228,30 @@ class StatusWidget(widgets.VBox):
                     row[col] = live
             self.table.value = _CSS + html_table(headers, rows, col, summary, why_col=why)
             self.picture.value = self._clickable(self.dag.svg())
+            self._draw_logs()
+
+    def _draw_logs(self) -> None:
+        """The selected node's last lines, as `barca logs --step NODE` prints them."""
+        from barca import api
+        node = self.selector.value
+        if not node:
+            self.logs.value = ""
+            return
+        try:
+            with using_env(self.env):
+                log = api.last_lines(node, LOG_LINES)
+        except BarcaError:
+            self.logs.value = ""
+            return
+        if not log.lines:
+            self.logs.value = ""
+            return
+        text = html.escape(log.text_lines())
+        self.logs.value = (f'<div class="barca-logs"><b>{html.escape(node)}</b>: last lines of '
+                           f'run {html.escape(log.run_id)} (<code>%barca logs {log.run_id} '
+                           f'--step {html.escape(node)}</code> for all)<pre style="margin:0;'
+                           f'white-space:pre-wrap;max-height:12em;overflow:auto">{text}</pre>'
+                           '</div>')
 
     def _clickable(self, svg: str) -> str:
         """Each node of the picture selects itself in the menu when clicked; the selected one
