@@ -173,14 +173,8 @@ class Remote:
                 self._reject(rel, "did not match the SHA-256 recorded here")
                 return None
             return data
-        raw = self._cat(path + manifest.SUFFIX)
-        if raw is None:
-            return None
-        try:
-            body = manifest.read(raw, path, self.secret)
-        except manifest.Rejected as exc:
-            self._reject(rel, f"is not signed with {manifest.KEY_ENV}" if exc.unsigned
-                         else "did not match its manifest")
+        body = self._manifest(rel, path)
+        if body is None:
             return None
         data = self._intact(path, body)
         if data is None:
@@ -204,16 +198,21 @@ class Remote:
                 if self.fs.exists(self._full(candidate)):
                     return self._full(candidate)
             return None
+        body = self._manifest(rel, path)
+        return None if body is None else self._full(manifest.blob_path(path, body["sha256"]))
+
+    def _manifest(self, rel: str, path: str) -> dict[str, Any] | None:
+        """The store's manifest of a result, checked (and signed, with a key); None when
+        there is none or it does not verify (said once)."""
         raw = self._cat(path + manifest.SUFFIX)
         if raw is None:
             return None
         try:
-            body = manifest.read(raw, path, self.secret)
+            return manifest.read(raw, path, self.secret)
         except manifest.Rejected as exc:
             self._reject(rel, f"is not signed with {manifest.KEY_ENV}" if exc.unsigned
                          else "did not match its manifest")
             return None
-        return self._full(manifest.blob_path(path, body["sha256"]))
 
     def _intact(self, path: str, body: dict[str, Any]) -> bytes | None:
         data = self._cat(manifest.blob_path(path, body["sha256"]))

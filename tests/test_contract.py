@@ -10,32 +10,6 @@ from conftest import Project
 
 pytestmark = pytest.mark.slow
 
-REGIONS_FROM_UPSTREAM = """
-from pathlib import Path
-
-from barca import asset, collect, partitions_from, sensor
-
-
-@sensor()
-def region_list() -> list:
-    return Path("regions.txt").read_text().split()
-
-
-@asset(inputs={"names": region_list})
-def regions(names: list) -> list:
-    return names
-
-
-@asset(partitions={"region": partitions_from(regions)})
-def sales(region: str) -> dict:
-    return {"region": region, "revenue": len(region) * 10}
-
-
-@asset(inputs={"all_sales": collect(sales)})
-def summary(all_sales: list[dict]) -> dict:
-    return {"regions": len(all_sales), "total": sum(s["revenue"] for s in all_sales)}
-"""
-
 FAILING_KEY = """
 from barca import asset, collect, partitions
 
@@ -68,7 +42,7 @@ def _sql_rows(p: Project, query: str) -> tuple[list[str], list[list]]:
 # ------------------------------------------------------------------ 1. sql over derived keys
 
 def test_sql_view_over_keys_from_an_upstream_list(project: Project) -> None:
-    project.write("pipeline.py", REGIONS_FROM_UPSTREAM)
+    project.copy_pipeline("regions_from.py")  # the seed page's "Keys from an upstream asset"
     project.write("regions.txt", "emea amer apac\n")
     assert project.barca("get", "summary", "pipeline.py").code == 0
     cols, rows = _sql_rows(project, "select * from sales order by partition")
