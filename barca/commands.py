@@ -192,7 +192,7 @@ _COMMAND_FLAGS: dict[str, tuple[str, Any]] = {
     "plan": ("the execution plan as JSON", _plan_flags),
     "history": ("recent runs", _history_flags),
     "logs": ("what a run's steps printed", _logs_flags),
-    "gc": ("evict cached results now, down to 80% of the cache size limit", _gc_flags),
+    "gc": ("evict cached results now, down to 80%% of the cache size limit", _gc_flags),
     "doctor": ("check the project's health without running anything", _list_flags),
     "docs": ("the manual", _docs_flags),
     "version": ("the version", None),

@@ -408,3 +408,15 @@ def test_get_on_a_file_of_tasks_suggests_run(project: Project) -> None:
         assert "[tasks.py:hello]" not in r.err  # the task did not run
     assert project.barca("get", "tasks.py").json()["steps_executed"] == 0
     assert not (project.path / ".barca").exists()
+
+
+# ------------------------------------------------------------------ help
+
+def test_help_lists_every_command_and_each_has_its_own(project: Project) -> None:
+    from barca.commands import COMMANDS
+    r = project.barca("--help")
+    assert r.code == 0, r.err
+    for cmd in COMMANDS:
+        assert f"    {cmd} " in r.out, cmd
+        sub = project.barca(cmd, "--help")
+        assert sub.code == 0 and sub.out.startswith(f"usage: barca {cmd}"), (cmd, sub.err)
