@@ -148,7 +148,7 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
                 refresh: str | list[str] | None = None, refresh_all: bool = False,
                 no_cascade: bool = False, partition: str | dict[str, Any] | None = None,
                 on_event: ev.EventCallback = ev.ignore, load_values: bool = False,
-                pool_size: int | None = None) -> RunResult:
+                pool_size: int | None = None, executor: str | None = None) -> RunResult:
     """Bring targets up to date (or run a task); the RunResult, raising StepFailed on failure."""
     start = time.perf_counter()
     _check_flags(target, refresh, no_cascade)
@@ -172,7 +172,8 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         sess.ctx.defcache.conn = sess.store.conn
         runner = Runner(sess.ctx, targets, execute=True, refresh=refresh_ids,
                         cascade=not no_cascade, refresh_all=refresh_all, selection=selection,
-                        on_event=on_event, pool_size=pool_size, verify_all=load_values)
+                        on_event=on_event, pool_size=pool_size, verify_all=load_values,
+                        executor=executor)
         runner.run_id = new_run_id()
         runner.prepare_remote()
         from barca.executors import default_pool_size
@@ -341,19 +342,25 @@ def _read(root: Path, path: str | None, fmt: str | None, as_type: str | None = N
 def get(target: str | list[str] | None = None, *files: str, refresh: str | list[str] | None = None,
         refresh_all: bool = False, no_cascade: bool = False,
         partition: str | dict[str, Any] | None = None, dry_run: bool = False,
-        on_event: ev.EventCallback = ev.ignore, as_type: str | None = None) -> Any:
+        on_event: ev.EventCallback = ev.ignore, as_type: str | None = None,
+        env: str | None = None, executor: str | None = None) -> Any:
     """Bring ``target`` up to date and return its value (a dict of key -> value for a
     partitioned target); with ``dry_run=True``, the Plan instead. A stored table comes back
-    in the type it was written, or in ``as_type`` (pandas, polars, lazy, pyarrow, duckdb)."""
+    in the type it was written, or in ``as_type`` (pandas, polars, lazy, pyarrow, duckdb).
+    ``env`` and ``executor`` are the ``--env`` and ``--executor`` of this call alone."""
     if as_type is not None:
         from barca.frames import check_type
         check_type(as_type)
-    if dry_run:
-        return plan_run(target, *files, refresh=refresh, refresh_all=refresh_all,
-                        no_cascade=no_cascade, partition=partition)
-    result = materialize(target, *files, refresh=refresh, refresh_all=refresh_all,
-                         no_cascade=no_cascade, partition=partition, on_event=on_event,
-                         load_values=True)
+    from barca.artifacts import store_prefix, using_env
+    if env is not None:
+        store_prefix(env)  # not a plain folder name: a usage error
+    with using_env(env):
+        if dry_run:
+            return plan_run(target, *files, refresh=refresh, refresh_all=refresh_all,
+                            no_cascade=no_cascade, partition=partition)
+        result = materialize(target, *files, refresh=refresh, refresh_all=refresh_all,
+                             no_cascade=no_cascade, partition=partition, on_event=on_event,
+                             load_values=True, executor=executor)
     if as_type is not None:
         from barca.frames import as_type as convert
         if len(result.outputs) == 1:
@@ -364,13 +371,19 @@ def get(target: str | list[str] | None = None, *files: str, refresh: str | list[
 
 def run(task: str, *files: str, refresh: str | list[str] | None = None, refresh_all: bool = False,
         partition: str | dict[str, Any] | None = None, dry_run: bool = False,
-        on_event: ev.EventCallback = ev.ignore) -> Any:
+        on_event: ev.EventCallback = ev.ignore, env: str | None = None,
+        executor: str | None = None) -> Any:
     """Run a task (always) and its cone (cache-aware); its return value."""
-    if dry_run:
-        return plan_run(task, *files, command="run", refresh=refresh, refresh_all=refresh_all,
-                        partition=partition)
-    result = materialize(task, *files, command="run", refresh=refresh, refresh_all=refresh_all,
-                         partition=partition, on_event=on_event, load_values=True)
+    from barca.artifacts import store_prefix, using_env
+    if env is not None:
+        store_prefix(env)
+    with using_env(env):
+        if dry_run:
+            return plan_run(task, *files, command="run", refresh=refresh,
+                            refresh_all=refresh_all, partition=partition)
+        result = materialize(task, *files, command="run", refresh=refresh,
+                             refresh_all=refresh_all, partition=partition, on_event=on_event,
+                             load_values=True, executor=executor)
     return _value(result)
 
 

@@ -251,13 +251,22 @@ class Outcome:
 
 def dispatch(ns: argparse.Namespace, on_event: Any = None,
              load_values: bool = False, default_sql_limit: int | None = 100) -> Outcome:
+    """Run the command. ``--env`` applies to this call only (passed down as a value, never
+    written into the environment), like ``--executor``."""
+    env = getattr(ns, "env", None)
+    if env is None:
+        return _dispatch(ns, on_event, load_values, default_sql_limit)
+    from barca.artifacts import store_prefix, using_env
+    store_prefix(env)  # a name that is not a plain folder name: exit 2 here
+    with using_env(env):
+        return _dispatch(ns, on_event, load_values, default_sql_limit)
+
+
+def _dispatch(ns: argparse.Namespace, on_event: Any, load_values: bool,
+              default_sql_limit: int | None) -> Outcome:
     from barca import events as ev
     on_event = on_event or ev.ignore
     cmd = ns.command
-    if getattr(ns, "env", None) is not None:
-        from barca.artifacts import store_prefix
-        store_prefix(ns.env)  # a name that is not a plain folder name: exit 2 here
-        os.environ["BARCA_ENV"] = ns.env
     if cmd not in ("list", "docs", "version"):
         from barca import api
     if cmd in ("get", "run"):
@@ -267,8 +276,6 @@ def dispatch(ns: argparse.Namespace, on_event: Any = None,
         target, files = split_target(ns.args)
         if cmd == "run" and target is None:
             raise UsageError("barca run needs a task name.", "Write: barca run TASK [files]")
-        if ns.executor:
-            os.environ["BARCA_EXECUTOR"] = ns.executor
         if ns.dry_run:
             res: Any = api.plan_run(target, *files, command=cmd, refresh=ns.refresh,
                                     refresh_all=ns.refresh_all, no_cascade=ns.no_cascade,
@@ -277,6 +284,7 @@ def dispatch(ns: argparse.Namespace, on_event: Any = None,
             res = api.materialize(target, *files, command=cmd, refresh=ns.refresh,
                                   refresh_all=ns.refresh_all, no_cascade=ns.no_cascade,
                                   partition=ns.partition, on_event=on_event,
+                                  executor=ns.executor,
                                   load_values=load_values or ns.output == "value")
         return Outcome(cmd, res, ns)
     if cmd == "list":

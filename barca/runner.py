@@ -114,7 +114,8 @@ class Runner:
     def __init__(self, ctx: Context, targets: list[NodeId], *, execute: bool,
                  refresh: list[NodeId] = (), cascade: bool = True, refresh_all: bool = False,
                  selection: Selection | None = None, on_event: ev.EventCallback = ev.ignore,
-                 pool_size: int | None = None, verify_all: bool = False) -> None:
+                 pool_size: int | None = None, verify_all: bool = False,
+                 executor: str | None = None) -> None:
         self.ctx = ctx
         self.verify_all = verify_all  # every target key's value will be read (Python get)
         self.graph = ctx.graph
@@ -122,6 +123,7 @@ class Runner:
         self.on_event = on_event
         self.selection = selection
         self.pool_size = pool_size
+        self.executor = executor  # --executor; None: BARCA_EXECUTOR, else barca.toml
         order = walk_order(ctx, targets)
         forced: set[NodeId] = set(order) if refresh_all else set(refresh)
         if refresh and cascade:
@@ -362,7 +364,7 @@ class Runner:
         if self._pool is None:
             from barca.executors import start
             on_import = lambda path: self.on_event(ev.Importing(path))  # noqa: E731
-            self._pool = start(str(self.graph.root), self.pool_size, on_import)
+            self._pool = start(str(self.graph.root), self.pool_size, on_import, self.executor)
         return self._pool
 
     def _execute(self, nid: NodeId, steps: list[StepState], attempt: int = 0) -> None:

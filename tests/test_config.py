@@ -98,3 +98,29 @@ def test_pool_size_and_discovery(seed: Project) -> None:
     seed.write("barca.toml", '[discovery]\ninclude = ["scratch/*.py"]\n')
     names = [n["id"] for n in seed.barca("list", "--json").json()["nodes"]]
     assert names == ["scratch/draft.py:draft"]
+
+
+def test_python_api_takes_env_and_executor_and_sets_no_variable(seed: Project) -> None:
+    import subprocess
+    import sys
+    code = """
+import os, barca
+before = dict(os.environ)
+v = barca.get("report", "pipeline.py", env="dev", executor="local")
+print(v["tickers"], os.path.isfile(".barca/envs/dev/metadata.db"),
+      os.path.exists(".barca/metadata.db"), dict(os.environ) == before)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=seed.path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["3", "True", "False", "True"]
+
+
+def test_no_code_in_barca_writes_the_environment() -> None:
+    import re
+    root = Path(__file__).resolve().parent.parent / "barca"
+    writes = [f"{p.name}:{n}" for p in root.rglob("*.py")
+              for n, line in enumerate(p.read_text().splitlines(), 1)
+              if re.search(r"os\.environ\[.*\]\s*=|os\.environ\.(update|setdefault)\(|"
+                           r"os\.putenv\(", line)]
+    assert writes == []

@@ -26,10 +26,11 @@ def default_pool_size() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def executor_name() -> str:
-    """``local`` (the process pool), ``dask`` (a LocalCluster) or a scheduler address."""
+def executor_name(flag: str | None = None) -> str:
+    """``local`` (the process pool), ``dask`` (a LocalCluster) or a scheduler address: the
+    ``--executor`` flag, else ``BARCA_EXECUTOR``, else barca.toml, else local."""
     from barca.settings import value
-    name = str(value("executor") or "").strip() or "local"  # BARCA_EXECUTOR, else barca.toml
+    name = str(value("executor", flag=flag or None) or "").strip() or "local"
     if name not in ("local", "dask") and "://" not in name:
         from barca.errors import UsageError
         raise UsageError(f"BARCA_EXECUTOR={name!r} is not an executor",
@@ -45,11 +46,11 @@ def executor_name() -> str:
     return name
 
 
-def start(root: str, size: int | None, on_import: Any) -> Any:
-    """The executor for a run: the local process pool, or Dask when ``BARCA_EXECUTOR`` (or
-    ``--executor``) says ``dask`` or a scheduler address."""
+def start(root: str, size: int | None, on_import: Any, executor: str | None = None) -> Any:
+    """The executor for a run: the local process pool, or Dask when ``--executor`` (else
+    ``BARCA_EXECUTOR``, else barca.toml) says ``dask`` or a scheduler address."""
     size = size or default_pool_size()
-    kind = executor_name()
+    kind = executor_name(executor)
     if kind == "local":
         from barca.executors.process import ProcessPool
         return ProcessPool(root, size, on_import)

@@ -42,9 +42,7 @@ def _run(line: str, cell: str | None) -> Any:
     if ns.command in ("get", "run") and not ns.dry_run:
         from barca.jupyter.progress import NotebookProgress
         progress = NotebookProgress()
-    import os
-    saved = {k: os.environ.get(k) for k in ("BARCA_ENV", "BARCA_EXECUTOR")}
-    try:
+    try:  # --env / --executor are passed down as values: the kernel's environment is untouched
         outcome = dispatch(ns, on_event=progress or (lambda e: None), load_values=True,
                            default_sql_limit=None)
     except StepFailed as exc:
@@ -54,12 +52,6 @@ def _run(line: str, cell: str | None) -> Any:
         if progress is not None:
             progress.interrupted()
         raise
-    finally:  # --env / --executor apply to this command, not to the rest of the kernel
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     return _value(outcome)
 
 
