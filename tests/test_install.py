@@ -132,3 +132,14 @@ def test_readme_install_autoloads_the_magic(tmp_path: Path, wheel: Path, how: st
     where = ast.literal_eval(result(nb, 2)["text/plain"])
     expected = REPO if how == "editable" else venv
     assert Path(where).resolve().is_relative_to(expected.resolve()), where
+
+
+def test_the_manual_has_one_copy() -> None:
+    """`barca/docs/` is the manual (packaged, printed by `barca docs`); `docs/` only points at
+    it: no page there repeats one of the package's."""
+    pages = {p.name: p.read_bytes() for p in (REPO / "barca" / "docs").glob("*.md")}
+    others = [p for p in (REPO / "docs").rglob("*") if p.is_file()]
+    assert not [p.name for p in others if p.name in pages or p.read_bytes() in pages.values()]
+    index = (REPO / "docs" / "README.md").read_text()
+    assert all(f"../barca/docs/{name}" in index for name in pages if name != "index.md"), \
+        [n for n in pages if f"../barca/docs/{n}" not in index]
