@@ -233,7 +233,7 @@ def _keep_under_limit(sess: Session, runner: Runner, on_event: ev.EventCallback)
     if not runner.w.done:
         return None  # nothing was written: the cache did not grow
     manual = {n for n, m in sess.graph.nodes.items() if m.freshness == "manual"}
-    report = cachelimit.after_run(sess.store, touched, manual)
+    report = cachelimit.after_run(sess.store, touched, manual, runner.produced_bytes)
     if report is None or not report.evicted:
         return None
     on_event(ev.Note(report.line(), "info"))

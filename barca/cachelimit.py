@@ -184,6 +184,8 @@ def evict(store: Store, budget: int | None, target: int, keep: set[str] = frozen
         store._write("INSERT OR REPLACE INTO evictions (path, asset, at) VALUES (?, ?, ?)", done)
         store._evicted = None
         now = usage(folder)
+    if not dry_run:
+        _remember(store, now)
     rel = [p.removeprefix(".barca/") for p, _ in chosen if p not in failed]
     tiers = {t: [p.removeprefix(".barca/") for p in ps if p not in failed]
              for t, ps in tiers.items()}
@@ -199,12 +201,36 @@ def note_reads(store: Store, paths: set[str]) -> None:
                      [(p, at) for p in paths])
 
 
-def after_run(store: Store, keep: set[str], manual: set[str]) -> CacheReport | None:
-    """After a run: if ``.barca/`` is over the limit, evict until it is under it."""
+def _estimate(store: Store) -> float | None:
+    """``.barca/``'s size as last measured plus what commands wrote since (an upper bound but
+    for what the database grew by): measuring walks every file, which at 200,000 results
+    costs more than the run."""
+    assert store.conn is not None
+    got = store.conn.execute("SELECT value FROM settled WHERE name='cache_bytes'").fetchone()
+    return None if got is None else got[0]
+
+
+def _remember(store: Store, size: float) -> None:
+    store._write("INSERT OR REPLACE INTO settled (name, value) VALUES ('cache_bytes', ?)",
+                 [(size,)])
+
+
+def after_run(store: Store, keep: set[str], manual: set[str], written: int
+              ) -> CacheReport | None:
+    """After a run that wrote ``written`` bytes of results: if ``.barca/`` is over the limit,
+    evict until it is under it. ``.barca/`` is measured only when the estimate passes the
+    limit (or was never taken)."""
     budget = limit(store.root)
-    if budget is None:
+    if budget is None or store.conn is None:
+        return None
+    known = _estimate(store)
+    if known is not None and known + written <= budget:
+        _remember(store, known + written)
         return None
     size = usage(store.root / ".barca")
     if size <= budget:
+        _remember(store, size)
         return None
-    return evict(store, budget, budget, keep, manual)
+    report = evict(store, budget, budget, keep, manual)
+    _remember(store, report.after_bytes)
+    return report

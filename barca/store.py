@@ -32,6 +32,7 @@ CREATE INDEX IF NOT EXISTS logs_run ON logs(run_id, id);
 CREATE TABLE IF NOT EXISTS evictions (
     path TEXT PRIMARY KEY, asset TEXT NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS reads (path TEXT PRIMARY KEY, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS settled (name TEXT PRIMARY KEY, value REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS mat_asset ON materializations(asset, partition, status);
 CREATE INDEX IF NOT EXISTS mat_hash ON materializations(asset, run_hash);
 """
