@@ -63,6 +63,16 @@ def test_a_run_over_the_limit_evicts_superseded_results_first(project: Project) 
     # no eviction under the limit: no line, no cache object
     quiet = project.barca("get", "x,y", "pipeline.py", "--refresh", "y")
     assert quiet.code == 0 and "over its" not in quiet.err and "cache" not in quiet.json()
+    # far over the limit: current results go too, least recently read first, but never the
+    # one this command just produced
+    y_art = _art(project, "y")
+    project.edit("pipeline.py", "VERSION = 2", "VERSION = 3")
+    r = project.barca("get", "x", "pipeline.py", env={"BARCA_CACHE_MAX_SIZE": "1"})
+    assert r.code == 0, r.err
+    tiers = r.json()["cache"]["tiers"]
+    assert sorted(y_art) == [p for p in tiers["least_recently_read"] if "--y/" in p]
+    new_x = {f for f in _art(project, "x") if (project.path / ".barca" / f).exists()}
+    assert len(new_x) == 1 and not (new_x & set(r.json()["cache"]["evicted"]))
 
 
 def test_gc_least_recently_read_and_what_is_never_evicted(project: Project) -> None:
