@@ -234,3 +234,21 @@ def after_run(store: Store, keep: set[str], manual: set[str], written: int
     report = evict(store, budget, budget, keep, manual)
     _remember(store, report.after_bytes)
     return report
+
+
+def gc(*files: str, max_size: str | None = None, dry_run: bool = False) -> CacheReport:
+    """``barca gc``: evict now, down to 80% of the cache size limit (``max_size``: a one-off
+    budget; ``"off"``: every superseded result and nothing else). A CacheReport."""
+    from barca.discovery import find_root
+    from barca.topology import load_graph
+    root = find_root()
+    budget = limit(root, max_size)  # an invalid size: exit 2 before anything
+    graph = load_graph(files, root=root)  # which nodes are Manual: never evicted
+    manual = {n for n, m in graph.nodes.items() if m.freshness == "manual"}
+    store = Store(root, create=False)
+    try:
+        if budget is None:
+            return evict(store, None, 0, manual=manual, dry_run=dry_run, superseded_only=True)
+        return evict(store, budget, int(budget * GC_TARGET), manual=manual, dry_run=dry_run)
+    finally:
+        store.close()

@@ -237,7 +237,8 @@ def _print_logs(log: Any, mode: str, ns: Any) -> None:
     """``barca logs``: the run is named on stderr; lines on stdout (JSON: one object each).
     With ``-f``, new lines are printed until the run ends."""
     import time
-    from barca import api
+
+    from barca.runlog import logs
     sys.stderr.write(f"[barca] {log.headline()}\n")
     after = 0
     while True:
@@ -249,7 +250,7 @@ def _print_logs(log: Any, mode: str, ns: Any) -> None:
             return
         time.sleep(0.2)
         after = log.lines[-1].id if log.lines else after
-        log = api.logs(log.run_id, step=ns.step, stream=ns.stream, timestamps=ns.timestamps,
+        log = logs(log.run_id, step=ns.step, stream=ns.stream, timestamps=ns.timestamps,
                        after=after)
 
 

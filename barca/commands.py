@@ -300,13 +300,15 @@ def _dispatch(ns: argparse.Namespace, on_event: Any, load_values: bool,
     if cmd == "history":
         return Outcome(cmd, api.history(ns.limit), ns)
     if cmd == "gc":
-        return Outcome(cmd, api.gc(*ns.args, max_size=ns.max_size, dry_run=ns.dry_run), ns)
+        from barca.cachelimit import gc
+        return Outcome(cmd, gc(*ns.args, max_size=ns.max_size, dry_run=ns.dry_run), ns)
     if cmd == "doctor":
         from barca.doctor import checkup
         return Outcome(cmd, checkup(*ns.args), ns)
     if cmd == "logs":
-        return Outcome(cmd, api.logs(ns.run_id, step=ns.step, stream=ns.stream,
-                                     timestamps=ns.timestamps), ns)
+        from barca.runlog import logs
+        return Outcome(cmd, logs(ns.run_id, step=ns.step, stream=ns.stream,
+                                 timestamps=ns.timestamps), ns)
     if cmd == "sql":
         limit = None if ns.all else (ns.limit if ns.limit is not None else default_sql_limit)
         return Outcome(cmd, api.sql_result(ns.query, *ns.args, limit=limit), ns)

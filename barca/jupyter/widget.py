@@ -232,14 +232,14 @@ class StatusWidget(widgets.VBox):
 
     def _draw_logs(self) -> None:
         """The selected node's last lines, as `barca logs --step NODE` prints them."""
-        from barca import api
+        from barca.runlog import last_lines
         node = self.selector.value
         if not node:
             self.logs.value = ""
             return
         try:
             with using_env(self.env):
-                log = api.last_lines(node, LOG_LINES)
+                log = last_lines(node, LOG_LINES)
         except BarcaError:
             self.logs.value = ""
             return

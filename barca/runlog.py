@@ -1,0 +1,81 @@
+"""What the store remembers of past runs besides their results: the runs themselves (``barca
+history``) and the lines their steps wrote (``barca logs``, the widget's last lines)."""
+from __future__ import annotations
+
+from typing import Any
+
+from barca.errors import UsageError
+from barca.journal import LogLine, StepLog
+from barca.store import Store
+from barca.types import short_name
+
+
+def history(limit: int = 20) -> list[dict[str, Any]]:
+    """The most recent runs, newest first."""
+    from barca.discovery import find_root
+    store = Store(find_root(), create=False)
+    try:
+        return store.runs(limit)
+    finally:
+        store.close()
+
+
+def logs(run_id: str | None = None, step: str | None = None, stream: str | None = None,
+         timestamps: bool = False, after: int = 0) -> StepLog:
+    """``barca logs``: the lines a run's steps wrote (default: the most recent run), kept to
+    one step (a base name selects every key) or one stream."""
+    from barca.discovery import find_root
+    if stream not in (None, "stdout", "stderr"):
+        raise UsageError(f"--stream {stream!r}: a stream is stdout or stderr.",
+                         "Write --stream stdout or --stream stderr.")
+    store = Store(find_root(), create=False)
+    try:
+        runs = store.runs(20)
+        if not runs:
+            raise UsageError("No run is recorded yet, so there are no logs.",
+                             "Run `barca get` first; `barca history` lists the runs.")
+        run = runs[0] if run_id is None else store.run(run_id)
+        if run is None:
+            from barca.errors import did_you_mean
+            ids = [r["run_id"] for r in runs]
+            raise UsageError(f"No run '{run_id}'.{did_you_mean(run_id or '', ids)}",
+                             "`barca history` lists the runs and their ids.")
+        rows = store.log_lines(run["run_id"], after)
+        if step is not None:
+            steps = set(store.run_steps(run["run_id"])) | {(r[1], r[2]) for r in rows}
+            keep = {st for node, st in steps if _names_step(step, node, st)}
+            if not keep:
+                from barca.errors import did_you_mean
+                names = sorted({short_name(node) for node, _ in steps})
+                raise UsageError(f"Run {run['run_id']} has no step '{step}'."
+                                 f"{did_you_mean(step, names)}",
+                                 f"Steps of that run: {', '.join(names) or 'none'}.")
+            rows = [r for r in rows if r[2] in keep]
+        if stream is not None:
+            rows = [r for r in rows if r[3] == stream]
+        return StepLog(run["run_id"], run["command"] or "", run["target"] or "",
+                       run["status"] or "", tuple(LogLine(r[0], r[2], r[3], r[4], r[5])
+                                                  for r in rows), timestamps)
+    finally:
+        store.close()
+
+
+def last_lines(node: str, limit: int = 10) -> StepLog:
+    """The last lines a node's steps wrote, in the most recent run that recorded any (the
+    status widget shows them for the selected node)."""
+    from barca.discovery import find_root
+    store = Store(find_root(), create=False)
+    try:
+        run_id, rows = store.last_lines(node, limit)
+        run = store.run(run_id) if run_id else None
+    finally:
+        store.close()
+    return StepLog(run_id, (run or {}).get("command") or "", (run or {}).get("target") or "",
+                   (run or {}).get("status") or "",
+                   tuple(LogLine(r[0], r[2], r[3], r[4], r[5]) for r in rows))
+
+
+def _names_step(name: str, node: str, step: str) -> bool:
+    """``--step`` as a node id, a base name (every key), or either with ``[key]``."""
+    key = step[len(node):]  # "" or "[region=emea]"
+    return name in (node, step, short_name(node), short_name(node) + key)
