@@ -139,10 +139,7 @@ def write_table(value: Any, fmt: str, folder: Path) -> tuple[str, str, str | Non
         Path(tmp).write_bytes(serialize(value, "pickle"))
         return tmp, "pickle", f"{why}; stored as pickle", shape(value)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        discard(tmp)
         raise
 
 
@@ -158,6 +155,14 @@ def deserialize(data: bytes, fmt: str) -> Any:
     return pickle.loads(data)  # only ever barca's own store (see `barca docs cache`)
 
 
+def discard(tmp: str) -> None:
+    """A temp file that will not become an artifact (nothing to do if it is already gone)."""
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
+
+
 def write_atomic(path: Path, data: bytes, fsync: bool = False) -> None:
     """Temp file in the same directory, then rename: a reader sees all or nothing."""
     import tempfile
@@ -168,10 +173,7 @@ def write_atomic(path: Path, data: bytes, fsync: bool = False) -> None:
             f.write(data)
         commit(tmp, path, fsync)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        discard(tmp)
         raise
 
 
