@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from barca._record import Record
-from barca.render import html_table, rich_table, text_table
+from barca.render import html_table, rich_table
 
 
 def utc_ms(ts: float) -> str:
@@ -72,7 +72,3 @@ class StepLog(Record):
     def __rich__(self) -> object:
         headers, rows, col, summary = self._table()
         return rich_table(headers, rows, col, summary)
-
-    def table_text(self) -> str:
-        headers, rows, _, _ = self._table()
-        return text_table(headers, rows)

@@ -20,9 +20,7 @@ PREFIX = ".barca/"
 def configured() -> str | None:
     """The store this command uses: ``BARCA_REMOTE_URI``, else ``[remote] uri`` of
     ``barca.toml``; none with ``BARCA_REMOTE=off``."""
-    from barca.settings import remote_off, value
-    if remote_off():
-        return None
+    from barca.settings import value
     uri = str(value("remote_uri") or "").strip()
     return uri or None
 

@@ -46,10 +46,10 @@ def value(name: str, root: Path | None = None, flag: Any = None,
         return flag
     var, section, key = SOURCES[name]
     env = os.environ if environ is None else environ
+    if name == "remote_uri" and remote_off(env):  # off for this command, wherever set
+        return None
     if var and env.get(var, "").strip():
         return env[var].strip()
-    if name == "remote_uri" and remote_off(env):
-        return None
     if root is None:
         from barca.discovery import find_root
         root = find_root()

@@ -36,7 +36,8 @@ def test_remote_uri_from_the_file_and_the_variable_wins(seed: Project, tmp_path:
     # BARCA_REMOTE=off: this command uses no store at all
     before = _files(store) | _files(other)
     seed.write("feed_version.txt", "v2\n")
-    r = seed.barca("get", "report", "pipeline.py", "--json", env={"BARCA_REMOTE": "off"})
+    r = seed.barca("get", "report", "pipeline.py", "--json",  # the variable's store too
+                   env={"BARCA_REMOTE": "off", "BARCA_REMOTE_URI": f"file://{other}"})
     assert r.code == 0, r.err
     assert _files(store) | _files(other) == before
 
