@@ -3,7 +3,18 @@
 Only the decorators and errors are imported eagerly, so ``import barca`` stays cheap in worker
 processes and notebooks; the engine's functions load on first use.
 """
-from barca.decorators import Always, Manual, Schedule, asset, collect, partitions, partitions_from, sensor, sink, task
+from barca.decorators import (
+    Always,
+    Manual,
+    Schedule,
+    asset,
+    collect,
+    partitions,
+    partitions_from,
+    sensor,
+    sink,
+    task,
+)
 from barca.errors import BarcaError, Cancelled, InfrastructureError, StepFailed, UsageError
 
 __version__ = "0.1.0"

@@ -50,7 +50,7 @@ class Record(Fields):
         if len(args) > len(fields):
             raise TypeError(f"{cls.__name__}() takes {len(fields)} positional arguments "
                             f"but {len(args)} were given")
-        for name, value in zip(fields, args):
+        for name, value in zip(fields, args, strict=False):
             _set(self, name, value)
         defaults = cls._defaults
         for name in fields[len(args):]:

@@ -5,19 +5,28 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from barca import events as ev
 from barca.errors import StepFailed, UsageError
 from barca.listing import list_nodes  # noqa: F401  (part of the API)
-from barca.runlog import history  # noqa: F401  (part of the API)
-from barca.topology import Graph, load_graph, plan_warnings
 from barca.planner import Context
-from barca.results import (MAX_KEYS_IN_OUTPUT, Output, OutputItem, OutputItems, Plan, PhasePlan,
-                           RunResult, StatusReport)
+from barca.results import (
+    MAX_KEYS_IN_OUTPUT,
+    Output,
+    OutputItem,
+    OutputItems,
+    PhasePlan,
+    Plan,
+    RunResult,
+    StatusReport,
+)
+from barca.runlog import history  # noqa: F401  (part of the API)
 from barca.runner import Runner, Selection, check_selection, new_run_id, resolve_refresh, walk_order
 from barca.store import Store
+from barca.topology import Graph, load_graph, plan_warnings
 from barca.types import NodeId, key_preview, short_name
 from barca.verdicts import plan_row, run_result, status_row
 
@@ -73,7 +82,8 @@ def _targets(graph: Graph, target: str | list[str] | None, command: str) -> list
         found = graph.available(command)
         if not found:
             what = "task" if command == "run" else "asset or sensor"
-            raise UsageError(f"No {what} found in {', '.join(sorted(graph.files)) or 'the project'}",
+            where = ', '.join(sorted(graph.files)) or 'the project'
+            raise UsageError(f"No {what} found in {where}",
                              "Decorate a function with @asset, @sensor or @task, or pass the "
                              "pipeline file.")
         return found
@@ -100,7 +110,8 @@ def parse_partition(spec: str | dict[str, Any] | None) -> Selection | None:
             spec = json.loads(spec)
         except json.JSONDecodeError as exc:
             raise UsageError(f"--partition: not valid JSON ({exc.msg})",
-                             'Write --partition region=emea or --partition \'{"region": "emea"}\'.')
+                             'Write --partition region=emea or --partition \'{"region": "emea"}\'.'
+                             ) from None
     dims: dict[str, list[str]] = {}
     if isinstance(spec, dict):
         for d, v in spec.items():
@@ -477,7 +488,7 @@ def plan(*files: str, target: str | None = None) -> PhasePlan:
         sess.close()
 
 
-def sql_result(query: str, *files: str, limit: int | None = 100) -> "SqlResult":
+def sql_result(query: str, *files: str, limit: int | None = 100) -> SqlResult:
     """``barca sql``: the query's columns and rows (at most ``limit``; None for all)."""
     from barca.results import SqlResult
     from barca.views import query as run_query
@@ -494,7 +505,7 @@ def sql(query: str, *files: str) -> Any:
     return sql_result(query, *files, limit=None).to_pandas()
 
 
-def graph(*files: str) -> "DagPicture":
+def graph(*files: str) -> DagPicture:
     """The DAG picture: every node laid out by dependency and coloured by its status state
     (SVG in its mime bundle). Read-only."""
     from barca.dag import DagPicture

@@ -1,6 +1,7 @@
 """Artifact files: where a step's value lives on disk, how it is written (atomically) and read."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -44,7 +45,7 @@ class using_env:  # noqa: N801 - used like a function: ``with using_env("staging
     def __init__(self, env: str | None) -> None:
         self.env, self.token = env, None
 
-    def __enter__(self) -> "using_env":
+    def __enter__(self) -> using_env:
         global _ENV_OVERRIDE
         if self.env is not None:
             if _ENV_OVERRIDE is None:
@@ -113,8 +114,8 @@ def serialize(value: Any, fmt: str) -> bytes:
 
 def write_table(value: Any, fmt: str, folder: Path) -> tuple[str, str, str | None, str]:
     """Write ``value`` into a temp file in ``folder`` as a table (``fmt`` parquet or csv):
-    (temp path, format, warning, shape). parquet that cannot hold the value falls back to pickle with
-    a warning; csv on a value that is not a table is an error, and leaves no file behind."""
+    (temp path, format, warning, shape). parquet that cannot hold the value falls back to pickle
+    with a warning; csv on a value that is not a table is an error, and leaves no file behind."""
     import tempfile
 
     from barca import frames
@@ -135,7 +136,8 @@ def write_table(value: Any, fmt: str, folder: Path) -> tuple[str, str, str | Non
                 if fmt == "csv":
                     raise TypeError(f'serializer="csv" could not write this table: '
                                     f"{type(exc).__name__}: {exc}") from exc
-                why = f"parquet cannot hold this {type(value).__name__} ({type(exc).__name__}: {exc})"
+                why = (f"parquet cannot hold this {type(value).__name__} "
+                       f"({type(exc).__name__}: {exc})")
         Path(tmp).write_bytes(serialize(value, "pickle"))
         return tmp, "pickle", f"{why}; stored as pickle", shape(value)
     except BaseException:
@@ -150,17 +152,16 @@ def deserialize(data: bytes, fmt: str) -> Any:
         import io
 
         import pandas as pd
-        return pd.read_parquet(io.BytesIO(data)) if fmt == "parquet" else pd.read_csv(io.BytesIO(data))
+        read = pd.read_parquet if fmt == "parquet" else pd.read_csv
+        return read(io.BytesIO(data))
     import pickle
     return pickle.loads(data)  # only ever barca's own store (see `barca docs cache`)
 
 
 def discard(tmp: str) -> None:
     """A temp file that will not become an artifact (nothing to do if it is already gone)."""
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(tmp)
-    except OSError:
-        pass
 
 
 def write_atomic(path: Path, data: bytes, fsync: bool = False) -> None:

@@ -59,6 +59,7 @@ class EventPrinter:
 
     def __init__(self, mode: str, agent: bool, stream: TextIO = sys.stderr) -> None:
         import time
+
         from barca import events
         self.ev = events
         self.mode, self.agent, self.out = mode, agent, stream
@@ -122,10 +123,9 @@ class EventPrinter:
         elif isinstance(e, ev.Note):  # notes and warnings reach stderr in every mode
             self._line(f"[barca] {e.text}" if e.level == "info"
                        else f"[barca] {e.level}: {e.text}")
-        elif isinstance(e, ev.RunEnded):
-            if self.agent or self.mode == "pretty":
-                word = "failed" if e.failed else "done"
-                self._line(f"[barca] {e.done}/{e.total} steps | {word} in {e.elapsed:.1f}s")
+        elif isinstance(e, ev.RunEnded) and (self.agent or self.mode == "pretty"):
+            word = "failed" if e.failed else "done"
+            self._line(f"[barca] {e.done}/{e.total} steps | {word} in {e.elapsed:.1f}s")
 
 
 def live_bar(stream: TextIO, elapsed: float) -> Any:
@@ -191,8 +191,9 @@ def render(outcome: Any, mode: str) -> None:
         if mode == "json":
             print(json.dumps({"runs": res}, indent=2, default=str))
         else:
-            from barca.render import text_table
             import time as _t
+
+            from barca.render import text_table
             rows = [[r["run_id"], r["command"] or "", r["target"] or "", r["status"] or "",
                      str(r["steps_run"] or 0), str(r["steps_cached"] or 0),
                      _t.strftime("%Y-%m-%d %H:%M:%S UTC", _t.gmtime(r["started_at"]))]

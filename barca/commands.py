@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from barca.errors import UsageError
 
+
 def _close_matches(word: str, choices: list[str], n: int, cutoff: float) -> list[str]:
     """Close choices only: options are compared without their dashes, which every option
     shares (with them, ``--bogus`` looked half like ``--output``)."""

@@ -15,14 +15,15 @@ import builtins
 import re
 import symtable
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Union
+from typing import Any
 
 from barca.hashing import digest
 
 Chain = tuple  # the attribute names read after a name: ``helpers.clean`` -> ("clean",)
-Import = Union[ast.Import, ast.ImportFrom]
+Import = ast.Import | ast.ImportFrom
 Binding = tuple  # (import statement, alias)
 
 _BUILTINS = frozenset(dir(builtins))
@@ -75,9 +76,7 @@ def _bound_names(stmt: ast.AST, stars: list[ast.ImportFrom]) -> set[str]:
                     stars.append(n)  # type: ignore[arg-type]
                 else:
                     out.add(local_name(n, a))
-        elif isinstance(n, ast.ExceptHandler) and n.name:
-            out.add(n.name)
-        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+        elif (isinstance(n, ast.ExceptHandler | ast.MatchAs | ast.MatchStar)) and n.name:
             out.add(n.name)
         elif isinstance(n, ast.MatchMapping) and n.rest:
             out.add(n.rest)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from barca.render import COLOURS
 
@@ -64,7 +65,7 @@ class DagPicture:
 
     @classmethod
     def from_status(cls, report: Any, edges: Iterable[tuple[str, str]] | None = None,
-                    states: Mapping[str, str] | None = None) -> "DagPicture":
+                    states: Mapping[str, str] | None = None) -> DagPicture:
         """Lay out a ``StatusReport``'s nodes. ``edges`` default to each row's ``deps``;
         ``states`` override some nodes' states (the widget's ``running`` / ``failed``)."""
         rows = list(report.rows)
@@ -82,7 +83,7 @@ class DagPicture:
         clash = {n for n in names if names.count(n) > 1}
         overrides = dict(states or {})
         nodes = []
-        for r, name in zip(rows, names):
+        for r, name in zip(rows, names, strict=False):
             parts = r.partitions
             keys = (int(parts.get("cached", 0)), int(parts.get("total", 0))) if parts else None
             nodes.append(DagNode(

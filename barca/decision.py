@@ -39,7 +39,7 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
         hashes = split_hashes(snap[3])
         if ident is not None and snap[0] == ident and len(hashes) == len(keys):
             return NodeState.from_snapshot(nid, keys, ident, snap[1], hashes, hist)
-        prev = dict(zip(snap[2].split("\x00"), hashes))
+        prev = dict(zip(snap[2].split("\x00"), hashes, strict=False))
     def_hash, def_parts = ctx.definition(nid)
     plan = InputPlan(ctx.graph, nid, states, ctx.input_name)
     kind = m.kind

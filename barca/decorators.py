@@ -7,7 +7,8 @@ evaluated by importing the module.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 ASSET_ARGS = ("inputs", "partitions", "serializer", "freshness", "retries", "timeout_seconds",
               "description", "tags", "env", "name")
@@ -118,7 +119,8 @@ task = _decorator("task", ASSET_ARGS)
 
 
 def sink(path: str, /) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``@sink("out.parquet")``: also write the asset's value to ``path`` (see ``barca docs sinks``)."""
+    """``@sink("out.parquet")``: also write the asset's value to ``path``
+    (see ``barca docs sinks``)."""
     def tag(f: Callable[..., Any]) -> Callable[..., Any]:
         sinks = list(getattr(f, "__barca_sinks__", []))
         sinks.append(path)

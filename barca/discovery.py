@@ -5,6 +5,7 @@ Nothing here imports user code: the model is read from the source text.
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -216,9 +217,11 @@ def parse_file(path: Path, root: Path) -> FileModel:
         source = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UsageError(f"File not found: {path}",
-                         "Pass the path of a pipeline file, relative to the current directory.")
+                         "Pass the path of a pipeline file, relative to the current directory."
+                         ) from None
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{rel}: not UTF-8 text ({exc.reason})", "Save the file as UTF-8.")
+        raise UsageError(f"{rel}: not UTF-8 text ({exc.reason})",
+                         "Save the file as UTF-8.") from None
     abspath = str(path.resolve())
     cache = ModelCache(root, rel, abspath, source)
     fm = cache.get()
@@ -296,6 +299,7 @@ class ModelCache:
         of the annotation readers: a changed model class or discovery rule is a new cache."""
         if cls._salt is None:
             import hashlib
+
             from barca import _record, decorators
             h = hashlib.sha256()
             readers = Path(__file__).with_name("readers.py")  # its path; not imported here
@@ -329,10 +333,8 @@ class ModelCache:
             tmp.write_bytes(self.key + b"\n" + _pickle().dumps(fm, protocol=5))
             os.replace(tmp, file)
         except Exception:  # noqa: BLE001 - a cache that cannot be written is only slower
-            try:
+            with contextlib.suppress(OSError):
                 tmp.unlink()
-            except OSError:
-                pass
 
 
 def _module_level(body: list[ast.stmt]) -> Any:
@@ -379,8 +381,9 @@ def _node_from_function(fm: FileModel, fn: ast.FunctionDef | ast.AsyncFunctionDe
     args = fn.args
     positional = args.posonlyargs + args.args
     defaults = [False] * (len(positional) - len(args.defaults)) + [True] * len(args.defaults)
-    params = list(zip([a.arg for a in positional], defaults))
-    params += [(a.arg, d is not None) for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    params = list(zip([a.arg for a in positional], defaults, strict=False))
+    params += [(a.arg, d is not None)
+               for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False)]
     node = NodeModel(id=NodeId(f"{fm.path}:{fn.name}"), file=fm.path, abspath=fm.abspath,
                      function=fn.name, kind=kind, line=fn.lineno, fn=fn, params=params,
                      freshness="manual" if kind == "sensor" else "always")
@@ -453,7 +456,7 @@ def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -
         if not isinstance(value, ast.Dict):
             raise _fail(fm, line, "inputs= must be a dict literal",
                         'Write inputs={"param": upstream_function}.')
-        for k, v in zip(value.keys, value.values):
+        for k, v in zip(value.keys, value.values, strict=False):
             if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
                 raise _fail(fm, line, "inputs= keys must be parameter names as strings",
                             'Write inputs={"param": upstream_function}.')
@@ -462,7 +465,8 @@ def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -
             if marker is not None:
                 if marker[0] != "collect":
                     raise _fail(fm, v.lineno, f"{marker[0]}() belongs in partitions=, "
-                                f"not in inputs=", 'Write partitions={"dim": ' + marker[0] + '(...)}.')
+                                f"not in inputs=",
+                                'Write partitions={"dim": ' + marker[0] + '(...)}.')
                 is_collect, v = True, marker[1]
             ref = _ref_text(v)
             if ref is None:
@@ -474,7 +478,7 @@ def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -
         if not isinstance(value, ast.Dict):
             raise _fail(fm, line, "partitions= must be a dict literal",
                         'Write partitions={"dimension": partitions([...])}.')
-        for k, v in zip(value.keys, value.values):
+        for k, v in zip(value.keys, value.values, strict=False):
             if not (isinstance(k, ast.Constant) and isinstance(k.value, str)) or not k.value:
                 raise _fail(fm, line, "partitions= keys must be dimension names as strings",
                             'Write partitions={"region": partitions(["emea", "amer"])}.')
@@ -488,7 +492,8 @@ def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -
                 try:
                     dim.keys = ast.literal_eval(marker[1])
                 except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                    dim.expr = ast.get_source_segment(fm.source, marker[1]) or ast.unparse(marker[1])
+                    dim.expr = (ast.get_source_segment(fm.source, marker[1])
+                                or ast.unparse(marker[1]))
             else:
                 ref = _ref_text(marker[1])
                 if ref is None:

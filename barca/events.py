@@ -3,7 +3,7 @@
 Frozen records (``barca._record.Record``): compared, hashed and shown by their fields."""
 from __future__ import annotations
 
-from typing import Callable, Union
+from collections.abc import Callable
 
 from barca._record import Record
 
@@ -96,7 +96,7 @@ class RunEnded(Record):
         _set(self, "failed", failed)
 
 
-Event = Union[Importing, StepStarted, StepCompleted, StepCached, StepFailedEvent, Note, RunEnded]
+Event = Importing | StepStarted | StepCompleted | StepCached | StepFailedEvent | Note | RunEnded
 EventCallback = Callable[[Event], None]
 
 

@@ -207,7 +207,7 @@ def run_hash(definition: str, inputs: dict[str, str], key: str, value: str | Non
 def combined_digest(keys: list[str], hashes: list[str]) -> str:
     """A whole node as one digest: ``sha("k1=h1", "k2=h2", ...)`` over its keys in sorted order
     -- what a fan-in reading every key, or a downstream snapshot, depends on."""
-    return sha(*[f"{k}={h}" for k, h in sorted(zip(keys, hashes))])
+    return sha(*[f"{k}={h}" for k, h in sorted(zip(keys, hashes, strict=False))])
 
 
 def snapshot_digest(definition: str, freshness: str, keys: list[str], inputs: list[str],

@@ -4,8 +4,9 @@ is one). A step whose artifact is missing, a directory or corrupt is computed ag
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from barca.states import StepState
 
@@ -59,9 +60,9 @@ class Integrity:
             s.reason = "artifact_missing"
             return False
         except FileNotFoundError:
-            if self.remote is not None and s.path:
-                if self.remote.fetch(self.root, s.path, s.sha256) is not None:
-                    return self.intact(s)
+            if (self.remote is not None and s.path
+                    and self.remote.fetch(self.root, s.path, s.sha256) is not None):
+                return self.intact(s)
             if s.reason == "evicted":
                 self.warn(f"{s.path} was evicted by the cache size limit; computing {s.id} "
                           "again")

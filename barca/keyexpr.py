@@ -43,9 +43,7 @@ def _bindings(tree: ast.Module) -> tuple[dict[str, list[ast.AST]], bool]:
                 sites.setdefault(name, []).extend([n, n])  # rebound from a function
         elif isinstance(n, ast.arg):
             sites.setdefault(n.arg, []).append(n)
-        elif isinstance(n, ast.ExceptHandler) and n.name:
-            sites.setdefault(n.name, []).append(n)
-        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+        elif (isinstance(n, ast.ExceptHandler | ast.MatchAs | ast.MatchStar)) and n.name:
             sites.setdefault(n.name, []).append(n)
     return sites, star
 

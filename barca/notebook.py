@@ -10,17 +10,18 @@ after a kernel restart, is a cache hit.
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import os
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from barca import decorators
-from barca.hashing import canonical_json, digest, used_names
-
 from barca.discovery import PSEUDO_ABSPATH  # noqa: E402  (re-exported)
+from barca.hashing import canonical_json, digest, used_names
 
 
 def interactive() -> bool:
@@ -156,10 +157,8 @@ def adopt_renamed(store: Any, ids: list[str]) -> list[tuple[str, str]]:
                 conn.execute("COMMIT")
                 adopted.append((old, new))
     except sqlite3.DatabaseError:  # read-only or busy: the results are found another time
-        try:
+        with contextlib.suppress(sqlite3.DatabaseError):
             conn.execute("ROLLBACK")
-        except sqlite3.DatabaseError:
-            pass
     return adopted
 
 
@@ -272,4 +271,5 @@ def ship(fn: Callable[..., Any]) -> bytes:
         raise UsageError(f"cannot send notebook function '{fn.__name__}' to a worker process: "
                          f"{type(exc).__name__}: {exc}",
                          "Keep what the function uses picklable (no open files, locks or "
-                         "sockets in notebook globals it reads), or move it to a .py file.") from None
+                         "sockets in notebook globals it reads), or move it to a .py file."
+                         ) from None

@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from barca.errors import UsageError
 from barca.discovery import PSEUDO_ABSPATH
-from barca.topology import Graph, combine, validate_keys
+from barca.errors import UsageError
 from barca.hashing import DefinitionHasher, definition_hash
 from barca.inputs import source_dim
 from barca.states import NodeState, StepState
 from barca.store import Row, Store
 from barca.storeview import StoreView
+from barca.topology import Graph, combine, validate_keys
 from barca.types import NodeId
 
 __all__ = ["Context", "NodeState", "StepState", "keys_from_row", "source_dim"]

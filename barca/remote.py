@@ -4,10 +4,11 @@
 read-through cache: a cached result whose local file is missing is fetched, not recomputed."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from barca import manifest
@@ -97,10 +98,8 @@ class Remote:
         if current is not None and current["sha256"] == digest:
             return
         if current is not None and self._intact(path, current) is not None:
-            try:
+            with contextlib.suppress(Exception):  # an orphan copy, never named by a manifest
                 self.fs.rm_file(blob)
-            except Exception:
-                pass  # an orphan copy, never named by a manifest: harmless
             return
         self._write(target, raw)
 

@@ -1,7 +1,7 @@
 """Plain-text and HTML tables, and the colour of each state: defined once, used by every face."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 # state/status -> colour. White text on each reaches WCAG AA (contrast >= 4.5:1); the same fill
 # reads on light and dark backgrounds, so one palette serves both themes.

@@ -153,7 +153,7 @@ class StatusReport(_Displayable, Record):
     def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
         headers, rows, col, summary = self._table()
         short = short_names([r.id for r in self.rows])
-        for row, r in zip(rows, self.rows):
+        for row, r in zip(rows, self.rows, strict=False):
             row[0] = short[r.id]
             row[6] = ", ".join(short.get(d, d) for d in r.deps) or "-"
         return headers, rows, col, summary, 3

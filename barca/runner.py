@@ -6,17 +6,18 @@ The same walk, without executing, predicts the state of every node for ``status`
 ``--dry-run``."""
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Any
 
 from barca import events as ev
 from barca._record import Fields
-from barca.errors import Cancelled, UsageError, did_you_mean
-from barca.executors.task import StepRecord, StepTask
-from barca.discovery import PSEUDO_ABSPATH
 from barca.adoption import Adoption, adopted_row
 from barca.decision import decide
+from barca.discovery import PSEUDO_ABSPATH
+from barca.errors import Cancelled, UsageError, did_you_mean
+from barca.executors.task import StepRecord, StepTask
 from barca.inputs import source_dim, step_kwargs
 from barca.integrity import Integrity
 from barca.planner import Context, keys_from_row
@@ -96,7 +97,8 @@ def check_selection(ctx: Context, order: list[NodeId], sel: Selection, target_la
             raise UsageError(
                 f"--partition: no dimension named '{d}' in the cone of '{target_label}'."
                 + did_you_mean(d, list(dims)),
-                f"Dimensions you can select: {', '.join(sorted(dims)) or '(none: nothing is partitioned)'}"
+                "Dimensions you can select: "
+                f"{', '.join(sorted(dims)) or '(none: nothing is partitioned)'}"
                 f"\nWrite --partition {next(iter(sorted(dims)), 'dim')}=<key>.")
         valid = dims[d]
         if valid is not None:
@@ -239,16 +241,16 @@ class Runner:
                                     for s in w.states[t].steps.values() if s.action == "cached"])
         except KeyboardInterrupt:
             raise Cancelled("cancelled: the run was interrupted; finished steps are recorded",
-                            "Run the same command again: it computes only what did not finish.")
+                            "Run the same command again: it computes only what did not finish."
+                            ) from None
         finally:
             self.ctx.view.load_snapshots(None)
             self._flush()
             if self._snapshots:
                 snaps, self._snapshots = self._snapshots, []
-                try:
+                # a snapshot only saves work next time: never fail for it
+                with contextlib.suppress(Exception):
                     self.ctx.store.put_snapshots(snaps)
-                except Exception:  # a snapshot only saves work next time: never fail for it
-                    pass
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None

@@ -62,7 +62,7 @@ class StepState:
         self._src: NodeHistory | None = None    # where the whole row is read, if asked for
 
     @classmethod
-    def cached(cls, node: NodeId, key: str, run_hash: str, hist: NodeHistory) -> "StepState":
+    def cached(cls, node: NodeId, key: str, run_hash: str, hist: NodeHistory) -> StepState:
         """A step whose run hash is known to have a successful row (read on demand)."""
         st = cls(node, key, "cached", "materialized", "-", run_hash)
         st._hist = hist
@@ -142,14 +142,14 @@ class NodeState:
 
     @classmethod
     def compact(cls, node: NodeId, keys: list[str], hashes: list[str],
-                odd: dict[str, StepState], hist: NodeHistory) -> "NodeState":
+                odd: dict[str, StepState], hist: NodeHistory) -> NodeState:
         ns = cls(node, keys)
         ns._steps, ns._hashes, ns._odd, ns._hist = None, hashes, odd, hist
         return ns
 
     @classmethod
     def from_snapshot(cls, node: NodeId, keys: list[str], ident: str, combined: str,
-                      hashes: list[str], hist: NodeHistory) -> "NodeState":
+                      hashes: list[str], hist: NodeHistory) -> NodeState:
         ns = cls.compact(node, keys, hashes, {}, hist)
         ns.ident, ns.combined, ns.settled = ident, combined, True
         return ns
@@ -190,7 +190,7 @@ class NodeState:
             hist, cached, odd, made = self._hist, StepState.cached, self._odd, self._made
             assert self.keys is not None and self._hashes is not None and hist is not None
             self._steps = {k: odd.get(k) or made.get(k) or cached(self.node, k, h, hist)
-                           for k, h in zip(self.keys, self._hashes)}
+                           for k, h in zip(self.keys, self._hashes, strict=False)}
             self._odd, self._made = {}, {}
         return self._steps
 
@@ -219,7 +219,7 @@ class NodeState:
         """A compact node's (key, path, format, ran) per key with a value, in key order; a
         cached key's path and format from ``where`` (run hash -> Store.success_locations)."""
         odd = self._odd
-        for k, h in zip(self.keys or (), self._hashes or ()):
+        for k, h in zip(self.keys or (), self._hashes or (), strict=False):
             s = odd.get(k)
             if s is not None and s.action != "cached":
                 if s.path:
@@ -234,7 +234,7 @@ class NodeState:
         hashes = self.run_hashes()
         if hashes is None or self.keys is None:
             return None
-        return dict(zip(self.keys, hashes))
+        return dict(zip(self.keys, hashes, strict=False))
 
     def seal(self) -> None:
         """Once every step is decided (and run): the combined digest, if every key has a run
@@ -244,7 +244,7 @@ class NodeState:
             if hashes is not None:
                 self.combined = combined_digest(self.keys, hashes)
 
-    def tally(self) -> "Tally":
+    def tally(self) -> Tally:
         return Tally(self)
 
 

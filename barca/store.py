@@ -1,12 +1,14 @@
 """The local store: ``.barca/metadata.db`` (SQLite, WAL) and the artifacts directory."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 from barca.errors import InfrastructureError
 
@@ -76,7 +78,7 @@ class NodeHistory:
 
     POINT_QUERIES = 64
 
-    def __init__(self, store: "Store | None", asset: str) -> None:
+    def __init__(self, store: Store | None, asset: str) -> None:
         self.store, self.asset = store, asset
         self._latest: dict[str, Row] | None = None if store is not None else {}
         self._latest_success: dict[str, Row] = {}
@@ -346,7 +348,7 @@ class Store:
             "steps_cached, steps_failed, pool_size, error FROM runs "
             "ORDER BY started_at DESC LIMIT ?", (limit,))
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in cur]
+        return [dict(zip(names, r, strict=False)) for r in cur]
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         """One run's row; ``run_id`` may be a unique prefix."""
@@ -355,7 +357,7 @@ class Store:
         cur = self.conn.execute(
             "SELECT run_id, command, target, status FROM runs WHERE run_id LIKE ? "
             "ORDER BY started_at DESC LIMIT 2", (run_id.replace("%", "").replace("_", "") + "%",))
-        found = [dict(zip(("run_id", "command", "target", "status"), r)) for r in cur]
+        found = [dict(zip(("run_id", "command", "target", "status"), r, strict=False)) for r in cur]
         return found[0] if len(found) == 1 or (found and found[0]["run_id"] == run_id) else None
 
     def log_lines(self, run_id: str, after: int = 0) -> list[tuple[int, str, str, str, float, str]]:
@@ -400,11 +402,10 @@ class Store:
         if self._evicted is None:
             self._evicted = set()
             if self.conn is not None:
-                try:
+                # a store written before evictions existed has no such table
+                with contextlib.suppress(sqlite3.OperationalError):
                     self._evicted = {r[0] for r in self.conn.execute(
                         "SELECT DISTINCT asset FROM evictions")}
-                except sqlite3.OperationalError:  # a store written before evictions existed
-                    pass
         return self._evicted
 
     def evicted_paths(self, asset: str) -> set[str]:
@@ -455,8 +456,6 @@ class Store:
                 self.conn.executemany(sql, values)
             self.conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
-            try:
+            with contextlib.suppress(sqlite3.DatabaseError):
                 self.conn.execute("ROLLBACK")
-            except sqlite3.DatabaseError:
-                pass
             raise self._db_error(exc) from None

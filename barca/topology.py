@@ -8,8 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from barca._record import Fields
-from barca.discovery import (FileModel, InputRef, NodeModel, find_files, find_root, parse_file,
-                             relative_id)
+from barca.discovery import (
+    FileModel,
+    InputRef,
+    NodeModel,
+    find_files,
+    find_root,
+    parse_file,
+    relative_id,
+)
 from barca.errors import UsageError, did_you_mean
 from barca.types import NodeId, PartitionKey, format_key, short_name
 
@@ -111,7 +118,8 @@ def load_graph(files: list[str] | tuple[str, ...] = (), root: Path | None = None
     while todo:
         fm = todo.pop()
         for node in fm.nodes:
-            for ref in [i.ref for i in node.inputs] + [d.source_ref for d in node.dims if d.source_ref]:
+            refs = [i.ref for i in node.inputs] + [d.source_ref for d in node.dims if d.source_ref]
+            for ref in refs:
                 other = _imported_file(fm, ref, root)
                 if other is not None and relative_id(other, root) not in parsed:
                     ofm = parse_file(other, root)
@@ -371,5 +379,5 @@ def combine(dims: dict[str, list[str]]) -> list[PartitionKey]:
         from barca.types import _escape
         prefix = _escape(names[0]) + "="
         return [PartitionKey(prefix + _escape(v)) for v in dims[names[0]]]
-    return [format_key(dict(zip(names, combo)))
+    return [format_key(dict(zip(names, combo, strict=False)))
             for combo in itertools.product(*(dims[d] for d in names))]

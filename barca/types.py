@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import functools
-from typing import Iterable, NewType
+from collections.abc import Iterable
+from typing import NewType
 
 NodeId = NewType("NodeId", str)          # "pipeline.py:prices"
 RunHash = NewType("RunHash", str)        # 64 hex chars (SHA-256)
-PartitionKey = NewType("PartitionKey", str)  # "ticker=AAPL", "day=d1,region=amer"; "" = unpartitioned
+# "ticker=AAPL", "day=d1,region=amer"; "" = unpartitioned
+PartitionKey = NewType("PartitionKey", str)
 
 
 def step_id(node: NodeId | str, key: str) -> str:
@@ -22,7 +24,7 @@ def short_name(node: NodeId | str) -> str:
 PREVIEW_KEYS = 20   # a preview of partition keys: the first twenty, in lexical order
 
 
-def key_preview(keys: "Iterable[str]") -> list[str]:
+def key_preview(keys: Iterable[str]) -> list[str]:
     """The first :data:`PREVIEW_KEYS` keys in lexical order: what status, dry runs, plans and
     run results show of a key list (the total is given beside it)."""
     import heapq

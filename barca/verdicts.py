@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from barca.topology import Graph
 from barca.planner import Context, NodeState
 from barca.results import PlanRow, RunResult, StatusRow, StepSummary
 from barca.store import Row
+from barca.topology import Graph
 from barca.types import PREVIEW_KEYS, NodeId, key_preview, short_name
+
 
 def _keys_text(keys: list[str]) -> str:
     shown = ", ".join(key_preview(keys))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from barca.errors import UsageError, did_you_mean
@@ -135,10 +135,11 @@ def _table_rows(ctx: Context, table: str) -> list[dict[str, Any]]:
         return []
     cur = ctx.store.conn.execute(f"SELECT * FROM {table}")
     names = [d[0] for d in cur.description]
-    return [dict(zip(names, r)) for r in cur]
+    return [dict(zip(names, r, strict=False)) for r in cur]
 
 
-def query(ctx: Context, sql: str, limit: int | None) -> tuple[list[str], list[tuple[Any, ...]], int]:
+def query(ctx: Context, sql: str,
+          limit: int | None) -> tuple[list[str], list[tuple[Any, ...]], int]:
     """Run ``sql`` over the views it names; (columns, rows, total row count)."""
     try:
         import duckdb
@@ -189,7 +190,8 @@ def query(ctx: Context, sql: str, limit: int | None) -> tuple[list[str], list[tu
             views = sorted(by_name) + ["barca.runs", "barca.materializations"]
             raise UsageError(f"No view named '{bad}'.{did_you_mean(bad, views)}",
                              f"Views: {', '.join(views)}") from None
-        raise UsageError(f"SQL error: {text}", "Fix the query; `barca list` names the views.") from None
+        raise UsageError(f"SQL error: {text}",
+                         "Fix the query; `barca list` names the views.") from None
     except duckdb.Error as exc:
         raise UsageError(f"SQL error: {exc}", "Fix the query.") from None
     columns = [d[0] for d in cur.description or []]

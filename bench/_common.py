@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import json
 import os
 import platform
@@ -20,9 +21,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
@@ -264,10 +266,8 @@ def run_once(argv: Sequence[str], cwd: Path | str | None = None, env: dict[str, 
         rc = p.returncode
     except subprocess.TimeoutExpired:
         dt = time.perf_counter() - t0
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(p.pid, signal.SIGKILL)
-        except OSError:
-            pass
         out, err = p.communicate()
         return Run(dt, -1, out, f"timed out after {timeout:.0f} s\n{err}", None)
     dt = time.perf_counter() - t0
@@ -280,10 +280,8 @@ def run_once(argv: Sequence[str], cwd: Path | str | None = None, env: dict[str, 
             text = ""
         for line in text.splitlines():
             if "Maximum resident set size" in line:
-                try:
+                with contextlib.suppress(ValueError):
                     peak_kb = int(line.rsplit(":", 1)[1].strip())
-                except ValueError:
-                    pass
             elif line.startswith("Command terminated by signal"):
                 err = err + "\n" + line
     else:
@@ -523,10 +521,8 @@ def machine_info() -> dict[str, Any]:
         "time_bin": TIME_BIN if os.access(TIME_BIN, os.X_OK) else None,
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    try:
+    with contextlib.suppress(OSError):
         info["loadavg"] = os.getloadavg()
-    except OSError:
-        pass
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                               capture_output=True, text=True).stdout.strip()

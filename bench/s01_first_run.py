@@ -11,8 +11,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (Figure, Fresh, barca, emit, figure, keys_pipeline, main,  # noqa: E402
-                     make_project, measure, vs_floor)
+from _common import (  # noqa: E402
+    Figure,
+    Fresh,
+    barca,
+    emit,
+    figure,
+    keys_pipeline,
+    main,
+    make_project,
+    measure,
+    vs_floor,
+)
 from floor import floor_figure  # noqa: E402
 
 N_KEYS = 2000

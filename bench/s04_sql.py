@@ -11,8 +11,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (TARGETS, Figure, barca, emit, failed, figure, main,  # noqa: E402
-                     measure, s1_project, stderr_summary)
+from _common import (  # noqa: E402
+    TARGETS,
+    Figure,
+    barca,
+    emit,
+    failed,
+    figure,
+    main,
+    measure,
+    s1_project,
+    stderr_summary,
+)
 
 WHAT = '`sql "select count(*), sum(n) from item"`'
 QUERY = "select count(*), sum(n) from item"

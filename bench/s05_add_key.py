@@ -10,8 +10,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (Figure, barca, current_n_keys, emit, failed, figure, main,  # noqa: E402
-                     measure, s1_project, set_n_keys)
+from _common import (  # noqa: E402
+    Figure,
+    barca,
+    current_n_keys,
+    emit,
+    failed,
+    figure,
+    main,
+    measure,
+    s1_project,
+    set_n_keys,
+)
 
 WHAT = "`get total` after adding one key"
 

@@ -11,8 +11,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (TARGETS, Figure, barca, current_n_keys, du_bytes, emit,  # noqa: E402
-                     failed, main, run_once, s1_project, set_n_keys)
+from _common import (  # noqa: E402
+    TARGETS,
+    Figure,
+    barca,
+    current_n_keys,
+    du_bytes,
+    emit,
+    failed,
+    main,
+    run_once,
+    s1_project,
+    set_n_keys,
+)
 
 WHAT = "`.barca/` size after S1-S5"
 

@@ -13,8 +13,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (Figure, Fresh, barca, emit, failed, figure, heavy_runs,  # noqa: E402
-                     heavy_warmup, main, make_project, measure, target)
+from _common import (  # noqa: E402
+    Figure,
+    Fresh,
+    barca,
+    emit,
+    failed,
+    figure,
+    heavy_runs,
+    heavy_warmup,
+    main,
+    make_project,
+    measure,
+    target,
+)
 
 PIPELINE = '''import json
 from pathlib import Path

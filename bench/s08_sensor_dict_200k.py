@@ -9,8 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (Figure, barca, emit, failed, main, make_project, measure,  # noqa: E402
-                     figure, target)
+from _common import Figure, barca, emit, failed, figure, main, make_project, measure, target  # noqa: E402
 from s07_sensor_dict import GET, PIPELINE, tick, versions_json  # noqa: E402
 
 FULL, QUICK = 200_000, 20_000

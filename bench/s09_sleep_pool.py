@@ -9,8 +9,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (Figure, Fresh, barca, emit, figure, heavy_runs, heavy_warmup,  # noqa: E402
-                     main, make_project, measure)
+from _common import (  # noqa: E402
+    Figure,
+    Fresh,
+    barca,
+    emit,
+    figure,
+    heavy_runs,
+    heavy_warmup,
+    main,
+    make_project,
+    measure,
+)
 
 PIPELINE = '''import time
 

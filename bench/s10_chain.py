@@ -7,8 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (Figure, Fresh, barca, emit, failed, figure, main,  # noqa: E402
-                     make_project, measure)
+from _common import Figure, Fresh, barca, emit, failed, figure, main, make_project, measure  # noqa: E402
 
 N = 100
 

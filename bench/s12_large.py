@@ -8,9 +8,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (Figure, Fresh, barca, emit, failed, figure, heavy_runs,  # noqa: E402
-                     heavy_warmup, keys_pipeline, main, make_project, measure, set_n_keys,
-                     target, vs_floor)
+from _common import (  # noqa: E402
+    Figure,
+    Fresh,
+    barca,
+    emit,
+    failed,
+    figure,
+    heavy_runs,
+    heavy_warmup,
+    keys_pipeline,
+    main,
+    make_project,
+    measure,
+    set_n_keys,
+    target,
+    vs_floor,
+)
 from floor import floor_figure  # noqa: E402
 
 FULL, QUICK = 50_000, 10_000

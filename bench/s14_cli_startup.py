@@ -7,8 +7,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (SEED_EXAMPLE, Figure, barca, copy_project, emit, figure, main,  # noqa: E402
-                     measure, session_dir)
+from _common import (  # noqa: E402
+    SEED_EXAMPLE,
+    Figure,
+    barca,
+    copy_project,
+    emit,
+    figure,
+    main,
+    measure,
+    session_dir,
+)
 
 
 def run(opts, ctx) -> list[Figure]:

@@ -14,9 +14,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (Figure, barca, emit, failed, figure, heavy_runs,  # noqa: E402
-                     heavy_warmup, keys_pipeline, main, make_project, measure, prime,
-                     session_dir)
+from _common import (  # noqa: E402
+    Figure,
+    barca,
+    emit,
+    failed,
+    figure,
+    heavy_runs,
+    heavy_warmup,
+    keys_pipeline,
+    main,
+    make_project,
+    measure,
+    prime,
+    session_dir,
+)
 
 
 def run(opts, ctx) -> list[Figure]:

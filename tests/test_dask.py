@@ -7,7 +7,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, Project
 
 pytest.importorskip("distributed")

@@ -6,8 +6,16 @@ import re
 import pytest
 
 from barca.render import COLOURS, short_names
-from barca.results import (Listing, ListRow, Plan, PlanRow, RunResult, StatusReport, StatusRow,
-                           StepSummary)
+from barca.results import (
+    Listing,
+    ListRow,
+    Plan,
+    PlanRow,
+    RunResult,
+    StatusReport,
+    StatusRow,
+    StepSummary,
+)
 
 
 def _status() -> StatusReport:

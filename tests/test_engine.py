@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import Project
 
 LIST_TABLE = """\
@@ -93,7 +92,7 @@ def test_status_table_and_json(seed: Project) -> None:
     assert lines[0] == ("NAME          KIND    STATE        WHY           LAST RUN"
                         "                               SHAPE          DEPS")
     when = r"success \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \d+\.\d\ds"
-    for line, (name, kind, state, why, shape, deps) in zip(lines[1:5], STATUS_ROWS):
+    for line, (name, kind, state, why, shape, deps) in zip(lines[1:5], STATUS_ROWS, strict=False):
         pattern = (rf"{name}\s+{kind}\s+{state}\s+{why}\s+{when}\s+{re.escape(shape)}\s+{deps}")
         assert re.fullmatch(pattern, line), line
         assert line.index(kind) == 14 and line.index(state) == 22
@@ -128,7 +127,7 @@ def test_artifact_layout(seed: Project) -> None:
     assert db.execute("pragma journal_mode").fetchone()[0] == "wal"
     rows = db.execute("select node, path from materializations where status='success'").fetchall()
     assert len(rows) == 8
-    for node, path in rows:
+    for _node, path in rows:
         assert (seed.path / path).is_file(), path
 
 
@@ -246,7 +245,8 @@ def _python(p: Project, code: str) -> subprocess.CompletedProcess[str]:
 
 def test_python_api_get(seed: Project) -> None:
     proc = _python(seed, "import barca, json; print(json.dumps(["
-                         "barca.get('report', 'pipeline.py'), barca.get('prices', 'pipeline.py')]))")
+                         "barca.get('report', 'pipeline.py'), "
+                         "barca.get('prices', 'pipeline.py')]))")
     assert proc.returncode == 0, proc.stderr
     report, prices = json.loads(proc.stdout)
     assert report == {"buys": ["GOOG", "MSFT"], "tickers": 3}
@@ -383,7 +383,8 @@ def test_status_of_a_target_is_its_upstream_cone(seed: Project) -> None:
     report = next(n for n in seed.barca("status", "pipeline.py", "--json").json()["nodes"]
                   if n["name"] == "report")
     lm = report["last_materialization"]
-    assert lm["status"] == "success" and lm["path"].startswith(".barca/artifacts/pipeline.py--report/")
+    assert lm["status"] == "success"
+    assert lm["path"].startswith(".barca/artifacts/pipeline.py--report/")
     assert report["shape"] == "dict (2 keys)"
 
 

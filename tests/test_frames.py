@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import Project
 from test_remote import s3_server  # noqa: F401  (a fixture: moto's S3 server on 127.0.0.1)
 
@@ -91,18 +90,19 @@ def test_collect_partitioned_frames_eager_and_lazy(project: Project) -> None:
 def test_get_returns_the_written_type_or_as_type(project: Project) -> None:
     project.copy_pipeline("frames.py")
     assert project.barca("get", ",".join(WRITERS + ["sales"]), "pipeline.py", "--json").code == 0
-    code = """
+    code = f"""
 import json, barca
-out = {n: type(barca.get(n)).__module__.split(".")[0] + "." + type(barca.get(n)).__name__
-       for n in %r}
+out = {{n: type(barca.get(n)).__module__.split(".")[0] + "." + type(barca.get(n)).__name__
+       for n in {WRITERS!r}}}
 out["as"] = type(barca.get("from_pandas", as_type="polars")).__name__
-out["sales"] = sorted((k, type(v).__name__) for k, v in barca.get("sales", as_type="pyarrow").items())
+sales = barca.get("sales", as_type="pyarrow")
+out["sales"] = sorted((k, type(v).__name__) for k, v in sales.items())
 try:
     barca.get("from_pandas", as_type="excel")
 except barca.UsageError as exc:
     out["bad"] = str(exc)
 print(json.dumps(out))
-""" % (WRITERS,)
+"""
     proc = _python(project, code)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -14,10 +14,10 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-
-import barca
 from conftest import REPO
 from nbtools import execute, notebook, result
+
+import barca
 
 # The documented API (README, engine.md): decorators, errors, the engine's functions.
 PUBLIC = {

@@ -6,9 +6,9 @@ import ast
 import textwrap
 
 import pytest
+from conftest import Project
 
 from barca.keyexpr import NotPure, pure_value
-from conftest import Project
 
 MODULE = textwrap.dedent("""
     import os

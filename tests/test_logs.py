@@ -168,7 +168,8 @@ def test_logs_magic_renders_the_lines(project: Project) -> None:
     shown = result(nb, 1)
     assert "<table" in shown["text/html"] and "first emea" in shown["text/html"]
     assert shown["text/plain"].splitlines() == [
-        "[pipeline.py:sales[region=emea]] first emea", "[pipeline.py:sales[region=emea]] third emea"]
+        "[pipeline.py:sales[region=emea]] first emea",
+        "[pipeline.py:sales[region=emea]] third emea"]
 
 
 def test_the_widget_shows_the_selected_nodes_last_lines(project: Project, monkeypatch) -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from conftest import REPO, Project
 from nbtools import error, execute, notebook, outputs, result, text
 

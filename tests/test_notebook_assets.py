@@ -7,13 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import Project
 from nbtools import error, execute, notebook, result, text
 
 pytestmark = pytest.mark.slow  # real kernels
 
-HEADER = "from pathlib import Path\nfrom barca import asset, collect, partitions, partitions_from, sensor"
+HEADER = ("from pathlib import Path\n"
+          "from barca import asset, collect, partitions, partitions_from, sensor")
 SENSOR = '''@sensor()
 def feed_version() -> str:
     return Path("feed_version.txt").read_text().strip()'''
@@ -57,7 +57,8 @@ def test_notebook_pipeline_caches_across_reruns_and_restarts(project: Project) -
     project.write("feed_version.txt", "v1\n")
     n = len(cells())
     nb = _run(project, "r = %barca get report\nr", *cells()[1:], "%barca get report",
-              "p = %barca get prices\nimport os\nsorted({v['pid'] for v in p.values()}), os.getpid()",
+              "p = %barca get prices\nimport os\n"
+              "sorted({v['pid'] for v in p.values()}), os.getpid()",
               "%barca status")
     assert _steps(nb, n) == "8/8"
     assert ast.literal_eval(result(nb, n)["text/plain"]) == {"tickers": 3, "buys": ["GOOG", "MSFT"]}
@@ -108,7 +109,8 @@ def test_redefined_and_deleted_functions(project: Project) -> None:
 
 
 def test_unshippable_function_is_a_clear_error(project: Project) -> None:
-    nb = notebook("%load_ext barca", "import threading\nfrom barca import asset\nLOCK = threading.Lock()",
+    nb = notebook("%load_ext barca",
+                  "import threading\nfrom barca import asset\nLOCK = threading.Lock()",
                   "@asset()\ndef locked() -> int:\n    with LOCK:\n        return 1",
                   "%barca get locked")
     execute(nb, project.path)

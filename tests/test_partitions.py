@@ -13,15 +13,12 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import Project
-
-
 
 LAST_RUN_OK = re.compile(r"^success \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \d+\.\d\ds$")
 
 
-# ----------------------------------------------------------------------------- helpers
+# ---------------------------------------------------------------- helpers
 
 def table_rows(text: str) -> list[list[str]]:
     """Cells of every table line (columns are two or more spaces apart), header included."""
@@ -97,7 +94,7 @@ def python_api(project: Project, code: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-# ----------------------------------------------------------------------------- 1. Example
+# ---------------------------------------------------------------- 1. Example
 
 def test_example_list_one_row_per_asset(seed):
     r = ok(seed.barca("list", "pipeline.py", "--pretty"))
@@ -164,12 +161,13 @@ def test_example_status_one_row_per_asset(seed):
         assert cells[:3] + cells[4:] == expected[name]
     assert last_line(r.out) == "3 cached, 0 stale, 0 never run, 0 partial, 0 unknown, 1 always run"
 
-    nodes = {n["name"]: n for n in ok(seed.barca("status", "pipeline.py", "--json")).json()["nodes"]}
+    status = ok(seed.barca("status", "pipeline.py", "--json")).json()
+    nodes = {n["name"]: n for n in status["nodes"]}
     assert nodes["prices"]["partitions"] == {"cached": 3, "missing": 0, "missing_keys": [],
                                              "total": 3}
 
 
-# ----------------------------------------------------------------------------- 2. A sensor change
+# ---------------------------------------------------------------- 2. A sensor change
 
 def test_sensor_change_reruns_every_key(seed):
     ok(seed.barca("get", "report", "pipeline.py", "--json"))
@@ -204,7 +202,7 @@ def test_sensor_change_reruns_every_key(seed):
     assert r.json()["final_output"]["tickers"] == 3
 
 
-# ----------------------------------------------------------------------------- 3. Adding/removing keys
+# ---------------------------------------------------------------- 3. Adding/removing keys
 
 def test_adding_removing_keys_literal_list(seed):
     ok(seed.barca("get", "report", "pipeline.py", "--json"))
@@ -250,7 +248,7 @@ def test_reordering_keys_runs_no_key(seed):
     assert set(r.completed()) == S("feed_version")
 
 
-# ----------------------------------------------------------------------------- 4. Module constant
+# ---------------------------------------------------------------- 4. Module constant
 
 def test_module_level_constant_add_and_remove(project):
     use(project, "regions_const.py")
@@ -293,7 +291,7 @@ def test_module_level_constant_non_literal_expression_is_evaluated(project, expr
     assert set(r.completed()) == sales_keys("latam")
 
 
-# ----------------------------------------------------------------------------- 5. Keys from upstream
+# ---------------------------------------------------------------- 5. Keys from upstream
 
 def test_keys_from_upstream_unknown_before_first_run(project):
     use(project, "regions_from.py")
@@ -310,7 +308,8 @@ def test_keys_from_upstream_unknown_before_first_run(project):
     rows = status_rows(s.out)
     assert rows["sales"][1] == "unknown" and msg in rows["sales"][2], rows["sales"]
     assert rows["summary"][1] == "unknown"
-    nodes = {n["name"]: n for n in ok(project.barca("status", "pipeline.py", "--json")).json()["nodes"]}
+    status = ok(project.barca("status", "pipeline.py", "--json")).json()
+    nodes = {n["name"]: n for n in status["nodes"]}
     assert nodes["sales"]["cache"]["state"] == "unknown"
     assert nodes["summary"]["cache"]["state"] == "unknown"
     # neither status nor dry-run created .barca/
@@ -434,7 +433,7 @@ def test_keys_from_dict_source_only_changed_value_reruns(project, source):
     assert r.json()["final_output"] == {"retailers": ["r1", "r2", "r4"]}
 
 
-# ----------------------------------------------------------------------------- 6. Removed key on disk
+# ---------------------------------------------------------------- 6. Removed key on disk
 
 @pytest.mark.parametrize("pipeline", [
     "regions_const.py",
@@ -476,7 +475,7 @@ def test_removed_key_leaves_results_on_disk(project, pipeline):
     assert r.json()["final_output"] == {"regions": 4, "total": 170}
 
 
-# ----------------------------------------------------------------------------- 7. --partition
+# ---------------------------------------------------------------- 7. --partition
 
 def test_partition_key_is_not_a_target(project):
     use(project, "regions_const.py")
@@ -516,7 +515,8 @@ def test_partition_selection_on_downstream_target(project):
 
     # the keys computed under a selection are served from cache by the next full run
     r = ok(project.barca("get", "margin", "pipeline.py", "--agent", "--json"))
-    assert set(r.completed()) == {"pipeline.py:sales[region=amer]", "pipeline.py:sales[region=apac]",
+    assert set(r.completed()) == {"pipeline.py:sales[region=amer]",
+                                  "pipeline.py:sales[region=apac]",
                                   "pipeline.py:margin[region=amer]",
                                   "pipeline.py:margin[region=apac]"}
 
@@ -534,7 +534,8 @@ def test_partition_selection_without_target_skips_fan_in(project):
     assert "pipeline.py--summary" not in artifact_dirs(project)
 
     r = ok(project.barca("get", "pipeline.py", "--agent", "--json"))
-    assert set(r.completed()) == {"pipeline.py:sales[region=amer]", "pipeline.py:sales[region=apac]",
+    assert set(r.completed()) == {"pipeline.py:sales[region=amer]",
+                                  "pipeline.py:sales[region=apac]",
                                   "pipeline.py:margin[region=amer]",
                                   "pipeline.py:margin[region=apac]", "pipeline.py:summary"}
 
@@ -565,7 +566,7 @@ def test_partition_unknown_dimension_or_value_is_usage_error(project, sel):
     assert not (project.path / ".barca" / "artifacts").exists()
 
 
-# ----------------------------------------------------------------------------- 8. Refresh
+# ---------------------------------------------------------------- 8. Refresh
 
 def test_refresh_recomputes_every_key_and_downstream(project):
     use(project, "regions_const.py")
@@ -593,7 +594,7 @@ def test_refresh_recomputes_every_key_and_downstream(project):
     assert r.json()["steps_executed"] == 0
 
 
-# ----------------------------------------------------------------------------- 9. barca get
+# ---------------------------------------------------------------- 9. barca get
 
 def test_get_partitioned_asset_returns_every_key(project):
     use(project, "regions_const.py")
@@ -637,7 +638,7 @@ def test_get_partitioned_asset_python_api(project):
     assert data["one"] == {"region=emea": {"region": "emea", "revenue": 40}}
 
 
-# ----------------------------------------------------------------------------- 10. When a key fails
+# ---------------------------------------------------------------- 10. When a key fails
 
 def fail_first(project: Project):
     use(project, "failing.py")
@@ -670,7 +671,8 @@ def test_when_a_key_fails(project):
     assert rows["summary"] == ["asset", "never-run", "no_record", "-", "-", "sales"]
     assert last_line(s.out) == "0 cached, 0 stale, 1 never run, 1 partial, 0 unknown, 0 always run"
 
-    nodes = {n["name"]: n for n in ok(project.barca("status", "pipeline.py", "--json")).json()["nodes"]}
+    status = ok(project.barca("status", "pipeline.py", "--json")).json()
+    nodes = {n["name"]: n for n in status["nodes"]}
     assert nodes["sales"]["partitions"] == {"cached": 2, "missing": 1,
                                             "missing_keys": ["region=amer"], "total": 3}
 
@@ -700,7 +702,7 @@ def test_when_a_key_fails_code_fix_reruns_every_key(project):
     assert set(r.completed()) == sales_keys("emea", "amer", "apac") | S("summary")
 
 
-# ----------------------------------------------------------------------------- 11. Limits
+# ---------------------------------------------------------------- 11. Limits
 
 def assert_usage_error(project: Project, *args: str, mention: tuple[str, ...] = ()):
     r = project.barca(*args, "--pretty")
@@ -815,7 +817,8 @@ def test_limits_unpartitioned_input_change_reruns_every_key(project):
         "def margin(region: str, sales: dict, rate: int) -> dict:").replace(
         '@asset(partitions={"region": partitions_from(sales)})',
         '@asset(inputs={"rate": rate}, partitions={"region": partitions_from(sales)})').replace(
-        "REGIONS = [", 'RATE = 4\n\n\n@asset()\ndef rate() -> int:\n    return RATE\n\n\nREGIONS = ['))
+        "REGIONS = [",
+        'RATE = 4\n\n\n@asset()\ndef rate() -> int:\n    return RATE\n\n\nREGIONS = ['))
     ok(project.barca("get", "margin", "pipeline.py", "--json"))
     project.edit("pipeline.py", "RATE = 4", "RATE = 5")
     r = ok(project.barca("get", "margin", "pipeline.py", "--agent", "--json"))
@@ -823,7 +826,7 @@ def test_limits_unpartitioned_input_change_reruns_every_key(project):
                                    "margin[region=apac]")
 
 
-# ----------------------------------------------------------------------------- 12. Several dimensions
+# ---------------------------------------------------------------- 12. Several dimensions
 
 def test_several_dimensions_cartesian_product(project):
     project.write("pipeline.py", """\
@@ -863,7 +866,7 @@ def test_several_dimensions_cartesian_product(project):
                                   "pipeline.py:sales[day=d3,region=emea]"} | S("summary")
 
 
-# ----------------------------------------------------------------------------- 13. Bad key lists
+# ---------------------------------------------------------------- 13. Bad key lists
 
 @pytest.mark.parametrize("keys,mention", [
     ('["emea", "amer", "emea"]', "emea"),
@@ -941,7 +944,7 @@ def test_unsafe_keys_stay_inside_artifacts(project):
     assert data["steps_executed"] == 0
 
 
-# ----------------------------------------------------------------------------- pool independence
+# ---------------------------------------------------------------- pool independence
 
 def test_decisions_independent_of_pool_size(seed):
     """Run hashes of every key and the steps that run are the same for pool sizes 1 and 2."""

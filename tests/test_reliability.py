@@ -10,8 +10,9 @@ import sys
 import time
 
 import pytest
-
 from conftest import Project
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 SLOW = """
 import time
@@ -354,7 +355,6 @@ def test_a_long_held_lock_is_exit_3(seed: Project) -> None:
     assert "locked by another program" in err["error"] and err["kind"] == "infrastructure"
 
 
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 KEYS = st.lists(st.one_of(st.text(min_size=0, max_size=40), st.integers(-5, 5), st.none(),
                           st.booleans(), st.floats(allow_nan=False)), max_size=6)

@@ -10,7 +10,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from conftest import Project
 from test_remote import s3_server  # noqa: F401 - the moto server fixture
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-
 from conftest import Project
 
 PIPELINE = """
@@ -37,7 +36,7 @@ def test_per_key_files_and_dataset(project: Project) -> None:
     assert pd.read_csv(out / "sales_region_amer.csv").to_dict("records") == [
         {"region": "amer", "revenue": 40}]
     ds = pd.read_parquet(project.path / "dataset")
-    assert sorted((str(r), v) for r, v in zip(ds["region"], ds["revenue"])) == [
+    assert sorted((str(r), v) for r, v in zip(ds["region"], ds["revenue"], strict=False)) == [
         ("amer", 40), ("emea", 40)]
     assert sorted(p.name for p in (project.path / "dataset").iterdir()) == [
         "region=amer", "region=emea"]

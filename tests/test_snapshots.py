@@ -200,7 +200,8 @@ def test_the_compact_plan_equals_the_per_step_plan(project: Project, monkeypatch
         lambda: project.edit("pipeline.py", 'item["n"] * 2', 'item["n"] * 5'),
         lambda: project.write("prices.json", json.dumps({"AAPL": 1, "MSFT": 3, "IBM": 4})),
         lambda: project.barca("get", "prices", "pipeline.py", "--refresh", "prices", "--json"),
-        lambda: project.edit("pipeline.py", "return {\"k\": k,", "assert k != 'b'\n    return {\"k\": k,"),
+        lambda: project.edit("pipeline.py", "return {\"k\": k,",
+                             "assert k != 'b'\n    return {\"k\": k,"),
         lambda: project.barca("get", "total", "pipeline.py", "--json"),  # item[b] fails
     ]
     for i, edit in enumerate(edits):

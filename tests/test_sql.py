@@ -65,7 +65,8 @@ def test_limit_and_all(project: Project) -> None:
 
 def test_errors_exit_2(seed: Project) -> None:
     r = seed.barca("sql", "select * from prices", "--pretty")
-    assert r.code == 2 and "view 'prices' has no result yet" in r.err and "barca get prices" in r.err
+    assert r.code == 2
+    assert "view 'prices' has no result yet" in r.err and "barca get prices" in r.err
     assert seed.barca("get", "report", "pipeline.py", "--json").code == 0
     r = seed.barca("sql", "select * from pricse", "--pretty")
     assert r.code == 2 and "No view named 'pricse'. Did you mean 'prices'?" in r.err

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from barca.render import COLOURS
 from conftest import Project
 from nbtools import error, execute, notebook, result
+
+from barca.render import COLOURS
 
 pytestmark = pytest.mark.slow  # real kernels, JupyterLab and a browser
 
@@ -397,7 +397,7 @@ def lab(seed: Project, tmp_path_factory: pytest.TempPathFactory):
     labconfig.mkdir(parents=True)
     (labconfig / "page_config.json").write_text(json.dumps(
         {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
-    log = open(home / "lab.log", "w")
+    log = open(home / "lab.log", "w")  # noqa: SIM115 - held open for the server's lifetime
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
          f"--port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
@@ -417,7 +417,7 @@ def lab(seed: Project, tmp_path_factory: pytest.TempPathFactory):
             except OSError:
                 if proc.poll() is not None or time.monotonic() > end:
                     raise AssertionError("JupyterLab did not start:\n"
-                                         + (home / "lab.log").read_text()[-3000:])
+                                         + (home / "lab.log").read_text()[-3000:]) from None
                 time.sleep(0.25)
         yield f"{base}/lab/tree/widget.ipynb?token={token}", home
     finally:

@@ -9,8 +9,9 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 Line = tuple[float, str, str]   # (epoch seconds, "stdout" | "stderr", text without newline)
 

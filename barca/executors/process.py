@@ -7,6 +7,7 @@ the first death.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing as mp
 import os
@@ -15,8 +16,9 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable
+from typing import Any
 
 from barca._record import Fields
 from barca.executors import default_pool_size  # noqa: F401  (re-exported)
@@ -47,10 +49,8 @@ def _worker_main(conn: Connection, root: str, parent: int | None) -> None:
         os._exit(0)  # the coordinator died before prctl took effect
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    try:
+    with contextlib.suppress(OSError):
         os.dup2(2, 1)  # a stray write to stdout must never mix with the command's result
-    except OSError:
-        pass
     os.chdir(root)
     from barca.executors.worker import Worker
 
@@ -189,7 +189,8 @@ class ProcessPool:
         return 1
 
     def _fail_timeout(self, slot: _Slot, queue: deque[list[StepTask]],
-                      on_record: Callable[[StepRecord], None], by_index: dict[int, StepTask]) -> int:
+                      on_record: Callable[[StepRecord], None],
+                      by_index: dict[int, StepTask]) -> int:
         pending = [t for t in slot.chunk if t.index not in slot.done]
         running = by_index[slot.running] if slot.running is not None else pending[0]
         self._replace(slot)
@@ -203,10 +204,8 @@ class ProcessPool:
 
     def close(self) -> None:
         for slot in self.slots:
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 slot.conn.send(None)
-            except (OSError, ValueError):
-                pass
         deadline = time.monotonic() + 1.0
         for slot in self.slots:
             slot.proc.join(max(0.0, deadline - time.monotonic()))
@@ -218,10 +217,8 @@ class ProcessPool:
 
     def terminate(self) -> None:
         for slot in self.slots:
-            try:
+            with contextlib.suppress(Exception):
                 slot.proc.kill()
-            except Exception:
-                pass
         for slot in self.slots:
             slot.proc.join(1)
             slot.conn.close()

@@ -8,8 +8,9 @@ import os
 import sys
 import time
 import traceback as tb
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from barca import artifacts, frames
 from barca.executors.capture import StepOutput, captured, user_traceback

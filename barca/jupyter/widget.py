@@ -53,7 +53,7 @@ def _signature(paths: tuple[Path, ...]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _poll(ref: "weakref.ref[StatusWidget]", stop: threading.Event, paths: tuple[Path, ...],
+def _poll(ref: weakref.ref[StatusWidget], stop: threading.Event, paths: tuple[Path, ...],
           interval: float) -> None:
     """The auto-refresh loop. Holds the widget only through a weak reference, so it ends when
     the widget is closed or garbage collected."""
@@ -222,7 +222,7 @@ class StatusWidget(widgets.VBox):
                 return
             self.dag = DagPicture.from_status(self.report, states=self._live)
             headers, rows, col, summary, why = self.report._html_table()
-            for row, r in zip(rows, self.report.rows):
+            for row, r in zip(rows, self.report.rows, strict=False):
                 live = self._live.get(r.id)
                 if live is not None and col is not None:  # as the DAG draws it
                     row[col] = live
@@ -260,7 +260,7 @@ class StatusWidget(widgets.VBox):
         index = {v: i for i, (_, v) in enumerate(self.selector.options)}
         chosen = self.selector.value
 
-        def node(m: "re.Match[str]") -> str:
+        def node(m: re.Match[str]) -> str:
             nid = html.unescape(m.group(1))
             if nid not in index:
                 return m.group(0)
