@@ -38,11 +38,16 @@ class BarcaError(Exception):
         return json.dumps(self.to_json(), default=str)
 
     def _render_traceback_(self) -> list[str]:
-        """How IPython shows this error: the message and the fix, not barca's internals; a
-        failed step shows the step's own traceback once, from the user's frame, drawn as
-        IPython draws a cell's."""
-        from barca.jupyter.tracebacks import render
-        return render(self)
+        """How IPython shows this error: the step's own traceback (if any), the message and
+        the fix, not barca's internals. With the ``%barca`` extension loaded, the kernel draws
+        it coloured, as IPython draws a cell's (``barca.jupyter.tracebacks``); this plain form
+        is for shells without it, and keeps the engine free of front-end imports."""
+        lines = str(self.extra["traceback"]).splitlines() + [""] if self.extra.get(
+            "traceback") else []
+        lines.append(f"{type(self).__name__}: {self.message}")
+        if self.remediation:
+            lines += ["", self.remediation]
+        return lines
 
 
 class UsageError(BarcaError):

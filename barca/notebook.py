@@ -17,6 +17,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from barca import decorators
@@ -71,11 +72,10 @@ def file_model(root: Path) -> Any:
     ns = namespace()
     barca_names: dict[str, str] = {}
     barca_modules: set[str] = set()
-    import barca
-    public = {getattr(barca, n): n for n in ("asset", "sensor", "task", "sink", "partitions",
-                                              "partitions_from", "collect")}
+    public = {getattr(decorators, n): n for n in ("asset", "sensor", "task", "sink", "partitions",
+                                                   "partitions_from", "collect")}
     for name, value in ns.items():
-        if value is barca:
+        if isinstance(value, ModuleType) and value.__name__ == "barca":
             barca_modules.add(name)
         else:
             try:

@@ -170,3 +170,8 @@ class BarcaMagics(Magics):
 
 def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(BarcaMagics)
+    from barca.errors import BarcaError
+    from barca.jupyter.tracebacks import show
+    # one custom handler per shell: never replace one the user (or another extension) set
+    if ipython.custom_exceptions in ((), (BarcaError,)):
+        ipython.set_custom_exc((BarcaError,), show)

@@ -100,6 +100,15 @@ def _is_exception_line(line: str) -> bool:
         and not line.startswith(("During handling", "The above exception"))
 
 
+def show(shell: Any, etype: type, value: BaseException, tb: Any,
+         tb_offset: int | None = None) -> list[str]:
+    """IPython's custom exception handler for barca errors (``set_custom_exc``): draws
+    ``render(value)`` in the error box, where IPython would have drawn barca's internals."""
+    stb = render(value)
+    shell._showtraceback(etype, value, stb)
+    return stb
+
+
 def render(exc: Any) -> list[str]:
     """The lines IPython shows for a barca error: the step's traceback (if any), then the
     error and its fix."""

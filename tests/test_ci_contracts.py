@@ -1,0 +1,99 @@
+"""The contracts `.ci/run` checks before the tests (`.ci/lint`): ruff, design.md's layers as an
+import-linter contract, and one copy of the manual. Each is shown to fail on a copy of the
+checkout with one violation planted."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from barca.errors import StepFailed
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = tomllib.loads((REPO / "pyproject.toml").read_text())
+FRONT_ENDS = ("barca", "barca.__main__", "barca.cli", "barca.commands", "barca.jupyter")
+
+
+def _checkout(tmp_path: Path) -> Path:
+    copy = tmp_path / "checkout"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".barca", "results")
+    for name in ("barca", "tests", "bench", "docs", ".ci"):
+        shutil.copytree(REPO / name, copy / name, ignore=ignore)
+    shutil.copy(REPO / "pyproject.toml", copy / "pyproject.toml")
+    return copy
+
+
+def _lint(copy: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("PYTHONPATH", None)
+    return subprocess.run([str(copy / ".ci" / "lint")], cwd=copy, env=env, text=True,
+                          capture_output=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_the_checkout_keeps_every_contract(tmp_path: Path) -> None:
+    r = _lint(_checkout(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_a_lint_error_fails_ci(tmp_path: Path) -> None:
+    copy = _checkout(tmp_path)
+    with (copy / "barca" / "render.py").open("a") as f:
+        f.write("\nimport os\n")                      # F401: imported, never used
+    r = _lint(copy)
+    assert r.returncode != 0 and "F401" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_an_import_that_breaks_a_layer_fails_ci(tmp_path: Path) -> None:
+    copy = _checkout(tmp_path)
+    store = copy / "barca" / "store.py"
+    store.write_text(store.read_text() + "\n\ndef _show() -> None:\n"
+                     "    from barca.jupyter import widget  # noqa: F401\n")
+    r = _lint(copy)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out
+    assert "not allowed to import" in out and "barca.store -> barca.jupyter.widget" in out, out
+
+
+@pytest.mark.slow
+def test_a_second_copy_of_the_manual_fails_ci(tmp_path: Path) -> None:
+    copy = _checkout(tmp_path)
+    shutil.copy(copy / "barca" / "docs" / "partitions.md", copy / "docs" / "partitions.md")
+    r = _lint(copy)
+    assert r.returncode != 0 and "a second copy of the manual: docs/partitions.md" in r.stderr, \
+        r.stdout + r.stderr
+
+
+def test_every_module_is_under_a_layer_contract() -> None:
+    """A new module of barca/ must be placed in design.md's layers (pyproject.toml), or the
+    import contract would silently not look at it."""
+    contracts = CONFIG["tool"]["importlinter"]["contracts"]
+    engine = set(next(c for c in contracts if c["name"].startswith("nothing from the API down"))
+                 ["source_modules"])
+    modules = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+               for p in (REPO / "barca").rglob("*.py")}
+    def placed(m: str, names: set[str] | tuple[str, ...]) -> bool:
+        return any(m == n or m.startswith(n + ".") for n in names if n != "barca")
+
+    unplaced = sorted(m for m in modules
+                      if m != "barca" and not placed(m, FRONT_ENDS) and not placed(m, engine))
+    assert not unplaced, f"add these to [tool.importlinter] in pyproject.toml: {unplaced}"
+
+
+def test_an_error_shows_itself_without_the_notebook_front_end() -> None:
+    """Outside a kernel with %barca loaded, IPython asks the error itself: the step's traceback,
+    the message and the fix, with no import of barca.jupyter (the engine's errors are a leaf)."""
+    err = StepFailed("step 'sales' failed: RuntimeError: no feed", "Fix the cause.",
+                     traceback='Traceback (most recent call last):\n  File "p.py", line 3, in '
+                               'sales\nRuntimeError: no feed')
+    lines = err._render_traceback_()
+    assert lines == ["Traceback (most recent call last):", '  File "p.py", line 3, in sales',
+                     "RuntimeError: no feed", "", "StepFailed: step 'sales' failed: "
+                     "RuntimeError: no feed", "", "Fix the cause."]
