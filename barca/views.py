@@ -89,9 +89,7 @@ def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
         except FileNotFoundError:
             fetched = _fetch(ctx, row.path or "", row.sha256)
             if fetched is None:
-                raise UsageError(f"view '{name}': the result of {row.node} is missing from "
-                                 f"disk ({row.path}).",
-                                 f"Run `barca get {name}` to compute it again.") from None
+                raise _missing(name, row) from None
             value = json.loads(fetched)
         for rec in _records(value):
             if partitioned:
@@ -115,6 +113,43 @@ def _fetch(ctx: Context, rel: str, sha256: str | None) -> bytes | None:
     return (ctx.graph.root / rel).read_bytes()
 
 
+def _table(ctx: Context, vs: ViewSource, key: str, row: Row) -> Any:
+    """One result of a table view as a pandas DataFrame. Keys of one asset may be stored in
+    different formats: a DataFrame parquet could not hold was pickled (with a warning), and a
+    key may have returned a plain list of records."""
+    import pandas as pd
+
+    from barca import frames
+    from barca.artifacts import deserialize
+    name = short_name(vs.node)
+    path = ctx.graph.root / (row.path or "")
+    if row.format in ("parquet", "csv"):
+        if not path.is_file() and _fetch(ctx, row.path or "", row.sha256) is None:
+            raise _missing(name, row)
+        return pd.read_parquet(path) if row.format == "parquet" else pd.read_csv(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        data = _fetch(ctx, row.path or "", row.sha256)
+        if data is None:
+            raise _missing(name, row) from None
+    value = deserialize(data, row.format or "pickle")  # barca's own store, as barca.get reads
+    if frames.kind(value) is not None:
+        return frames.convert(value, "pandas")
+    if row.format == "json":
+        return pd.DataFrame(_records(value))
+    where = f" (key {key})" if key else ""
+    raise UsageError(f"'{name}'{where} is stored as a pickle of a {type(value).__name__}, which "
+                     "barca sql does not read.",
+                     f"Return JSON-like values or a DataFrame from '{name}', or read it in "
+                     f"Python with barca.get('{name}').")
+
+
+def _missing(name: str, row: Row) -> UsageError:
+    return UsageError(f"view '{name}': the result of {row.node} is missing from disk "
+                      f"({row.path}).", f"Run `barca get {name}` to compute it again.")
+
+
 def frame(ctx: Context, vs: ViewSource) -> Any:
     """A pandas DataFrame of a view whose results are tables (parquet or csv files, whatever
     library wrote them)."""
@@ -122,8 +157,7 @@ def frame(ctx: Context, vs: ViewSource) -> Any:
 
     frames = []
     for key, row in vs.rows or []:
-        path = ctx.graph.root / (row.path or "")
-        df = pd.read_csv(path) if row.format == "csv" else pd.read_parquet(path)
+        df = _table(ctx, vs, key, row)
         if ctx.graph.nodes[vs.node].partitioned:
             df.insert(0, "partition", key)
         frames.append(df)

@@ -89,6 +89,36 @@ def test_pickle_is_not_a_view(project: Project) -> None:
     assert r.code == 2 and "pickle" in r.err
 
 
+def test_a_view_whose_keys_were_stored_in_different_formats(project: Project) -> None:
+    """A DataFrame parquet cannot hold is pickled (with a warning) while its sibling keys are
+    parquet: the view still reads every key; a key that is no table is a clear usage error."""
+    project.write("pipeline.py", """
+        import pandas as pd
+        from barca import asset, partitions
+
+
+        @asset(partitions={"region": partitions(["amer", "emea"])})
+        def sales(region: str) -> pd.DataFrame:
+            if region == "amer":
+                return pd.DataFrame({"n": [1, 2], "note": ["a", "b"]})
+            return pd.DataFrame({"n": [3, 4], "note": ["c", 5]})  # mixed: not parquet
+    """)
+    r = project.barca("get", "sales", "pipeline.py", "--json")
+    assert r.code == 0 and "stored as pickle" in r.err, r.err
+    r = project.barca("sql", "select partition, n from sales order by n", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["rows"] == [["region=amer", 1], ["region=amer", 2],
+                                         ["region=emea", 3], ["region=emea", 4]]
+    project.edit("pipeline.py", 'return pd.DataFrame({"n": [3, 4], "note": ["c", 5]})',
+                 'return {3, 4}')
+    assert project.barca("get", "sales", "pipeline.py", "--json").code == 0
+    r = project.barca("sql", "select * from sales", "--json")
+    assert r.code == 2, r.err
+    err = json.loads(r.err.strip().splitlines()[-1])
+    assert err["error"] == ("'sales' (key region=emea) is stored as a pickle of a set, which "
+                            "barca sql does not read.")
+
+
 def test_python_api_returns_a_dataframe(seed: Project) -> None:
     assert seed.barca("get", "report", "pipeline.py", "--json").code == 0
     code = ("import barca; df = barca.sql('select * from prices order by ticker', 'pipeline.py');"
