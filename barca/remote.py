@@ -145,44 +145,76 @@ class Remote:
         """Download one result to its local place; its size, or None when the store has no
         good copy of it. With ``sha256`` (this machine's own record of the result) the bytes
         are checked against it; otherwise against the store's manifest, which with a key must
-        be signed with it. Nothing unchecked is written locally, so nothing unchecked is read
-        (or unpickled)."""
+        be signed with it. The bytes stream into a temp file beside the result and are renamed
+        into place only once checked: nothing unchecked is read (or unpickled), and a result
+        larger than memory fetches too."""
         import time
         start = time.perf_counter()
         try:
-            data = self._get(rel, sha256)
+            size = self._download(root / rel, rel, sha256)
         finally:
             self.fetch_seconds += time.perf_counter() - start
-        if data is None:
-            return None
-        from barca.artifacts import write_atomic
-        write_atomic(root / rel, data)
-        self.fetched.append(len(data))
-        return len(data)
+        if size is not None:
+            self.fetched.append(size)
+        return size
 
-    def _get(self, rel: str, sha256: str | None) -> bytes | None:
+    def _download(self, dest: Path, rel: str, sha256: str | None) -> int | None:
         path = self._path(rel)
-        if sha256:
-            data = self._cat(manifest.blob_path(path, sha256))
-            if data is None:  # a store written before manifests: the bytes under their name
-                data = self._cat(path)
-            if data is not None and hashlib.sha256(data).hexdigest() != sha256:
-                self._reject(rel, "did not match the SHA-256 recorded here")
+        body: dict[str, Any] | None = None
+        if sha256:  # the bytes under their digest; a store written before manifests: their name
+            sources, size = [manifest.blob_path(path, sha256), path], None
+            why = "did not match the SHA-256 recorded here"
+        else:
+            body = self._manifest(rel, path)
+            if body is None:
                 return None
-            return data
-        body = self._manifest(rel, path)
-        if body is None:
+            sha256, size = body["sha256"], body["size"]
+            sources, why = [manifest.blob_path(path, sha256)], "did not match its manifest"
+        from barca.artifacts import commit, discard
+        for source in sources:
+            got = self._stream(source, dest)
+            if got is None:
+                continue  # not in the store under this name
+            tmp, digest, length = got
+            if digest != sha256 or (size is not None and length != size):
+                discard(tmp)
+                self._reject(rel, why)
+                return None
+            if (body is not None and body["format"] == "pickle" and self.secret is None
+                    and not self.warned_pickles):
+                self.warned_pickles = True
+                self._note("a pickle from the shared store is trusted as code: set "
+                           f"{manifest.KEY_ENV} on every machine that shares it to accept only "
+                           "signed results (barca docs remote)")
+            commit(tmp, dest)
+            return length
+        if size is not None:  # a manifest naming bytes the store does not have
+            self._reject(rel, why)
+        return None
+
+    def _stream(self, source: str, dest: Path) -> tuple[str, str, int] | None:
+        """``source`` copied into a temp file beside ``dest`` in chunks: (temp path, SHA-256,
+        size), or None when the store cannot give it."""
+        import tempfile
+
+        from barca.artifacts import discard
+        try:
+            f = self.fs.open(self._full(source), "rb")
+        except Exception:  # absent, or unreadable: not in the store
             return None
-        data = self._intact(path, body)
-        if data is None:
-            self._reject(rel, "did not match its manifest")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
+        h, length = hashlib.sha256(), 0
+        try:
+            with f, os.fdopen(fd, "wb") as out:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+                    out.write(chunk)
+                    length += len(chunk)
+        except Exception:  # the store failed mid-way: as good as absent
+            discard(tmp)
             return None
-        if body["format"] == "pickle" and self.secret is None and not self.warned_pickles:
-            self.warned_pickles = True
-            self._note("a pickle from the shared store is trusted as code: set "
-                       f"{manifest.KEY_ENV} on every machine that shares it to accept only "
-                       "signed results (barca docs remote)")
-        return data
+        return tmp, h.hexdigest(), length
 
     def located(self, rel: str, sha256: str | None) -> str | None:
         """Where the store keeps a result's bytes, for a lazy reader that reads them in place

@@ -354,3 +354,36 @@ def test_a_malformed_manifest_is_a_bad_copy_never_an_error(tmp_path: Path, raw: 
     assert reader.notes == [f"the store's copy of {rel} did not match its manifest; "
                             "computing it again"]
     assert not (tmp_path / "r" / rel).exists()
+
+
+def test_a_fetch_streams_the_bytes_and_leaves_nothing_behind_on_a_bad_copy(
+        tmp_path: Path) -> None:
+    """A result is checked while it streams into a temp file beside its place, so fetching a
+    large one does not hold it in memory; a bad copy leaves no file (and no temp file)."""
+    import tracemalloc
+
+    from barca.remote import Remote
+    remote = Remote(f"file://{tmp_path / 'store'}")
+    rel = ".barca/artifacts/pipeline.py--big/" + "b" * 64 + ".pkl"
+    data = os.urandom(24 << 20)
+    remote.upload(tmp_path / "w", rel, "pipeline.py:big", "", data)
+    reader = Remote(remote.uri)
+    tracemalloc.start()
+    try:
+        assert reader.fetch(tmp_path / "r", rel) == len(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, peak                 # a few 1 MiB chunks, never the 24 MiB result
+    assert (tmp_path / "r" / rel).read_bytes() == data
+    import hashlib
+
+    from barca import manifest
+    blob = tmp_path / "store" / manifest.blob_path(rel[len(".barca/"):],
+                                                   hashlib.sha256(data).hexdigest())
+    blob.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # one bit flipped in the store
+    again = Remote(remote.uri)
+    assert again.fetch(tmp_path / "s", rel) is None
+    assert again.notes == [f"the store's copy of {rel} did not match its manifest; "
+                           "computing it again"]
+    assert not [p for p in (tmp_path / "s").rglob("*") if p.is_file()]
