@@ -178,8 +178,31 @@ def write_atomic(path: Path, data: bytes, fsync: bool = False) -> None:
         raise
 
 
+def file_mode() -> int:
+    """The mode a file created here would get (0o666 less the umask). Temp files are created
+    0600; a result keeps that only if the user's umask says so, so a project or a file:// store
+    shared by a team stays readable by it."""
+    global _FILE_MODE
+    if _FILE_MODE is None:
+        umask = None
+        with contextlib.suppress(OSError, ValueError, StopIteration):
+            status = Path("/proc/self/status").read_text()  # read, never set: threads share it
+            umask = int(next(ln for ln in status.splitlines()
+                             if ln.startswith("Umask:")).split()[1], 8)
+        if umask is None:
+            umask = os.umask(0o022)
+            os.umask(umask)
+        _FILE_MODE = 0o666 & ~umask
+    return _FILE_MODE
+
+
+_FILE_MODE: int | None = None
+
+
 def commit(tmp: str, path: Path, fsync: bool = False) -> None:
-    """A finished temp file takes its place (renamed, so a reader sees all or nothing)."""
+    """A finished temp file takes its place (renamed, so a reader sees all or nothing), with
+    the mode a new file gets."""
+    os.chmod(tmp, file_mode())
     if fsync:
         fd = os.open(tmp, os.O_RDONLY)
         try:

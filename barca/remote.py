@@ -122,6 +122,8 @@ class Remote:
             try:
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
+                from barca.artifacts import file_mode
+                os.chmod(tmp, file_mode())  # other machines of the team read it
                 os.link(tmp, target)
                 return True
             except FileExistsError:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -17,6 +19,8 @@ KEY = "correct horse battery staple 21"
 
 PIPELINE = '''\
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -387,3 +391,20 @@ def test_a_fetch_streams_the_bytes_and_leaves_nothing_behind_on_a_bad_copy(
     assert again.notes == [f"the store's copy of {rel} did not match its manifest; "
                            "computing it again"]
     assert not [p for p in (tmp_path / "s").rglob("*") if p.is_file()]
+
+
+def test_results_and_the_shared_store_take_the_users_umask(seed: Project, tmp_path: Path) -> None:
+    """Files are written as temp files (created 0600) and renamed: each result, manifest and
+    stored copy gets the mode the user's umask gives a new file, so a team shares them."""
+    store = tmp_path / "team-store"
+    env = {**os.environ, "BARCA_REMOTE_URI": f"file://{store}"}
+    env.pop("BARCA_OUTPUT", None)
+    proc = subprocess.run(["sh", "-c", f'umask 027 && exec "{sys.executable}" -m barca get '
+                           "report pipeline.py --json"], cwd=seed.path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    made = [p for p in [*(seed.path / ".barca" / "artifacts").rglob("*"), *store.rglob("*")]
+            if p.is_file()]
+    assert any(p.name.endswith(".manifest") for p in made)
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in made
+            if p.stat().st_mode & 0o777 != 0o640} == {}
