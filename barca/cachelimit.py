@@ -115,6 +115,12 @@ class CacheReport(Record):
             lines.append(f"  could not delete: {', '.join(self.failed)}")
         return "\n".join(lines)
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """In a notebook (``%barca gc``): the CLI's text, not the record's repr."""
+        import html
+        return {"text/plain": str(self),
+                "text/html": f'<pre class="barca-gc">{html.escape(str(self))}</pre>'}
+
 
 def _candidates(store: Store, keep: set[str], manual: set[str], since: float | None
                 ) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int]], list[str]]:

@@ -180,26 +180,11 @@ def _value_text(res: Any, indent: int | None) -> str:
 
 
 def render(outcome: Any, mode: str) -> None:
+    """Print a command's result object in ``mode``: its ``json_text()``, else its ``str()``
+    (the text a person reads). A command without ``--json`` (docs, version) prints its text."""
     res, cmd, ns = outcome.result, outcome.command, outcome.args
-    if cmd in ("docs", "version"):
-        sys.stdout.write(res if res.endswith("\n") else res + "\n")
-        return
     if cmd == "logs":
         _print_logs(res, mode, ns)
-        return
-    if cmd == "history":
-        if mode == "json":
-            print(json.dumps({"runs": res}, indent=2, default=str))
-        else:
-            import time as _t
-
-            from barca.render import text_table
-            rows = [[r["run_id"], r["command"] or "", r["target"] or "", r["status"] or "",
-                     str(r["steps_run"] or 0), str(r["steps_cached"] or 0),
-                     _t.strftime("%Y-%m-%d %H:%M:%S UTC", _t.gmtime(r["started_at"]))]
-                    for r in res]
-            print(text_table(["RUN", "COMMAND", "TARGET", "STATUS", "RAN", "CACHED", "STARTED"],
-                             rows))
         return
     if getattr(ns, "output", None) == "path" and hasattr(res, "outputs"):
         for o in res.outputs:
@@ -220,8 +205,8 @@ def render(outcome: Any, mode: str) -> None:
         return
     if mode == "json" and cmd in ("get", "run"):
         print(_json_doc(res))
-    elif mode == "json":
-        print(res.json_text() if hasattr(res, "json_text") else json.dumps(res, default=str))
+    elif mode == "json" and hasattr(ns, "json"):
+        print(res.json_text())
     else:
         print(str(res))
         if cmd == "sql" and res.truncated:

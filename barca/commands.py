@@ -200,8 +200,8 @@ _COMMAND_FLAGS: dict[str, tuple[str, Any]] = {
 }
 
 def _version() -> str:
-    from barca import __version__
-    return f"barca {__version__}"
+    from barca.manual import version
+    return str(version())
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -314,8 +314,9 @@ def _dispatch(ns: argparse.Namespace, on_event: Any, load_values: bool,
         limit = None if ns.all else (ns.limit if ns.limit is not None else default_sql_limit)
         return Outcome(cmd, api.sql_result(ns.query, *ns.args, limit=limit), ns)
     if cmd == "docs":
-        from barca.manual import topic_text
-        return Outcome(cmd, topic_text(ns.topic), ns)
+        from barca.manual import page
+        return Outcome(cmd, page(ns.topic), ns)
     if cmd == "version":
-        return Outcome(cmd, _version(), ns)
+        from barca.manual import version
+        return Outcome(cmd, version(), ns)
     raise UsageError(f"Unknown command '{cmd}'.", f"Commands: {', '.join(COMMANDS)}.")

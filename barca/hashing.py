@@ -3,7 +3,6 @@ dependency cone) and the per-step hash that folds in inputs, sensor values and t
 from __future__ import annotations
 
 import ast
-import builtins
 import hashlib
 import json
 import math
@@ -13,8 +12,6 @@ from typing import Any
 
 from barca.discovery import FileModel, NodeModel
 from barca.types import RunHash
-
-_BUILTINS = frozenset(dir(builtins))
 
 
 def sha(*parts: str | bytes) -> str:
@@ -70,28 +67,6 @@ def is_json_value(value: Any, _depth: int = 0) -> bool:
     if t is dict:
         return all(type(k) is str and is_json_value(v, _depth + 1) for k, v in value.items())
     return False
-
-
-def used_names(tree: ast.AST) -> set[str]:
-    """The global names a definition reads: Python's own scope analysis (``symtable``), so a
-    parameter or local that shadows a module-level name is not mistaken for it."""
-    import symtable
-
-    try:
-        table = symtable.symtable(ast.unparse(tree), "<barca>", "exec")
-    except SyntaxError:  # pragma: no cover - unparse of a parsed tree compiles
-        return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - _BUILTINS
-    out: set[str] = set()
-
-    def visit(t: symtable.SymbolTable, top: bool) -> None:
-        for sym in t.get_symbols():
-            if sym.is_referenced() and (top or sym.is_global()):
-                out.add(sym.get_name())
-        for child in t.get_children():
-            visit(child, False)
-
-    visit(table, True)
-    return out - _BUILTINS
 
 
 def _strip_decorators(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:

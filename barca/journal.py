@@ -1,5 +1,6 @@
-"""Result objects for what a run left behind besides results: the lines its steps wrote
-(``barca logs``). Plain data with their renderings, like ``barca.results``."""
+"""Result objects for what runs left behind besides results: the runs themselves (``barca
+history``) and the lines their steps wrote (``barca logs``). Plain data with their renderings,
+like ``barca.results``."""
 from __future__ import annotations
 
 import json
@@ -7,7 +8,7 @@ import time
 from typing import Any
 
 from barca._record import Record
-from barca.render import html_table, rich_table
+from barca.render import html_table, rich_table, text_table
 
 
 def utc_ms(ts: float) -> str:
@@ -61,6 +62,67 @@ class StepLog(Record):
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
         rows = [[utc_ms(x.ts), x.step, x.stream, x.line] for x in self.lines]
         return ["TIME", "STEP", "STREAM", "LINE"], rows, None, self.headline()
+
+    def _repr_html_(self) -> str:
+        headers, rows, col, summary = self._table()
+        return html_table(headers, rows, col, summary)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {"text/plain": str(self), "text/html": self._repr_html_()}
+
+    def __rich__(self) -> object:
+        headers, rows, col, summary = self._table()
+        return rich_table(headers, rows, col, summary)
+
+
+class RunRow(Record):
+    """One run as the store recorded it; the fields, in order, are ``history --json``'s."""
+    __slots__ = ("run_id", "command", "target", "status", "started_at", "finished_at",
+                 "steps_run", "steps_cached", "steps_failed", "pool_size", "error")
+    run_id: str
+    command: str | None
+    target: str | None
+    status: str | None     # success | failed | cancelled | running (in progress, or killed)
+    started_at: float      # Unix seconds
+    finished_at: float | None
+    steps_run: int | None
+    steps_cached: int | None
+    steps_failed: int | None
+    pool_size: int | None
+    error: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+
+class History(Record):
+    """``barca history``: the most recent runs, newest first."""
+    __slots__ = ("runs",)
+    runs: tuple[RunRow, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": [r.to_json() for r in self.runs]}
+
+    def json_text(self) -> str:
+        # non-ASCII escaped, unlike the other results: the form `history --json` always had
+        return json.dumps(self.to_json(), indent=2, default=str)
+
+    def to_pandas(self) -> Any:
+        """One row per run, the JSON fields as columns."""
+        import pandas as pd
+        return pd.DataFrame([r.to_json() for r in self.runs],
+                            columns=list(RunRow.__slots__))
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        rows = [[r.run_id, r.command or "", r.target or "", r.status or "",
+                 str(r.steps_run or 0), str(r.steps_cached or 0),
+                 time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(r.started_at))]
+                for r in self.runs]
+        return (["RUN", "COMMAND", "TARGET", "STATUS", "RAN", "CACHED", "STARTED"], rows, 3, "")
+
+    def __str__(self) -> str:
+        headers, rows, _, _ = self._table()
+        return text_table(headers, rows)
 
     def _repr_html_(self) -> str:
         headers, rows, col, summary = self._table()

@@ -11,6 +11,8 @@ import ast
 import builtins
 from typing import Any
 
+from barca.scope import pattern_names
+
 PURE_BUILTINS = frozenset((
     "abs", "all", "any", "bin", "bool", "chr", "dict", "divmod", "enumerate", "filter", "float",
     "format", "frozenset", "hex", "int", "len", "list", "map", "max", "min", "oct", "ord", "pow",
@@ -43,8 +45,9 @@ def _bindings(tree: ast.Module) -> tuple[dict[str, list[ast.AST]], bool]:
                 sites.setdefault(name, []).extend([n, n])  # rebound from a function
         elif isinstance(n, ast.arg):
             sites.setdefault(n.arg, []).append(n)
-        elif (isinstance(n, ast.ExceptHandler | ast.MatchAs | ast.MatchStar)) and n.name:
-            sites.setdefault(n.name, []).append(n)
+        else:
+            for name in pattern_names(n):
+                sites.setdefault(name, []).append(n)
     return sites, star
 
 

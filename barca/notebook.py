@@ -22,7 +22,8 @@ from typing import Any
 
 from barca import decorators
 from barca.discovery import PSEUDO_ABSPATH  # noqa: E402  (re-exported)
-from barca.hashing import canonical_json, digest, used_names
+from barca.hashing import canonical_json, digest
+from barca.scope import global_names
 
 
 def interactive() -> bool:
@@ -194,7 +195,7 @@ def parts(root: Path, node: Any, decorator_shape: Any) -> dict[str, str]:
         "decorator": digest(canonical_json(shape), *node.counted_decorator),
     }
     seen: set[str] = {node.function}
-    todo = list(used_names(code) | set(node.counted_names))
+    todo = list(global_names(code) | set(node.counted_names))
     while todo:
         name = todo.pop()
         if name in seen or name not in ns:
@@ -215,7 +216,7 @@ def parts(root: Path, node: Any, decorator_shape: Any) -> dict[str, str]:
                     src = _source(value)
                     tree = ast.parse(src)
                     out[label] = digest(ast.dump(tree, include_attributes=False))
-                    todo.extend(used_names(tree) - seen)
+                    todo.extend(global_names(tree) - seen)
                 except (OSError, TypeError, SyntaxError):
                     out[label] = _class_digest(value) if inspect.isclass(value) else \
                         _value_digest(value)

@@ -1,23 +1,55 @@
 """What the store remembers of past runs besides their results: the runs themselves (``barca
-history``) and the lines their steps wrote (``barca logs``, the widget's last lines)."""
+history``), the lines their steps wrote (``barca logs``, the widget's last lines), and a stamp
+that changes whenever a run may have changed the status (what the widget watches)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from barca._record import Record
 from barca.errors import UsageError
-from barca.journal import LogLine, StepLog
+from barca.journal import History, LogLine, RunRow, StepLog
 from barca.store import Store
 from barca.types import short_name
 
 
-def history(limit: int = 20) -> list[dict[str, Any]]:
+def history(limit: int = 20) -> History:
     """The most recent runs, newest first."""
     from barca.discovery import find_root
     store = Store(find_root(), create=False)
     try:
-        return store.runs(limit)
+        return History(tuple(RunRow(**r) for r in store.runs(limit)))
     finally:
         store.close()
+
+
+class Stamp(Record):
+    """When a run (from anywhere) or an edit may have changed what ``status`` says: the size
+    and change time of the store's metadata, its write-ahead log and the pipeline files. Two
+    stamps compare equal when none of them changed; cheap enough to take every second."""
+    __slots__ = ("store", "files")
+    store: str                            # the store's folder: .barca, .barca/envs/NAME
+    files: tuple[tuple[str, Any], ...]    # (path, (mtime_ns, size) or None when missing)
+
+
+def stamp(*files: str, env: str | None = None) -> Stamp:
+    """The project's current ``Stamp``: its store (``env``'s, else the current one) and the
+    pipeline ``files`` named (others, and folders, are not watched)."""
+    from barca.artifacts import store_prefix
+    from barca.discovery import find_root
+    prefix = store_prefix(env)
+    db = find_root() / prefix / "metadata.db"
+    paths = [db, db.with_name(db.name + "-wal")]
+    paths += [Path(f).resolve() for f in files if Path(f).is_file()]
+    return Stamp(prefix, tuple((str(p), _stat(p)) for p in paths))
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
 
 
 def logs(run_id: str | None = None, step: str | None = None, stream: str | None = None,

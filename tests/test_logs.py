@@ -188,3 +188,31 @@ def test_the_widget_shows_the_selected_nodes_last_lines(project: Project, monkey
         assert body.splitlines() == last
     finally:
         w.close()
+
+
+def test_history_docs_and_version_show_the_same_in_the_cli_and_the_magic(project: Project
+                                                                          ) -> None:
+    """Each command returns one result object: the magic shows the CLI's text (and, for
+    history, the same table in HTML); its JSON is the CLI's --json, byte for byte."""
+    from nbtools import execute, notebook, result
+    project.write("pipeline.py", NOISY.replace('raise RuntimeError("amer feed not ready")',
+                                               "pass"))
+    assert project.barca("get", "sales", "pipeline.py").code == 0
+    assert project.barca("get", "sales", "pipeline.py", "--refresh", "sales").code == 0
+    table = project.barca("history", "--pretty").out
+    as_json = project.barca("history", "--json").out
+    ids = [r["run_id"] for r in json.loads(as_json)["runs"]]
+    nb = notebook("%load_ext barca", "%barca history",
+                  "h = %barca history\nprint(h.json_text())", "%barca docs cache",
+                  "%barca version", "%barca history --limit 1")
+    execute(nb, project.path)
+    shown = result(nb, 1)
+    assert shown["text/plain"] == table.rstrip("\n")
+    html = shown["text/html"]
+    assert "<table" in html and all(i in html for i in ids) and "COMMAND" in html
+    assert 'data-state="success"' in html  # the status coloured as everywhere else
+    assert "".join(o.get("text", "") for o in nb.cells[2].outputs) == as_json
+    assert result(nb, 3)["text/markdown"] == project.barca("docs", "cache").out
+    assert result(nb, 4)["text/plain"] == project.barca("version").out.rstrip("\n")
+    assert result(nb, 5)["text/plain"] == \
+        project.barca("history", "--pretty", "--limit", "1").out.rstrip("\n")

@@ -140,3 +140,39 @@ def test_a_renamed_notebook_keeps_its_results(project: Project, monkeypatch) -> 
 
     edited = _run(project, "%barca get report", SCALE="SCALE = 7")
     assert _steps(edited, n) == "8/8"           # a changed definition is still a change
+
+
+SCOPED = '''@asset()
+def scoped() -> list:
+    out = [row * 2 for row in range(2)]
+    try:
+        raise ValueError("boom")
+    except ValueError as e:
+        out.append(str(e))
+    match {"k": 5}:
+        case {"k": v, **rest}:
+            out.append(v + len(rest))
+    return out + [len("ab")]'''
+
+
+STATE = "st = %barca status\n{r.name: r.state for r in st.rows}['scoped']"
+
+
+def test_notebook_hash_follows_python_scopes(project: Project) -> None:
+    """A notebook asset's definition hash uses the same scope analysis as a file's: names bound
+    by a comprehension, ``except ... as e`` or a ``match`` pattern are the function's own (the
+    notebook's globals of the same name do not count), and a notebook function shadowing a
+    builtin the asset calls does count."""
+    nb = notebook("%load_ext barca",
+                  "from barca import asset\ne, v, row, rest = 1, 1, 1, 1\n"
+                  "def len(x):\n    return 10",
+                  SCOPED, "%barca get scoped",
+                  "e, v, row, rest = 2, 2, 2, 2", STATE,
+                  "def len(x):\n    return 20", STATE, "%barca get scoped")
+    execute(nb, project.path)
+    for i in range(len(nb.cells)):
+        assert error(nb, i) is None, (i, error(nb, i))
+    assert ast.literal_eval(result(nb, 3)["text/plain"]) == [0, 2, "boom", 15, 10]
+    assert result(nb, 5)["text/plain"] == "'cached'"   # only same-named globals changed
+    assert result(nb, 7)["text/plain"] == "'stale'"    # the notebook's len changed
+    assert ast.literal_eval(result(nb, 8)["text/plain"]) == [0, 2, "boom", 25, 20]

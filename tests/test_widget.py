@@ -308,8 +308,14 @@ def test_widget_for_a_named_environment(seed: Project, monkeypatch: pytest.Monke
     staging = StatusWidget("pipeline.py", env="staging", poll_interval=60)
     default = StatusWidget("pipeline.py", poll_interval=60)
     try:
-        assert staging._watched[0] == seed.path / ".barca/envs/staging/metadata.db"
-        assert default._watched[0] == seed.path / ".barca/metadata.db"
+        # each watches its own store (the engine's stamp of it): a run in staging changes
+        # what the staging widget sees, and not what the default one does
+        assert staging._stamp().store == ".barca/envs/staging"
+        assert default._stamp().store == ".barca"
+        seen = (staging._stamp(), default._stamp())
+        r = seed.barca("get", "report", "pipeline.py", "--env", "staging", "--refresh-all")
+        assert r.code == 0, r.err
+        assert staging._stamp() != seen[0] and default._stamp() == seen[1]
         states = {row.name: row.state for row in staging.report.rows}
         assert states["report"] == "cached" and states["prices"] == "cached"
         # nothing ran in the default store: its sensor has no value, so report is unknown

@@ -131,16 +131,7 @@ def _value(outcome: Any) -> Any:
         return {o.target: o.values for o in res.outputs}
     if cmd == "sql":
         return res.to_pandas()
-    if cmd == "docs":
-        from IPython.display import Markdown
-        return Markdown(res)
-    if cmd == "history":
-        try:
-            import pandas as pd
-            return pd.DataFrame(res)
-        except ImportError:  # pragma: no cover
-            return res
-    return res
+    return res  # a result object: it shows itself (a table, Markdown, a picture)
 
 
 def _cell(argv: list[str], body: str) -> Any:

@@ -10,7 +10,6 @@ import html
 import threading
 import traceback
 import weakref
-from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
@@ -41,20 +40,7 @@ _SELECT_ON_CLICK = ("var w=this.closest('.barca-status-widget'),s=w&&w.querySele
                     "{{bubbles:true}}))}}")
 
 
-def _signature(paths: tuple[Path, ...]) -> tuple[Any, ...]:
-    """Cheap fingerprint of the metadata: (mtime, size) of each file, None when missing."""
-    out = []
-    for p in paths:
-        try:
-            st = p.stat()
-            out.append((st.st_mtime_ns, st.st_size))
-        except OSError:
-            out.append(None)
-    return tuple(out)
-
-
-def _poll(ref: weakref.ref[StatusWidget], stop: threading.Event, paths: tuple[Path, ...],
-          interval: float) -> None:
+def _poll(ref: weakref.ref[StatusWidget], stop: threading.Event, interval: float) -> None:
     """The auto-refresh loop. Holds the widget only through a weak reference, so it ends when
     the widget is closed or garbage collected."""
     while not stop.wait(interval):
@@ -62,7 +48,7 @@ def _poll(ref: weakref.ref[StatusWidget], stop: threading.Event, paths: tuple[Pa
         if widget is None:
             return
         try:
-            if _signature(paths) != widget._seen:
+            if widget._stamp() != widget._seen:
                 widget.refresh_view()
         except Exception:  # never let the poller die on a transient error (a file mid-write)
             pass
@@ -112,20 +98,18 @@ class StatusWidget(widgets.VBox):
     """A live status view of a project: table, DAG, node selector and actions.
 
     ``StatusWidget("pipeline.py")``; ``StatusWidget("report", "pipeline.py")`` preselects
-    ``report``. Polls ``.barca/metadata.db`` (and its WAL) about once a second and re-renders
-    when a run from anywhere changes it; ``close()`` stops the polling."""
+    ``report``. Polls the store's stamp (``barca.runlog.stamp``) about once a second and
+    re-renders when a run from anywhere, or an edit of the files, changes it; ``close()`` stops
+    the polling."""
 
     def __init__(self, *files: str, poll_interval: float = POLL_SECONDS, env: str | None = None,
                  **kw: Any) -> None:
-        from barca.artifacts import store_prefix
         from barca.commands import split_target
-        from barca.discovery import find_root
 
         self.env = env  # a named environment's store (--env), else BARCA_ENV's at each call
 
         target, rest = split_target([str(f) for f in files if f is not None])
         self.files = tuple(rest)
-        self.root = find_root()
         self.report: Any = None          # the last StatusReport
         self.dag: Any = None             # the last DagPicture
         self.last_result: Any = None     # the last RunResult or Plan
@@ -136,11 +120,7 @@ class StatusWidget(widgets.VBox):
         self._doing = ""
         self._busy = False
         self._worker: threading.Thread | None = None
-        self._seen: tuple[Any, ...] = ()
-        db = self.root / store_prefix(env) / "metadata.db"
-        # the metadata (and its WAL) change on every run; the named files when edited
-        self._watched = (db, db.with_name(db.name + "-wal"),
-                         *(Path(f).resolve() for f in self.files if Path(f).is_file()))
+        self._seen: Any = None           # the stamp the drawn status was read at
 
         self.table = widgets.HTML(layout=widgets.Layout(overflow="auto"))
         self.picture = widgets.HTML(layout=widgets.Layout(overflow="auto"))
@@ -178,7 +158,7 @@ class StatusWidget(widgets.VBox):
 
         self._stop = threading.Event()
         self._poller = threading.Thread(
-            target=_poll, args=(weakref.ref(self), self._stop, self._watched, poll_interval),
+            target=_poll, args=(weakref.ref(self), self._stop, poll_interval),
             name="barca-status-poll", daemon=True)
         self._poller.start()
 
@@ -189,7 +169,7 @@ class StatusWidget(widgets.VBox):
         from barca import api
 
         with self._lock:
-            seen = _signature(self._watched)
+            seen = self._stamp()
             try:
                 with using_env(self.env):
                     report = api.status(None, *self.files)
@@ -212,6 +192,11 @@ class StatusWidget(widgets.VBox):
                 elif values:
                     self.selector.value = values[-1]
                 self._draw()  # the picture's click targets follow the menu
+
+    def _stamp(self) -> Any:
+        """What the engine says the status depends on, now (compared with ``_seen``)."""
+        from barca.runlog import stamp
+        return stamp(*self.files, env=self.env)
 
     def _draw(self) -> None:
         from barca.dag import DagPicture
