@@ -1,8 +1,9 @@
 """Plain slotted record classes: what ``@dataclass`` gave barca, without its cost at import.
 
-Creating a dataclass runs ``exec`` and ``inspect`` (~0.7 ms per frozen class, and
-``import dataclasses`` itself pulls ``inspect``); a CLI command imports dozens of them. These
-bases cost nothing to subclass: the fields are the subclass's ``__slots__``, in order.
+Creating a dataclass runs ``exec`` and ``inspect`` when its module is imported (and ``import
+dataclasses`` itself pulls ``inspect``); a CLI command imports dozens of them, on the cold path
+that must stay cheap. These bases cost nothing to subclass: the fields are the subclass's
+``__slots__``, in order.
 
 * ``Fields``: ``__repr__`` and ``__eq__`` over the fields, unhashable (a mutable dataclass's
   behaviour). Subclasses write their own ``__init__``.

@@ -42,8 +42,8 @@ def _columns() -> int:
 
 
 class _Formatter(argparse.HelpFormatter):
-    """argparse's formatter, told the width: its own default imports shutil on every
-    ``add_argument`` (2-3 ms per command)."""
+    """argparse's formatter, told the width: its own default asks ``shutil`` on every
+    ``add_argument``, importing it (and bz2, lzma) on every command, help or not."""
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
                  width: int | None = None) -> None:

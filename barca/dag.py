@@ -108,9 +108,6 @@ class DagPicture:
     def json_text(self) -> str:
         return json.dumps(self.to_json(), indent=2, ensure_ascii=False)
 
-    def state_of(self, node: str) -> str | None:
-        return next((n.state for n in self.nodes if n.id == node), None)
-
     # ------------------------------------------------------------------ renderings
 
     def _geometry(self) -> tuple[float, dict[str, tuple[float, float]], float, float]:

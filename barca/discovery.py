@@ -256,7 +256,8 @@ def parse_file(path: Path, root: Path) -> FileModel:
 
 
 def _pickle() -> Any:
-    """The C pickler alone (``import pickle`` costs ~3 ms more at every start)."""
+    """The C pickler alone: ``import pickle`` also loads its pure-Python twin and its helpers,
+    which a start that only reads the discovery cache never uses."""
     try:
         import _pickle
         return _pickle

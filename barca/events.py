@@ -19,18 +19,6 @@ class Importing(Record):
         _set(self, "path", path)
 
 
-class StepStarted(Record):
-    __slots__ = ("step", "done", "total")
-    step: str
-    done: int
-    total: int
-
-    def __init__(self, step: str, done: int, total: int) -> None:
-        _set(self, "step", step)
-        _set(self, "done", done)
-        _set(self, "total", total)
-
-
 class StepCompleted(Record):
     __slots__ = ("step", "elapsed", "done", "total", "output")
     step: str
@@ -96,7 +84,7 @@ class RunEnded(Record):
         _set(self, "failed", failed)
 
 
-Event = Importing | StepStarted | StepCompleted | StepCached | StepFailedEvent | Note | RunEnded
+Event = Importing | StepCompleted | StepCached | StepFailedEvent | Note | RunEnded
 EventCallback = Callable[[Event], None]
 
 

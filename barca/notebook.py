@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from barca import decorators
-from barca.discovery import PSEUDO_ABSPATH  # noqa: E402  (re-exported)
+from barca.discovery import PSEUDO_ABSPATH
 from barca.hashing import canonical_json, digest
 from barca.scope import global_names
 

@@ -102,11 +102,6 @@ class StepState:
     def id(self) -> str:
         return step_id(self.node, self.key)
 
-    @property
-    def available(self) -> bool:
-        """A value exists (or will, for a prediction) under a known run hash."""
-        return self.run_hash is not None and self.action in AVAILABLE
-
     def __repr__(self) -> str:
         return (f"StepState({self.id!r}, action={self.action!r}, reason={self.reason!r}, "
                 f"run_hash={self.run_hash!r})")

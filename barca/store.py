@@ -218,10 +218,6 @@ class Store:
             f"Move the file aside (nothing was run, the file was kept): "
             f"mv {self.db_path} {self.db_path}.broken", path=str(self.db_path))
 
-    @property
-    def readable(self) -> bool:
-        return self.conn is not None
-
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()

@@ -151,5 +151,3 @@ class DaskExecutor:
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
-
-    terminate = close

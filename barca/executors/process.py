@@ -21,7 +21,6 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from barca._record import Fields
-from barca.executors import default_pool_size  # noqa: F401  (re-exported)
 from barca.executors.task import StepRecord, StepTask
 
 
@@ -212,14 +211,5 @@ class ProcessPool:
             if slot.proc.is_alive():
                 slot.proc.kill()
                 slot.proc.join(1)
-            slot.conn.close()
-        self.slots = []
-
-    def terminate(self) -> None:
-        for slot in self.slots:
-            with contextlib.suppress(Exception):
-                slot.proc.kill()
-        for slot in self.slots:
-            slot.proc.join(1)
             slot.conn.close()
         self.slots = []
