@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from barca.hashing import digest
+from barca.hashing import digest, in_project
 from barca.scope import global_names, pattern_names
 
 Chain = tuple  # the attribute names read after a name: ``helpers.clean`` -> ("clean",)
@@ -35,7 +35,6 @@ _IMPLICIT = frozenset({"__file__", "__name__", "__doc__", "__spec__", "__loader_
                        "__class__"})
 _DYNAMIC = frozenset({"globals", "vars", "exec", "__getattr__"})  # may bind any global
 _NEVER_FOLLOW = frozenset({"barca"})     # barca itself is not the user's code
-_INSTALLED = frozenset({"site-packages", "dist-packages"})
 
 
 
@@ -308,11 +307,7 @@ class Project:
 
     # ------------------------------------------------------------ modules
     def _allowed(self, path: Path) -> bool:
-        try:
-            path.relative_to(self.root)
-        except ValueError:
-            return False
-        return not _INSTALLED.intersection(path.parts)
+        return in_project(self.root, path)
 
     def module_at(self, file: Path, pipeline: bool = False) -> Module | None:
         """The module whose source is ``file`` (a project file, or the pipeline file itself

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from barca.render import COLOURS
+from barca.types import short_name
 
 # the states a node may be drawn in: a StatusReport's states, plus the widget's live ones
 STATES = ("cached", "stale", "never_run", "partial", "unknown", "always_runs", "running", "failed")
@@ -79,7 +80,7 @@ class DagPicture:
             ups[b].append(a)
         levels = _levels(ids, ups)
         rows_at = _rows(ids, ups, levels)
-        names = [r.id.rsplit(":", 1)[-1] for r in rows]
+        names = [short_name(r.id) for r in rows]
         clash = {n for n in names if names.count(n) > 1}
         overrides = dict(states or {})
         nodes = []

@@ -138,6 +138,16 @@ def _counted_exprs(node: NodeModel) -> list[ast.AST]:
     return out
 
 
+INSTALLED = frozenset({"site-packages", "dist-packages"})
+
+
+def in_project(root: Path, path: Path) -> bool:
+    """Whether ``path`` is the project's own code, which the definition hash follows and
+    workers run from source: under ``root``, and not in an installed package (a virtualenv
+    inside the project is not its code). Both paths resolved."""
+    return path.is_relative_to(root) and not INSTALLED.intersection(path.relative_to(root).parts)
+
+
 def source_only(root: str | os.PathLike[str]) -> None:
     """Make this (worker) process run project modules from their source, as hashed: never from
     a ``.pyc``, which Python validates only by mtime in whole seconds and size, so an edit in
@@ -146,14 +156,16 @@ def source_only(root: str | os.PathLike[str]) -> None:
     import importlib
     from importlib.machinery import SourceFileLoader
 
-    base = os.path.realpath(root) + os.sep
+    base = Path(os.path.realpath(root))
     original = SourceFileLoader.path_stats
     if getattr(original, "_barca_root", None) == base:
         return
 
+    prefix = str(base) + os.sep
+
     def path_stats(self: Any, path: str) -> Any:
-        real = os.path.realpath(path)
-        if real.startswith(base) and "site-packages" not in real:
+        real = os.path.realpath(path)  # the prefix first: most modules are not the project's
+        if real.startswith(prefix) and in_project(base, Path(real)):
             raise OSError("barca: project modules are compiled from source")  # -> no .pyc
         return original(self, path)
 

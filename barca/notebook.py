@@ -22,8 +22,9 @@ from typing import Any
 
 from barca import decorators
 from barca.discovery import PSEUDO_ABSPATH
-from barca.hashing import canonical_json, digest
+from barca.hashing import canonical_json, digest, in_project
 from barca.scope import global_names
+from barca.types import short_name
 
 
 def interactive() -> bool:
@@ -141,7 +142,7 @@ def adopt_renamed(store: Any, ids: list[str]) -> list[tuple[str, str]]:
             if conn.execute("SELECT 1 FROM materializations WHERE asset=? LIMIT 1",
                             (new,)).fetchone():
                 continue
-            fn = new.rsplit(":", 1)[-1]
+            fn = short_name(new)
             olds = [a for (a,) in conn.execute(
                 "SELECT DISTINCT asset FROM materializations WHERE asset LIKE ? ESCAPE '\\' "
                 "AND status='success'", ("%:" + fn.replace("_", "\\_"),))
@@ -251,11 +252,9 @@ def _class_digest(cls: type) -> str:
 
 def _in_project(root: Path, path: Path) -> bool:
     try:
-        resolved = path.resolve()
-        resolved.relative_to(root.resolve())
-    except (ValueError, OSError):
+        return in_project(root.resolve(), path.resolve())
+    except OSError:
         return False
-    return not {"site-packages", "dist-packages"}.intersection(resolved.parts)
 
 
 def function_for(name: str) -> Callable[..., Any] | None:

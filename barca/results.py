@@ -11,6 +11,7 @@ from typing import Any
 
 from barca._record import Record
 from barca.render import html_table, plural, rich_table, short_names, text_table
+from barca.types import short_name
 
 
 class _Displayable:
@@ -70,7 +71,7 @@ class Listing(_Displayable, Record):
     rows: tuple[ListRow, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"nodes": [{"id": r.id, "name": r.id.rsplit(":", 1)[-1], "kind": r.kind,
+        return {"nodes": [{"id": r.id, "name": short_name(r.id), "kind": r.kind,
                            "freshness": r.freshness, "deps": list(r.deps),
                            "partitions": list(r.dims)} for r in self.rows]}
 
@@ -111,7 +112,7 @@ class StatusRow(Record):
 
     @property
     def name(self) -> str:
-        return self.id.rsplit(":", 1)[-1]
+        return short_name(self.id)
 
 
 STATE_LABEL = {"never_run": "never-run", "always_runs": "always-runs"}
@@ -146,7 +147,7 @@ class StatusReport(_Displayable, Record):
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
         rows = [[r.name, r.kind, STATE_LABEL.get(r.state, r.state), r.why, r.last_run, r.shape,
-                 ", ".join(d.rsplit(":", 1)[-1] for d in r.deps) or "-"] for r in self.rows]
+                 ", ".join(short_name(d) for d in r.deps) or "-"] for r in self.rows]
         return (["NAME", "KIND", "STATE", "WHY", "LAST RUN", "SHAPE", "DEPS"], rows, 2,
                 self.summary_line())
 
@@ -376,7 +377,7 @@ class RunResult(_Displayable, Record):
         return {o.target: one(o) for o in self.outputs}
 
     def headline(self) -> str:
-        names = ", ".join(f"'{o.target.rsplit(':', 1)[-1]}'" for o in self.outputs)
+        names = ", ".join(f"'{short_name(o.target)}'" for o in self.outputs)
         what = f"{self.verb} {names}" if names else f"nothing to {self.command}"
         return (f"Run {self.run_id} | {what} in {self.elapsed:.3f}s "
                 f"({plural(self.steps_executed, 'step')}, {plural(self.phases, 'phase')})")

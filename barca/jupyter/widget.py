@@ -18,6 +18,7 @@ from barca import events as ev
 from barca.artifacts import using_env
 from barca.errors import BarcaError, StepFailed
 from barca.render import COLOURS
+from barca.types import short_name
 
 POLL_SECONDS = 1.0
 PREVIEW_CHARS = 2000   # a value longer than this when printed is shown cut, with a note
@@ -258,7 +259,7 @@ class StatusWidget(widgets.VBox):
         """Select a node by id (``pipeline.py:report``) or name (``report``); its id."""
         values = [v for _, v in self.selector.options]
         match = [v for v in values if v == node] or [v for v in values
-                                                    if v.rsplit(":", 1)[-1] == node]
+                                                    if short_name(v) == node]
         if not match:
             raise ValueError(f"no node {node!r} in this widget; nodes: {', '.join(values)}")
         self.selector.value = match[0]
@@ -304,7 +305,7 @@ class StatusWidget(widgets.VBox):
         """The background thread: call the engine, update widget values only."""
         from barca import api
 
-        name = node.rsplit(":", 1)[-1]
+        name = short_name(node)
         try:
             kind = next((r.kind for r in self.report.rows if r.id == node), "asset")
             command = "run" if kind == "task" else "get"
