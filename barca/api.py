@@ -372,12 +372,7 @@ def get(target: str | list[str] | None = None, *files: str, refresh: str | list[
         result = materialize(target, *files, refresh=refresh, refresh_all=refresh_all,
                              no_cascade=no_cascade, partition=partition, on_event=on_event,
                              load_values=True, executor=executor)
-    if as_type is not None:
-        from barca.frames import as_type as convert
-        if len(result.outputs) == 1:
-            return convert(result.outputs[0].values, as_type, result.outputs[0].partitioned)
-        return {o.target: convert(o.values, as_type, o.partitioned) for o in result.outputs}
-    return _value(result)
+    return result.value(as_type)
 
 
 def run(task: str, *files: str, refresh: str | list[str] | None = None, refresh_all: bool = False,
@@ -395,13 +390,7 @@ def run(task: str, *files: str, refresh: str | list[str] | None = None, refresh_
         result = materialize(task, *files, command="run", refresh=refresh,
                              refresh_all=refresh_all, partition=partition, on_event=on_event,
                              load_values=True, executor=executor)
-    return _value(result)
-
-
-def _value(result: RunResult) -> Any:
-    if len(result.outputs) == 1:
-        return result.outputs[0].values
-    return {o.target: o.values for o in result.outputs}
+    return result.value()
 
 
 # ---------------------------------------------------------------------------- predictions

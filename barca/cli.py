@@ -151,8 +151,7 @@ def _value_text(res: Any, indent: int | None) -> str:
     """The targets' value as JSON (``-o value``); a value JSON cannot print is a usage
     problem: the result is cached, and ``-o path`` or ``barca.get()`` reach it."""
     from barca.hashing import is_json_value
-    value = res.outputs[0].values if len(res.outputs) == 1 else {
-        o.target: o.values for o in res.outputs}
+    value = res.value()
 
     def default(v: Any) -> Any:
         from barca import frames

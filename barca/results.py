@@ -376,6 +376,16 @@ class RunResult(_Displayable, Record):
             return one(self.outputs[0])
         return {o.target: one(o) for o in self.outputs}
 
+    def value(self, as_type: str | None = None) -> Any:
+        """What ``barca.get`` returns: the target's value (key -> value when partitioned), a
+        dict by node id for several; a stored table in ``as_type`` (pandas, polars...)."""
+        if as_type is None:
+            vals = {o.target: o.values for o in self.outputs}
+        else:
+            from barca.frames import as_type as convert
+            vals = {o.target: convert(o.values, as_type, o.partitioned) for o in self.outputs}
+        return next(iter(vals.values())) if len(vals) == 1 else vals
+
     def headline(self) -> str:
         names = ", ".join(f"'{short_name(o.target)}'" for o in self.outputs)
         what = f"{self.verb} {names}" if names else f"nothing to {self.command}"

@@ -22,7 +22,7 @@ from barca.inputs import source_dim, step_kwargs
 from barca.integrity import Integrity
 from barca.planner import Context, keys_from_row
 from barca.states import NodeState, StepState
-from barca.types import NodeId, one_dim_keys, parse_key, short_name, step_id
+from barca.types import NodeId, ids_named, one_dim_keys, parse_key, short_name, step_id
 
 
 class Selection(Fields):
@@ -70,7 +70,7 @@ def resolve_refresh(ctx: Context, order: list[NodeId], names: list[str], target_
     out: list[NodeId] = []
     assets = [n for n in order if ctx.graph.nodes[n].kind != "task"]
     for name in names:
-        match = [n for n in assets if n == name or short_name(n) == name]
+        match = ids_named(name, assets)
         if len(match) != 1:
             short = [short_name(n) for n in assets]
             hint = did_you_mean(name, short)

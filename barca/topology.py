@@ -18,7 +18,7 @@ from barca.discovery import (
     relative_id,
 )
 from barca.errors import UsageError, did_you_mean
-from barca.types import NodeId, PartitionKey, format_key, short_name
+from barca.types import NodeId, PartitionKey, format_key, ids_named, key_strings, short_name
 
 
 class Graph(Fields):
@@ -39,11 +39,9 @@ class Graph(Fields):
     # -------------------------------------------------------------- names
     def resolve(self, name: str, what: str = "Asset", command: str = "get") -> NodeId:
         """A node id from a full id or a bare function name."""
-        if name in self.nodes:
-            return NodeId(name)
-        matches = [n for n in self.nodes if short_name(n) == name]
+        matches = ids_named(name, self.nodes)
         if len(matches) == 1:
-            return matches[0]
+            return NodeId(matches[0])
         if len(matches) > 1:
             raise UsageError(
                 f"'{name}' is defined in several files: {', '.join(sorted(matches))}",
@@ -350,23 +348,13 @@ def validate_keys(node: NodeModel, dim: str, keys: Any, line: int | None = None)
         raise UsageError(f"{where}: partition keys of '{node.function}' (dimension '{dim}') "
                          f"must be a list, got {type(keys).__name__}",
                          'Write partitions(["a", "b"]).')
-    problems: list[str] = []
-    out: list[str] = []
-    seen: dict[str, Any] = {}
-    for k in keys:
-        if isinstance(k, bool) or not isinstance(k, (str, int)):
-            problems.append(f"{k!r} ({type(k).__name__})")
-            continue
-        s = str(k)
-        if s in seen:
-            problems.append(f"{k!r} (duplicate of {seen[s]!r})")
-            continue
-        seen[s] = k
-        out.append(s)
+    out, problems = key_strings(keys)
     if problems:
+        said = [f"{k!r} ({type(k).__name__})" if earlier is None
+                else f"{k!r} (duplicate of {earlier!r})" for k, earlier in problems]
         raise UsageError(
             f"{where}: invalid partition keys of '{node.function}' (dimension '{dim}'): "
-            f"{', '.join(problems)}",
+            f"{', '.join(said)}",
             "Keys must be unique strings (an integer key becomes its string, so 1 and \"1\" "
             "collide).")
     return out

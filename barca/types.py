@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from typing import NewType
+from typing import Any, NewType
 
 NodeId = NewType("NodeId", str)          # "pipeline.py:prices"
 RunHash = NewType("RunHash", str)        # 64 hex chars (SHA-256)
@@ -19,6 +19,36 @@ def step_id(node: NodeId | str, key: str) -> str:
 def short_name(node: NodeId | str) -> str:
     """The function part of a node id (``pipeline.py:prices`` -> ``prices``)."""
     return str(node).rsplit(":", 1)[-1]
+
+
+def ids_named(name: str, ids: Iterable[str]) -> list[str]:
+    """The node ids ``name`` names: itself, when it is one of them (a full id,
+    ``file:function``), else every id whose function name it is (several: ambiguous)."""
+    ids = list(ids)
+    if name in ids:
+        return [name]
+    return [i for i in ids if short_name(i) == name]
+
+
+def key_strings(keys: Iterable[Any]) -> tuple[list[str], list[tuple[Any, Any]]]:
+    """Partition keys as strings, and the keys that break the rule: a key is a string or an
+    integer (which becomes its string; a bool is neither), unique once a string (so ``1`` and
+    ``"1"`` collide). Each problem is ``(key, earlier)``: ``earlier`` the key it collides
+    with, or None for a key of the wrong type."""
+    out: list[str] = []
+    problems: list[tuple[Any, Any]] = []
+    seen: dict[str, Any] = {}
+    for k in keys:
+        if isinstance(k, bool) or not isinstance(k, (str, int)):
+            problems.append((k, None))
+            continue
+        s = str(k)
+        if s in seen:
+            problems.append((k, seen[s]))
+            continue
+        seen[s] = k
+        out.append(s)
+    return out, problems
 
 
 PREVIEW_KEYS = 20   # a preview of partition keys: the first twenty, in lexical order

@@ -16,6 +16,7 @@ from barca import artifacts, frames
 from barca.executors.capture import StepOutput, captured, user_traceback
 from barca.executors.task import StepRecord, StepTask
 from barca.hashing import canonical_json, sensor_run_hash, sha, source_only, value_digest
+from barca.types import key_strings
 
 
 class BadInput(Exception):
@@ -309,19 +310,16 @@ def source_keys(value: Any) -> tuple[list[str], dict[str, str] | None, dict[str,
     else:
         raise ValueError(f"returned a {type(value).__name__}, but its output gives partition "
                          "keys: return a list of keys or a dict of key -> value")
-    keys: list[str] = []
-    seen: dict[str, Any] = {}
+    keys, problems = key_strings(k for k, _ in items)
+    if problems:
+        k, earlier = problems[0]
+        if earlier is None:
+            raise ValueError(f"partition key {k!r} is a {type(k).__name__}; keys must be strings")
+        raise ValueError(f"partition keys {earlier!r} and {k!r} collide (both become {str(k)!r})")
     values: dict[str, str] = {}
     raw: dict[str, Any] = {}
     is_dict = isinstance(value, dict)
-    for k, v in items:
-        if isinstance(k, bool) or not isinstance(k, (str, int)):
-            raise ValueError(f"partition key {k!r} is a {type(k).__name__}; keys must be strings")
-        s = str(k)
-        if s in seen:
-            raise ValueError(f"partition keys {seen[s]!r} and {k!r} collide (both become {s!r})")
-        seen[s] = k
-        keys.append(s)
+    for s, (_, v) in zip(keys, items, strict=True):
         if is_dict:
             try:
                 values[s] = sha("json", canonical_json(v))

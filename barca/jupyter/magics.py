@@ -120,15 +120,7 @@ def _show_other_failures(progress: Any, exc: StepFailed) -> None:
 def _value(outcome: Any) -> Any:
     res, cmd = outcome.result, outcome.command
     if cmd in ("get", "run") and hasattr(res, "outputs"):
-        name = getattr(outcome.args, "as_type", None)
-        if name is not None:
-            from barca.frames import as_type
-            if len(res.outputs) == 1:
-                return as_type(res.outputs[0].values, name, res.outputs[0].partitioned)
-            return {o.target: as_type(o.values, name, o.partitioned) for o in res.outputs}
-        if len(res.outputs) == 1:
-            return res.outputs[0].values
-        return {o.target: o.values for o in res.outputs}
+        return res.value(getattr(outcome.args, "as_type", None))
     if cmd == "sql":
         return res.to_pandas()
     return res  # a result object: it shows itself (a table, Markdown, a picture)

@@ -18,7 +18,7 @@ from barca import events as ev
 from barca.artifacts import using_env
 from barca.errors import BarcaError, StepFailed
 from barca.render import COLOURS
-from barca.types import short_name
+from barca.types import ids_named, short_name
 
 POLL_SECONDS = 1.0
 PREVIEW_CHARS = 2000   # a value longer than this when printed is shown cut, with a note
@@ -258,8 +258,7 @@ class StatusWidget(widgets.VBox):
     def select(self, node: str) -> str:
         """Select a node by id (``pipeline.py:report``) or name (``report``); its id."""
         values = [v for _, v in self.selector.options]
-        match = [v for v in values if v == node] or [v for v in values
-                                                    if short_name(v) == node]
+        match = ids_named(node, values)
         if not match:
             raise ValueError(f"no node {node!r} in this widget; nodes: {', '.join(values)}")
         self.selector.value = match[0]
@@ -341,8 +340,7 @@ class StatusWidget(widgets.VBox):
             self._label(result.steps_executed, result.steps_total,
                         f"{result.steps_executed} ran, "
                         f"{result.steps_total - result.steps_executed} cached")
-            self.last_value = (result.outputs[0].values if len(result.outputs) == 1 else
-                               {o.target: o.values for o in result.outputs})
+            self.last_value = result.value()
             self.message.value = (_CSS + result._repr_html_()
                                   + _value_html(name, self.files, command, self.last_value))
         except StepFailed as exc:
