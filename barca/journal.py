@@ -9,6 +9,7 @@ from typing import Any
 
 from barca._record import Record
 from barca.render import html_table, rich_table, text_table
+from barca.results import _Displayable
 
 
 def utc_ms(ts: float) -> str:
@@ -95,7 +96,7 @@ class RunRow(Record):
         return {f: getattr(self, f) for f in self.__slots__}
 
 
-class History(Record):
+class History(_Displayable, Record):
     """``barca history``: the most recent runs, newest first."""
     __slots__ = ("runs",)
     runs: tuple[RunRow, ...]
@@ -123,14 +124,3 @@ class History(Record):
     def __str__(self) -> str:
         headers, rows, _, _ = self._table()
         return text_table(headers, rows)
-
-    def _repr_html_(self) -> str:
-        headers, rows, col, summary = self._table()
-        return html_table(headers, rows, col, summary)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return {"text/plain": str(self), "text/html": self._repr_html_()}
-
-    def __rich__(self) -> object:
-        headers, rows, col, summary = self._table()
-        return rich_table(headers, rows, col, summary)

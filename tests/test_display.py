@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from barca.journal import History, RunRow
 from barca.render import COLOURS, short_names
 from barca.results import (
     Listing,
@@ -36,7 +37,8 @@ def _plan() -> Plan:
 
 
 @pytest.mark.parametrize("obj", [_status(), _plan(), Listing((ListRow(
-    "pipeline.py:prices", "asset", "always", ()),))])
+    "pipeline.py:prices", "asset", "always", ()),)), History((RunRow(
+        "2c0ee86aed55", "get", "report", "success", 1.7e9, 1.7e9 + 1, 1, 7, 0, 2, None),))])
 def test_bundle_is_text_and_html_unless_json_is_asked_for(obj) -> None:
     assert sorted(obj._repr_mimebundle_()) == ["text/html", "text/plain"]
     asked = obj._repr_mimebundle_(include={"application/json"})
