@@ -119,7 +119,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
 def _build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = _Parser(prog="barca", description="Run plain Python functions as a cached dependency "
                 "graph. `barca docs` is the manual.")
-    p.add_argument("--version", action="version", version=_version())
+    p.add_argument("--version", action="version", version=str(_version()))
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (text, add_flags) in _COMMAND_FLAGS.items():
         if only is None or name == only:
@@ -199,9 +199,11 @@ _COMMAND_FLAGS: dict[str, tuple[str, Any]] = {
     "version": ("the version", None),
 }
 
-def _version() -> str:
-    from barca.manual import version
-    return str(version())
+def _version() -> Any:
+    """``barca version``'s result; its text is ``--version``'s."""
+    from barca import __version__
+    from barca.manual import Version
+    return Version(__version__)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -317,6 +319,5 @@ def _dispatch(ns: argparse.Namespace, on_event: Any, load_values: bool,
         from barca.manual import page
         return Outcome(cmd, page(ns.topic), ns)
     if cmd == "version":
-        from barca.manual import version
-        return Outcome(cmd, version(), ns)
+        return Outcome(cmd, _version(), ns)
     raise UsageError(f"Unknown command '{cmd}'.", f"Commands: {', '.join(COMMANDS)}.")

@@ -29,6 +29,7 @@ class ManualPage(Record):
 
 
 class Version(Record):
+    """``barca version`` (built by ``barca.commands``, which may import the package itself)."""
     __slots__ = ("version",)
     version: str
 
@@ -40,11 +41,6 @@ class Version(Record):
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return {"text/plain": str(self)}
-
-
-def version() -> Version:
-    from barca import __version__
-    return Version(__version__)
 
 
 def topics() -> list[str]:

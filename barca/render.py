@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from barca.types import short_name
-
 # state/status -> colour. White text on each reaches WCAG AA (contrast >= 4.5:1); the same fill
 # reads on light and dark backgrounds, so one palette serves both themes.
 COLOURS = {
@@ -66,7 +64,7 @@ def short_names(ids: Sequence[str]) -> dict[str, str]:
         return i.split("[", 1)[0]
 
     def name(i: str) -> str:
-        return short_name(node(i))
+        return node(i).rsplit(":", 1)[-1]  # types.short_name: a leaf imports no sibling
 
     owners: dict[str, set[str]] = {}
     for i in ids:
