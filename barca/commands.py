@@ -119,7 +119,8 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
 def _build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = _Parser(prog="barca", description="Run plain Python functions as a cached dependency "
                 "graph. `barca docs` is the manual.")
-    p.add_argument("--version", action="version", version=str(_version()))
+    if only is None:  # a command's own grammar never reads --version (see parse)
+        p.add_argument("--version", action="version", version=str(_version()))
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (text, add_flags) in _COMMAND_FLAGS.items():
         if only is None or name == only:

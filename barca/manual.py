@@ -2,7 +2,6 @@
 the package) and ``barca version``. Result objects like ``barca.results``'s."""
 from __future__ import annotations
 
-from importlib import resources
 from typing import Any
 
 from barca._record import Record
@@ -44,12 +43,14 @@ class Version(Record):
 
 
 def topics() -> list[str]:
+    from importlib import resources  # only for `barca docs`: every command builds --version
     folder = resources.files("barca") / "docs"
     return sorted(p.name[:-3] for p in folder.iterdir() if p.name.endswith(".md"))
 
 
 def page(topic: str | None) -> ManualPage:
     """``barca docs [topic]``: a topic's page, or the index and the list of topics."""
+    from importlib import resources
     names = topics()
     if not topic:
         index = resources.files("barca") / "docs" / "index.md"
