@@ -2,18 +2,28 @@
 history``) and the lines their steps wrote (``barca logs``, the widget's last lines)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from barca.errors import UsageError
 from barca.journal import LogLine, StepLog
 from barca.store import Store
 from barca.types import short_name
 
+if TYPE_CHECKING:
+    from barca.settings import Settings
 
-def history(limit: int = 20) -> list[dict[str, Any]]:
+
+def _store(settings: Settings | None, flags: dict[str, Any]) -> Store:
+    """The command's store, read-only."""
+    from barca.settings import settings_of
+    settings = settings_of(settings, **flags)
+    return Store(settings.root, create=False, prefix=settings.store_prefix)
+
+
+def history(limit: int = 20, settings: Settings | None = None,
+            **flags: Any) -> list[dict[str, Any]]:
     """The most recent runs, newest first."""
-    from barca.discovery import find_root
-    store = Store(find_root(), create=False)
+    store = _store(settings, flags)
     try:
         return store.runs(limit)
     finally:
@@ -21,14 +31,14 @@ def history(limit: int = 20) -> list[dict[str, Any]]:
 
 
 def logs(run_id: str | None = None, step: str | None = None, stream: str | None = None,
-         timestamps: bool = False, after: int = 0) -> StepLog:
+         timestamps: bool = False, after: int = 0, settings: Settings | None = None,
+         **flags: Any) -> StepLog:
     """``barca logs``: the lines a run's steps wrote (default: the most recent run), kept to
     one step (a base name selects every key) or one stream."""
-    from barca.discovery import find_root
     if stream not in (None, "stdout", "stderr"):
         raise UsageError(f"--stream {stream!r}: a stream is stdout or stderr.",
                          "Write --stream stdout or --stream stderr.")
-    store = Store(find_root(), create=False)
+    store = _store(settings, flags)
     try:
         runs = store.runs(20)
         if not runs:
@@ -60,11 +70,11 @@ def logs(run_id: str | None = None, step: str | None = None, stream: str | None 
         store.close()
 
 
-def last_lines(node: str, limit: int = 10) -> StepLog:
+def last_lines(node: str, limit: int = 10, settings: Settings | None = None,
+               **flags: Any) -> StepLog:
     """The last lines a node's steps wrote, in the most recent run that recorded any (the
     status widget shows them for the selected node)."""
-    from barca.discovery import find_root
-    store = Store(find_root(), create=False)
+    store = _store(settings, flags)
     try:
         run_id, rows = store.last_lines(node, limit)
         run = store.run(run_id) if run_id else None

@@ -16,7 +16,6 @@ from typing import Any
 import ipywidgets as widgets
 
 from barca import events as ev
-from barca.artifacts import using_env
 from barca.errors import BarcaError, StepFailed
 from barca.render import COLOURS
 
@@ -116,16 +115,16 @@ class StatusWidget(widgets.VBox):
     when a run from anywhere changes it; ``close()`` stops the polling."""
 
     def __init__(self, *files: str, poll_interval: float = POLL_SECONDS, env: str | None = None,
-                 **kw: Any) -> None:
-        from barca.artifacts import store_prefix
+                 settings: Any = None, **kw: Any) -> None:
         from barca.commands import split_target
-        from barca.discovery import find_root
+        from barca.settings import settings_of
 
-        self.env = env  # a named environment's store (--env), else BARCA_ENV's at each call
+        # the settings it was opened with (``--env``, ...), used by every call it makes
+        self.settings = settings_of(settings, env=env)
 
         target, rest = split_target([str(f) for f in files if f is not None])
         self.files = tuple(rest)
-        self.root = find_root()
+        self.root = self.settings.root
         self.report: Any = None          # the last StatusReport
         self.dag: Any = None             # the last DagPicture
         self.last_result: Any = None     # the last RunResult or Plan
@@ -137,7 +136,7 @@ class StatusWidget(widgets.VBox):
         self._busy = False
         self._worker: threading.Thread | None = None
         self._seen: tuple[Any, ...] = ()
-        db = self.root / store_prefix(env) / "metadata.db"
+        db = self.root / self.settings.store_prefix / "metadata.db"
         # the metadata (and its WAL) change on every run; the named files when edited
         self._watched = (db, db.with_name(db.name + "-wal"),
                          *(Path(f).resolve() for f in self.files if Path(f).is_file()))
@@ -191,8 +190,7 @@ class StatusWidget(widgets.VBox):
         with self._lock:
             seen = _signature(self._watched)
             try:
-                with using_env(self.env):
-                    report = api.status(None, *self.files)
+                report = api.status(None, *self.files, settings=self.settings)
             except BarcaError as exc:
                 self._seen = seen
                 self.message.value = _error_html(type(exc).__name__, exc.message,
@@ -238,8 +236,7 @@ class StatusWidget(widgets.VBox):
             self.logs.value = ""
             return
         try:
-            with using_env(self.env):
-                log = last_lines(node, LOG_LINES)
+            log = last_lines(node, LOG_LINES, settings=self.settings)
         except BarcaError:
             self.logs.value = ""
             return
@@ -326,8 +323,8 @@ class StatusWidget(widgets.VBox):
             refresh = node if action == "refresh" else None
             self._live = {k: v for k, v in self._live.items() if v != "failed"}
             self.last_error = None
-            with using_env(self.env):
-                plan = api.plan_run(node, *self.files, command=command, refresh=refresh)
+            plan = api.plan_run(node, *self.files, command=command, refresh=refresh,
+                                settings=self.settings)
             if action == "dry_run":
                 self.last_result = plan
                 self.message.value = _CSS + plan._repr_html_()
@@ -345,9 +342,9 @@ class StatusWidget(widgets.VBox):
                                   f"running {html.escape(command)} {html.escape(name)}"
                                   f"{' --refresh' if refresh else ''}…</span>")
             self._draw()
-            with using_env(self.env):
-                result = api.materialize(node, *self.files, command=command, refresh=refresh,
-                                         on_event=self._on_event, load_values=True)
+            result = api.materialize(node, *self.files, command=command, refresh=refresh,
+                                     on_event=self._on_event, load_values=True,
+                                     settings=self.settings)
             self.last_result = result
             self.progress.max = max(1, result.steps_total)
             self.progress.value = self.progress.max
