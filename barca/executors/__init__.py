@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from barca.executors.task import StepRecord, StepTask
     from barca.settings import Settings
 
 
+@runtime_checkable
 class Executor(Protocol):
     """Runs steps: ``run`` hands each finished step's record to ``on_record`` (in the
     coordinator) as it lands, and returns when every step has one; ``close`` stops the
