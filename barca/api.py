@@ -1,5 +1,10 @@
 """The Python API: get / run / status / plan / list_nodes / history. Composes the engine and
-returns result objects (or values); decides nothing itself."""
+returns result objects (or values); decides nothing itself.
+
+Every function takes the command's settings as keyword arguments (``env="dev"``,
+``executor="dask"``, ``pool_size=4``, ``remote_uri=...``, ``cache_max_size=...``: the flags of
+``barca.settings.SOURCES``), or a resolved ``settings=Settings(...)`` with them on top; they
+apply to that call alone."""
 from __future__ import annotations
 
 import json
@@ -25,6 +30,7 @@ from barca.results import (
 )
 from barca.runlog import history  # noqa: F401  (part of the API)
 from barca.runner import Runner, Selection, check_selection, new_run_id, resolve_refresh, walk_order
+from barca.settings import Settings, settings_of
 from barca.store import Store
 from barca.topology import Graph, load_graph, plan_warnings
 from barca.types import NodeId, key_preview, short_name
@@ -139,10 +145,12 @@ def parse_partition(spec: str | dict[str, Any] | None) -> Selection | None:
 class Session:
     """One command's view of a project: graph, store and planner context."""
 
-    def __init__(self, files: Iterable[str] = (), write: bool = True, memo: bool = True) -> None:
-        self.graph = load_graph(_files(files))
-        self.store = Store(self.graph.root, create=write)
-        self.ctx = Context(self.graph, self.store, memo=memo)  # memo: see Context
+    def __init__(self, files: Iterable[str] = (), write: bool = True, memo: bool = True,
+                 settings: Settings | None = None) -> None:
+        self.settings = settings or Settings.resolve()
+        self.graph = load_graph(_files(files), self.settings)
+        self.store = Store(self.graph.root, create=write, prefix=self.settings.store_prefix)
+        self.ctx = Context(self.graph, self.store, self.settings, memo=memo)  # memo: see Context
         from barca.discovery import PSEUDO_ABSPATH
         if any(fm.abspath == PSEUDO_ABSPATH for fm in self.graph.files.values()):
             from barca.notebook import adopt_renamed  # a renamed notebook keeps its results
@@ -159,11 +167,12 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
                 refresh: str | list[str] | None = None, refresh_all: bool = False,
                 no_cascade: bool = False, partition: str | dict[str, Any] | None = None,
                 on_event: ev.EventCallback = ev.ignore, load_values: bool = False,
-                pool_size: int | None = None, executor: str | None = None) -> RunResult:
+                settings: Settings | None = None, **flags: Any) -> RunResult:
     """Bring targets up to date (or run a task); the RunResult, raising StepFailed on failure."""
     start = time.perf_counter()
+    settings = settings_of(settings, **flags)
     _check_flags(target, refresh, no_cascade)
-    sess = Session(files, write=False)
+    sess = Session(files, write=False, settings=settings)
     try:
         only_tasks = _only_tasks(sess.graph, target, command, files)
         if only_tasks is not None:
@@ -178,17 +187,16 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         if selection is not None:
             check_selection(sess.ctx, order, selection, label)
         sess.store.close()  # read-only until now: usage errors leave no .barca/ behind
-        sess.store = Store(sess.graph.root, create=True)
+        sess.store = Store(sess.graph.root, create=True, prefix=settings.store_prefix)
         sess.ctx.store = sess.store
         sess.ctx.defcache.conn = sess.store.conn
         runner = Runner(sess.ctx, targets, execute=True, refresh=refresh_ids,
                         cascade=not no_cascade, refresh_all=refresh_all, selection=selection,
-                        on_event=on_event, pool_size=pool_size, verify_all=load_values,
-                        executor=executor)
+                        on_event=on_event, verify_all=load_values)
         runner.run_id = new_run_id()
         runner.prepare_remote()
         from barca.executors import default_pool_size
-        sess.store.begin_run(runner.run_id, command, label, pool_size or default_pool_size())
+        sess.store.begin_run(runner.run_id, command, label, default_pool_size(settings))
         status = "cancelled"
         try:
             w = runner.run()
@@ -244,7 +252,8 @@ def _keep_under_limit(sess: Session, runner: Runner, on_event: ev.EventCallback)
     if not runner.w.done:
         return None  # nothing was written: the cache did not grow
     manual = {n for n, m in sess.graph.nodes.items() if m.freshness == "manual"}
-    report = cachelimit.after_run(sess.store, touched, manual, runner.produced_bytes)
+    report = cachelimit.after_run(sess.store, sess.settings, touched, manual,
+                                  runner.produced_bytes)
     if report is None or not report.evicted:
         return None
     on_event(ev.Note(report.line(), "info"))
@@ -303,8 +312,9 @@ def _output(sess: Session, ns: Any, load: bool, small: dict[str, bytes] | None =
     preview = ""
     root = sess.graph.root
     if load:
-        values = ({i.key: _read(root, i.path, i.format) for i in items} if m.partitioned
-                  else (_read(root, items[0].path, items[0].format) if items else None))
+        values = ({i.key: _read(sess.settings, i.path, i.format) for i in items}
+                  if m.partitioned else
+                  (_read(sess.settings, items[0].path, items[0].format) if items else None))
     elif items and not m.partitioned and items[0].format == "json":
         try:
             data = _preview_bytes(root, items[0].path, small)  # type: ignore[arg-type]
@@ -328,18 +338,20 @@ def _output(sess: Session, ns: Any, load: bool, small: dict[str, bytes] | None =
     return Output(ns.node, m.partitioned, items, values, preview)
 
 
-def _read(root: Path, path: str | None, fmt: str | None, as_type: str | None = None) -> Any:
+def _read(settings: Settings, path: str | None, fmt: str | None,
+          as_type: str | None = None) -> Any:
     from barca.artifacts import deserialize
     from barca.errors import InfrastructureError
+    root = settings.root
     if path is None:
         return None
     if fmt == "pickle" and str(root) not in sys.path:
         sys.path.insert(0, str(root))  # a pickled value may name classes of the pipeline
     if not (root / path).exists():  # computed by a worker on another machine
         from barca import remote
-        uri = remote.configured()
-        if uri is not None:
-            remote.Remote(uri).fetch(root, path)
+        store = remote.open_store(settings)
+        if store is not None:
+            store.fetch(root, path)
     try:
         if fmt in ("parquet", "csv"):  # a table, in the type it was written
             from barca import frames
@@ -354,42 +366,40 @@ def get(target: str | list[str] | None = None, *files: str, refresh: str | list[
         refresh_all: bool = False, no_cascade: bool = False,
         partition: str | dict[str, Any] | None = None, dry_run: bool = False,
         on_event: ev.EventCallback = ev.ignore, as_type: str | None = None,
-        env: str | None = None, executor: str | None = None) -> Any:
+        env: str | None = None, executor: str | None = None,
+        settings: Settings | None = None, **flags: Any) -> Any:
     """Bring ``target`` up to date and return its value (a dict of key -> value for a
     partitioned target); with ``dry_run=True``, the Plan instead. A stored table comes back
     in the type it was written, or in ``as_type`` (pandas, polars, lazy, pyarrow, duckdb).
-    ``env`` and ``executor`` are the ``--env`` and ``--executor`` of this call alone."""
+    ``env``, ``executor`` (and any other setting) are the ``--env`` and ``--executor`` of this
+    call alone."""
     if as_type is not None:
         from barca.frames import check_type
         check_type(as_type)
-    from barca.artifacts import store_prefix, using_env
-    if env is not None:
-        store_prefix(env)  # not a plain folder name: a usage error
-    with using_env(env):
-        if dry_run:
-            return plan_run(target, *files, refresh=refresh, refresh_all=refresh_all,
-                            no_cascade=no_cascade, partition=partition)
-        result = materialize(target, *files, refresh=refresh, refresh_all=refresh_all,
-                             no_cascade=no_cascade, partition=partition, on_event=on_event,
-                             load_values=True, executor=executor)
+    settings = settings_of(settings, env=env, executor=executor, **flags)
+    settings.store_prefix  # noqa: B018 - not a plain folder name: a usage error, first
+    if dry_run:
+        return plan_run(target, *files, refresh=refresh, refresh_all=refresh_all,
+                        no_cascade=no_cascade, partition=partition, settings=settings)
+    result = materialize(target, *files, refresh=refresh, refresh_all=refresh_all,
+                         no_cascade=no_cascade, partition=partition, on_event=on_event,
+                         load_values=True, settings=settings)
     return result.value(as_type)
 
 
 def run(task: str, *files: str, refresh: str | list[str] | None = None, refresh_all: bool = False,
         partition: str | dict[str, Any] | None = None, dry_run: bool = False,
         on_event: ev.EventCallback = ev.ignore, env: str | None = None,
-        executor: str | None = None) -> Any:
+        executor: str | None = None, settings: Settings | None = None, **flags: Any) -> Any:
     """Run a task (always) and its cone (cache-aware); its return value."""
-    from barca.artifacts import store_prefix, using_env
-    if env is not None:
-        store_prefix(env)
-    with using_env(env):
-        if dry_run:
-            return plan_run(task, *files, command="run", refresh=refresh,
-                            refresh_all=refresh_all, partition=partition)
-        result = materialize(task, *files, command="run", refresh=refresh,
-                             refresh_all=refresh_all, partition=partition, on_event=on_event,
-                             load_values=True, executor=executor)
+    settings = settings_of(settings, env=env, executor=executor, **flags)
+    settings.store_prefix  # noqa: B018 - not a plain folder name: a usage error, first
+    if dry_run:
+        return plan_run(task, *files, command="run", refresh=refresh,
+                        refresh_all=refresh_all, partition=partition, settings=settings)
+    result = materialize(task, *files, command="run", refresh=refresh,
+                         refresh_all=refresh_all, partition=partition, on_event=on_event,
+                         load_values=True, settings=settings)
     return result.value()
 
 
@@ -402,10 +412,12 @@ def _predict(sess: Session, targets: list[NodeId], **kw: Any) -> Any:
 
 def plan_run(target: str | list[str] | None = None, *files: str, command: str = "get",
              refresh: str | list[str] | None = None, refresh_all: bool = False,
-             no_cascade: bool = False, partition: str | dict[str, Any] | None = None) -> Plan:
+             no_cascade: bool = False, partition: str | dict[str, Any] | None = None,
+             settings: Settings | None = None, **flags: Any) -> Plan:
     """``--dry-run``: what a run would do. Runs nothing, writes nothing."""
+    settings = settings_of(settings, **flags)
     _check_flags(target, refresh, no_cascade)
-    sess = Session(files, write=False)
+    sess = Session(files, write=False, settings=settings)
     try:
         targets = _targets(sess.graph, target, command)
         label = ",".join(short_name(t) for t in targets) if target else "all"
@@ -426,13 +438,15 @@ def looks_like_file(arg: str) -> bool:
     return arg.endswith(".py") or Path(arg).is_dir() or Path(arg).is_file()
 
 
-def status(target: str | None = None, *files: str) -> StatusReport:
+def status(target: str | None = None, *files: str, settings: Settings | None = None,
+           **flags: Any) -> StatusReport:
     """One row per node: state, why, last run, shape. Read-only. ``target`` may be omitted:
     ``barca.status("pipeline.py")`` reads the file's every node."""
+    settings = settings_of(settings, **flags)
     if target is not None and target.strip() and looks_like_file(target):
         target, files = None, (target, *files)
     _check_flags(target, None, False)
-    sess = Session(files, write=False)
+    sess = Session(files, write=False, settings=settings)
     try:
         if target:
             targets = [sess.graph.resolve(n, "Asset", "status") for n in _names(target)]
@@ -445,10 +459,12 @@ def status(target: str | None = None, *files: str) -> StatusReport:
         sess.close()
 
 
-def plan(*files: str, target: str | None = None) -> PhasePlan:
+def plan(*files: str, target: str | None = None, settings: Settings | None = None,
+         **flags: Any) -> PhasePlan:
     """The execution plan: phases, one entry per step (per key), and the pool size."""
     from barca.executors import default_pool_size
-    sess = Session(files, write=False)
+    settings = settings_of(settings, **flags)
+    sess = Session(files, write=False, settings=settings)
     try:
         targets = _targets(sess.graph, target, "get") if target else list(sess.graph.order)
         w = _predict(sess, targets)
@@ -470,18 +486,19 @@ def plan(*files: str, target: str | None = None) -> PhasePlan:
                           "key_preview": key_preview(keys), "will_run": t.count("run"),
                           "cached": t.count("cached"), "unknown": t.count("unknown")})
         order = sorted(phases)
-        return PhasePlan(default_pool_size(), tuple(tuple(phases[k]) for k in order),
+        return PhasePlan(default_pool_size(settings), tuple(tuple(phases[k]) for k in order),
                          tuple(dict(d, phase=order.index(d["phase"]) + 1) for d in nodes),
                          tuple(plan_warnings(graph, w.order)))
     finally:
         sess.close()
 
 
-def sql_result(query: str, *files: str, limit: int | None = 100) -> SqlResult:
+def sql_result(query: str, *files: str, limit: int | None = 100,
+               settings: Settings | None = None, **flags: Any) -> SqlResult:
     """``barca sql``: the query's columns and rows (at most ``limit``; None for all)."""
     from barca.results import SqlResult
     from barca.views import query as run_query
-    sess = Session(files, write=False)
+    sess = Session(files, write=False, settings=settings_of(settings, **flags))
     try:
         columns, rows, total = run_query(sess.ctx, query, limit)
         return SqlResult(query, tuple(columns), tuple(tuple(r) for r in rows), total)
@@ -489,13 +506,13 @@ def sql_result(query: str, *files: str, limit: int | None = 100) -> SqlResult:
         sess.close()
 
 
-def sql(query: str, *files: str) -> Any:
+def sql(query: str, *files: str, settings: Settings | None = None, **flags: Any) -> Any:
     """Query cached results with DuckDB; a pandas DataFrame of every row."""
-    return sql_result(query, *files, limit=None).to_pandas()
+    return sql_result(query, *files, limit=None, settings=settings, **flags).to_pandas()
 
 
-def graph(*files: str) -> DagPicture:
+def graph(*files: str, settings: Settings | None = None, **flags: Any) -> DagPicture:
     """The DAG picture: every node laid out by dependency and coloured by its status state
     (SVG in its mime bundle). Read-only."""
     from barca.dag import DagPicture
-    return DagPicture.from_status(status(None, *files))
+    return DagPicture.from_status(status(None, *files, settings=settings, **flags))

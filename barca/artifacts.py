@@ -35,42 +35,13 @@ def node_dir(node: str, key: str = "") -> str:
 _ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
-_ENV_OVERRIDE: Any = None   # a ContextVar, made when first used (see using_env)
-
-
-class using_env:  # noqa: N801 - used like a function: ``with using_env("staging"):``
-    """Commands in this block (this thread) use the named environment's store, whatever
-    BARCA_ENV says: the status widget's threads, for the ``--env`` it was opened with."""
-
-    def __init__(self, env: str | None) -> None:
-        self.env, self.token = env, None
-
-    def __enter__(self) -> using_env:
-        global _ENV_OVERRIDE
-        if self.env is not None:
-            if _ENV_OVERRIDE is None:
-                import contextvars
-                _ENV_OVERRIDE = contextvars.ContextVar("barca_env", default=None)
-            self.token = _ENV_OVERRIDE.set(self.env)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.token is not None:
-            _ENV_OVERRIDE.reset(self.token)
-
-
 def valid_env_name(name: str) -> bool:
     return bool(_ENV_NAME.fullmatch(name)) and ".." not in name
 
 
-def store_prefix(env: str | None = None) -> str:
+def store_prefix(env: str | None) -> str:
     """The store's folder, relative to the project root: ``.barca``, or ``.barca/envs/<env>``
-    for a named environment (``--env`` / ``BARCA_ENV``): a cache of its own."""
-    if env is None and _ENV_OVERRIDE is not None:
-        env = _ENV_OVERRIDE.get()
-    if env is None:
-        from barca.settings import value
-        env = value("env")  # BARCA_ENV, else barca.toml's default_env
+    for a named environment (``Settings.env``: ``--env``, ``BARCA_ENV``, ``default_env``)."""
     name = env or ""
     if not name:
         return ".barca"

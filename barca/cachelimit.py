@@ -9,11 +9,14 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from barca._record import Record
 from barca.render import plural
 from barca.store import Store
+
+if TYPE_CHECKING:
+    from barca.settings import Settings
 
 DEFAULT = "10%"
 GC_TARGET = 0.8   # `barca gc` evicts down to 80% of the limit
@@ -31,15 +34,16 @@ def disk_size(root: Path) -> int:
     return st.f_blocks * st.f_frsize
 
 
-def limit(root: Path, override: str | int | None = None) -> int | None:
-    """The limit in bytes (None: ``off``): ``override`` (``gc --max-size``), else
-    ``BARCA_CACHE_MAX_SIZE``, else ``[cache] max_size``, else 10% of the filesystem."""
-    from barca.settings import parse_size, value
+def limit(settings: Settings, override: str | int | None = None) -> int | None:
+    """The limit in bytes (None: ``off``): ``override`` (``gc --max-size``), else the
+    ``cache_max_size`` setting (``BARCA_CACHE_MAX_SIZE``, ``[cache] max_size``), else 10% of
+    the filesystem."""
+    from barca.settings import parse_size
+    root = settings.root
     if override is not None:
         return parse_size(override, "--max-size", disk_size(root))
-    raw = value("cache_max_size", root)
-    what = "BARCA_CACHE_MAX_SIZE" if os.environ.get("BARCA_CACHE_MAX_SIZE", "").strip() \
-        else "[cache] max_size"
+    raw = settings.cache_max_size
+    what = settings.where("cache_max_size", "[cache] max_size")
     return parse_size(raw if raw is not None else DEFAULT, what, disk_size(root))
 
 
@@ -221,12 +225,12 @@ def _remember(store: Store, size: float) -> None:
                  [(size,)])
 
 
-def after_run(store: Store, keep: set[str], manual: set[str], written: int
+def after_run(store: Store, settings: Settings, keep: set[str], manual: set[str], written: int
               ) -> CacheReport | None:
     """After a run that wrote ``written`` bytes of results: if ``.barca/`` is over the limit,
     evict until it is under it. ``.barca/`` is measured only when the estimate passes the
     limit (or was never taken)."""
-    budget = limit(store.root)
+    budget = limit(settings)
     if budget is None or store.conn is None:
         return None
     known = _estimate(store)
@@ -242,16 +246,19 @@ def after_run(store: Store, keep: set[str], manual: set[str], written: int
     return report
 
 
-def gc(*files: str, max_size: str | None = None, dry_run: bool = False) -> CacheReport:
+def gc(*files: str, max_size: str | None = None, dry_run: bool = False,
+       settings: Settings | None = None, **flags: Any) -> CacheReport:
     """``barca gc``: evict now, down to 80% of the cache size limit (``max_size``: a one-off
-    budget; ``"off"``: every superseded result and nothing else). A CacheReport."""
-    from barca.discovery import find_root
+    budget; ``"off"``: every superseded result and nothing else). A CacheReport. ``flags``:
+    settings of this call (``env="dev"``), on top of ``settings``."""
+    from barca.settings import settings_of
     from barca.topology import load_graph
-    root = find_root()
-    budget = limit(root, max_size)  # an invalid size: exit 2 before anything
-    graph = load_graph(files, root=root)  # which nodes are Manual: never evicted
+    settings = settings_of(settings, **flags)
+    root = settings.root
+    budget = limit(settings, max_size)  # an invalid size: exit 2 before anything
+    graph = load_graph(files, settings)  # which nodes are Manual: never evicted
     manual = {n for n, m in graph.nodes.items() if m.freshness == "manual"}
-    store = Store(root, create=False)
+    store = Store(root, create=False, prefix=settings.store_prefix)
     try:
         if budget is None:
             return evict(store, None, 0, manual=manual, dry_run=dry_run, superseded_only=True)

@@ -13,32 +13,26 @@ from typing import Any, TextIO
 from barca.errors import BarcaError, Cancelled, InfrastructureError, StepFailed
 
 
-def _env_mode() -> str | None:
-    """``BARCA_OUTPUT``: ``json``, ``pretty``, or unset; any other value is a usage error."""
-    env = os.environ.get("BARCA_OUTPUT", "")
-    if env.lower() in ("json", "pretty"):
-        return env.lower()
-    if env:
+def _mode(settings: Any) -> str:
+    """The ``output`` setting (``--json``/``--pretty``, then ``BARCA_OUTPUT``), else the human
+    form for a terminal, JSON for a pipe; any other value is a usage error."""
+    mode = str(settings.output or "").lower()
+    if mode in ("json", "pretty"):
+        return mode
+    if mode:
         from barca.errors import UsageError
-        raise UsageError(f"BARCA_OUTPUT={env!r} is not an output mode.",
+        raise UsageError(f"BARCA_OUTPUT={settings.output!r} is not an output mode.",
                          "Set BARCA_OUTPUT to json or pretty, or unset it.")
-    return None
-
-
-def _mode(ns: Any) -> str:
-    """A flag wins, then ``BARCA_OUTPUT``, then the human form for a terminal, JSON for a pipe."""
-    if getattr(ns, "json", False):
-        return "json"
-    if getattr(ns, "pretty", False):
-        return "pretty"
-    return _env_mode() or ("pretty" if sys.stdout.isatty() else "json")
+    return "pretty" if sys.stdout.isatty() else "json"
 
 
 def _safe_mode(mode: str | None) -> str:
-    """The mode to report an error in, even when ``BARCA_OUTPUT`` itself is the error."""
+    """The mode to report an error in, even when the settings could not be resolved (an
+    invalid barca.toml) or ``BARCA_OUTPUT`` itself is the error."""
     if mode is not None:
         return mode
-    env = os.environ.get("BARCA_OUTPUT", "").lower()
+    from barca.settings import value
+    env = str(value("output") or "").lower()  # its one source besides the flags: no file read
     return env if env in ("json", "pretty") else ("pretty" if sys.stdout.isatty() else "json")
 
 
@@ -183,7 +177,7 @@ def render(outcome: Any, mode: str) -> None:
     (the text a person reads). A command without ``--json`` (docs, version) prints its text."""
     res, cmd, ns = outcome.result, outcome.command, outcome.args
     if cmd == "logs":
-        _print_logs(res, mode, ns)
+        _print_logs(res, mode, ns, outcome.settings)
         return
     if getattr(ns, "output", None) == "path" and hasattr(res, "outputs"):
         for o in res.outputs:
@@ -192,7 +186,8 @@ def render(outcome: Any, mode: str) -> None:
         return
     if getattr(ns, "output", None) == "value" and hasattr(res, "outputs"):
         text = _value_text(res, 2 if sys.stdout.isatty() else None)
-        if _explicit_json(ns):  # the run document, whose final_output is the value
+        if outcome.settings.output == "json":  # JSON asked for, not merely a pipe: the run
+            # document, whose final_output is the value
             doc = res.to_json()
             doc["final_output"] = json.loads(text)
             text = (json.dumps(doc, indent=2, ensure_ascii=False) if sys.stdout.isatty()
@@ -212,13 +207,7 @@ def render(outcome: Any, mode: str) -> None:
             sys.stderr.write(f"[barca] note: {res._table()[3]}\n")
 
 
-def _explicit_json(ns: Any) -> bool:
-    """JSON asked for (``--json`` or ``BARCA_OUTPUT=json``), not merely a pipe."""
-    return bool(getattr(ns, "json", False)) or (
-        not getattr(ns, "pretty", False) and _env_mode() == "json")
-
-
-def _print_logs(log: Any, mode: str, ns: Any) -> None:
+def _print_logs(log: Any, mode: str, ns: Any, settings: Any) -> None:
     """``barca logs``: the run is named on stderr; lines on stdout (JSON: one object each).
     With ``-f``, new lines are printed until the run ends."""
     import time
@@ -236,7 +225,7 @@ def _print_logs(log: Any, mode: str, ns: Any) -> None:
         time.sleep(0.2)
         after = log.lines[-1].id if log.lines else after
         log = logs(log.run_id, step=ns.step, stream=ns.stream, timestamps=ns.timestamps,
-                       after=after)
+                   after=after, settings=settings)
 
 
 def _error(exc: BarcaError, mode: str, agent: bool) -> None:
@@ -263,16 +252,17 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 
 def run_cli(argv: list[str] | None = None) -> int:
-    from barca.commands import dispatch, parse
+    from barca.commands import dispatch, parse, resolve
     argv = list(sys.argv[1:] if argv is None else argv)
     mode = "json" if "--json" in argv else ("pretty" if "--pretty" in argv else None)
     agent = "--agent" in argv
     ns = None
     try:
         ns = parse(argv)
-        mode = _mode(ns)
+        settings = resolve(ns)  # once, for the whole command
+        mode = _mode(settings)
         printer = EventPrinter(mode, getattr(ns, "agent", False))
-        outcome = dispatch(ns, on_event=printer)
+        outcome = dispatch(ns, on_event=printer, settings=settings)
         render(outcome, mode)
         if outcome.command == "doctor" and not outcome.result.ok:
             return 1  # a problem found: one line each, with its fix

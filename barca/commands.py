@@ -7,9 +7,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from barca.errors import UsageError
+
+if TYPE_CHECKING:
+    from barca.settings import Settings
 
 
 def _close_matches(word: str, choices: list[str], n: int, cutoff: float) -> list[str]:
@@ -249,28 +252,47 @@ def split_target(args: list[str], takes_target: bool = True) -> tuple[str | None
 class Outcome:
     """What a command produced, for a front end to render."""
 
-    def __init__(self, command: str, result: Any, args: argparse.Namespace) -> None:
+    def __init__(self, command: str, result: Any, args: argparse.Namespace,
+                 settings: Settings) -> None:
         self.command, self.result, self.args = command, result, args
+        self.settings = settings
 
 
-def dispatch(ns: argparse.Namespace, on_event: Any = None,
-             load_values: bool = False, default_sql_limit: int | None = 100) -> Outcome:
-    """Run the command. ``--env`` applies to this call only (passed down as a value, never
-    written into the environment), like ``--executor``."""
-    env = getattr(ns, "env", None)
-    if env is None:
-        return _dispatch(ns, on_event, load_values, default_sql_limit)
-    from barca.artifacts import store_prefix, using_env
-    store_prefix(env)  # a name that is not a plain folder name: exit 2 here
-    with using_env(env):
-        return _dispatch(ns, on_event, load_values, default_sql_limit)
+# commands that read no project setting: they run whatever barca.toml says (doctor reports
+# an invalid file as one of its findings, so it resolves its settings itself)
+_NO_PROJECT = ("docs", "version", "doctor")
+
+
+def resolve(args: argparse.Namespace) -> Settings:
+    """The command's ``Settings``, resolved once: its flags (``--env``, ``--executor``,
+    ``--json``/``--pretty``), then the environment, then ``barca.toml``."""
+    from barca.settings import Settings
+    output = "json" if getattr(args, "json", False) else (
+        "pretty" if getattr(args, "pretty", False) else None)
+    settings = Settings.resolve(project=args.command not in _NO_PROJECT,
+                                env=getattr(args, "env", None), output=output,
+                                executor=getattr(args, "executor", None))
+    if getattr(args, "env", None) is not None:
+        settings.store_prefix  # noqa: B018 - not a plain folder name: exit 2 before anything
+    return settings
+
+
+def dispatch(args: argparse.Namespace, on_event: Any = None, load_values: bool = False,
+             default_sql_limit: int | None = 100, settings: Settings | None = None) -> Outcome:
+    """Run the command with ``settings`` (default: ``resolve(args)``), passed down as a value:
+    nothing is written into the environment."""
+    if settings is None:
+        settings = resolve(args)
+    return _dispatch(args, on_event, load_values, default_sql_limit, settings)
 
 
 def _dispatch(ns: argparse.Namespace, on_event: Any, load_values: bool,
-              default_sql_limit: int | None) -> Outcome:
+              default_sql_limit: int | None, settings: Settings) -> Outcome:
     from barca import events as ev
     on_event = on_event or ev.ignore
     cmd = ns.command
+    s = settings
+
     if cmd not in ("list", "docs", "version"):
         from barca import api
     if cmd in ("get", "run"):
@@ -283,42 +305,42 @@ def _dispatch(ns: argparse.Namespace, on_event: Any, load_values: bool,
         if ns.dry_run:
             res: Any = api.plan_run(target, *files, command=cmd, refresh=ns.refresh,
                                     refresh_all=ns.refresh_all, no_cascade=ns.no_cascade,
-                                    partition=ns.partition)
+                                    partition=ns.partition, settings=s)
         else:
             res = api.materialize(target, *files, command=cmd, refresh=ns.refresh,
                                   refresh_all=ns.refresh_all, no_cascade=ns.no_cascade,
-                                  partition=ns.partition, on_event=on_event,
-                                  executor=ns.executor,
+                                  partition=ns.partition, on_event=on_event, settings=s,
                                   load_values=load_values or ns.output == "value")
-        return Outcome(cmd, res, ns)
+        return Outcome(cmd, res, ns, s)
     if cmd == "list":
         from barca.listing import list_nodes
-        return Outcome(cmd, list_nodes(*ns.args), ns)
+        return Outcome(cmd, list_nodes(*ns.args, settings=s), ns, s)
     if cmd == "status":
         target, files = split_target(ns.args)
-        return Outcome(cmd, api.status(target, *files), ns)
+        return Outcome(cmd, api.status(target, *files, settings=s), ns, s)
     if cmd == "graph":
-        return Outcome(cmd, api.graph(*ns.args), ns)
+        return Outcome(cmd, api.graph(*ns.args, settings=s), ns, s)
     if cmd == "plan":
-        return Outcome(cmd, api.plan(*ns.args, target=ns.target), ns)
+        return Outcome(cmd, api.plan(*ns.args, target=ns.target, settings=s), ns, s)
     if cmd == "history":
-        return Outcome(cmd, api.history(ns.limit), ns)
+        return Outcome(cmd, api.history(ns.limit, settings=s), ns, s)
     if cmd == "gc":
         from barca.cachelimit import gc
-        return Outcome(cmd, gc(*ns.args, max_size=ns.max_size, dry_run=ns.dry_run), ns)
+        return Outcome(cmd, gc(*ns.args, max_size=ns.max_size, dry_run=ns.dry_run, settings=s),
+                       ns, s)
     if cmd == "doctor":
         from barca.doctor import checkup
-        return Outcome(cmd, checkup(*ns.args), ns)
+        return Outcome(cmd, checkup(*ns.args, env=ns.env), ns, s)
     if cmd == "logs":
         from barca.runlog import logs
         return Outcome(cmd, logs(ns.run_id, step=ns.step, stream=ns.stream,
-                                 timestamps=ns.timestamps), ns)
+                                 timestamps=ns.timestamps, settings=s), ns, s)
     if cmd == "sql":
         limit = None if ns.all else (ns.limit if ns.limit is not None else default_sql_limit)
-        return Outcome(cmd, api.sql_result(ns.query, *ns.args, limit=limit), ns)
+        return Outcome(cmd, api.sql_result(ns.query, *ns.args, limit=limit, settings=s), ns, s)
     if cmd == "docs":
         from barca.manual import page
-        return Outcome(cmd, page(ns.topic), ns)
+        return Outcome(cmd, page(ns.topic), ns, s)
     if cmd == "version":
-        return Outcome(cmd, _version(), ns)
+        return Outcome(cmd, _version(), ns, s)
     raise UsageError(f"Unknown command '{cmd}'.", f"Commands: {', '.join(COMMANDS)}.")

@@ -13,12 +13,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from barca.render import COLOURS
+from barca.render import COLOURS, prose_label
 from barca.types import short_name
 
 # the states a node may be drawn in: a StatusReport's states, plus the widget's live ones
 STATES = ("cached", "stale", "never_run", "partial", "unknown", "always_runs", "running", "failed")
-STATE_LABEL = {"never_run": "never run", "always_runs": "always runs"}
 FALLBACK_COLOUR = COLOURS["unknown"]
 
 NODE_H = 46
@@ -50,7 +49,7 @@ class DagNode:
 
     def label(self) -> str:
         """The second line of the box: the state, with ``k/n keys`` for partitioned nodes."""
-        text = STATE_LABEL.get(self.state, self.state.replace("_", " "))
+        text = prose_label(self.state)
         if self.keys is not None:
             done, total = self.keys
             text += f" {done}/{total} keys"

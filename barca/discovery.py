@@ -8,6 +8,7 @@ import ast
 import contextlib
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,12 +157,12 @@ class FileModel(_Model):
 
 
 
-def find_files(root: Path) -> list[Path]:
+def find_files(root: Path, include: Sequence[str] = (), exclude: Sequence[str] = ()
+               ) -> list[Path]:
     """Every ``.py`` file under ``root`` that imports barca (hidden dirs, venvs, tests skipped),
-    kept to ``barca.toml``'s ``[discovery] include`` patterns and without its ``exclude`` ones
-    (globs on the path relative to the root: ``pipelines/*.py``, ``scratch/**``)."""
-    from barca.settings import value
-    include, exclude = value("include", root) or [], value("exclude", root) or []
+    kept to the ``include`` patterns and without the ``exclude`` ones (``Settings``: barca.toml's
+    ``[discovery]``; globs on the path relative to the root: ``pipelines/*.py``, ``scratch/**``).
+    """
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS

@@ -7,11 +7,14 @@ import importlib.util
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from barca._record import Record
 from barca.errors import BarcaError
 from barca.render import html_table, text_table
+
+if TYPE_CHECKING:
+    from barca.settings import Settings
 
 # a library the project's files import -> (the module barca needs for it, the extra)
 _EXTRAS = {
@@ -73,10 +76,12 @@ def _error_check(name: str, exc: BarcaError) -> Check:
     return Check(name, False, first, " ".join(exc.remediation.split()))
 
 
-def _pipelines(root: Path, files: tuple[str, ...]) -> list[Check]:
+def _pipelines(settings: Settings, files: tuple[str, ...]) -> list[Check]:
     from barca.discovery import find_files, parse_file
     from barca.topology import load_graph
-    paths = [Path(f).resolve() for f in files] if files else find_files(root)
+    root = settings.root
+    paths = ([Path(f).resolve() for f in files] if files
+             else find_files(root, settings.include, settings.exclude))
     out: list[Check] = []
     for p in paths:
         if not p.is_file():
@@ -91,7 +96,7 @@ def _pipelines(root: Path, files: tuple[str, ...]) -> list[Check]:
     if out:
         return out
     try:
-        graph = load_graph(files, root=root)
+        graph = load_graph(files, settings)
     except BarcaError as exc:
         return [_error_check("pipeline graph", exc)]
     return [Check("pipeline files", True,
@@ -142,13 +147,13 @@ def _artifacts(root: Path, prefix: str) -> Check:
     return Check("artifacts folder", True, f"{probe.relative_to(root) or '.'} is writable")
 
 
-def _remote() -> Check | list[Check] | None:
+def _remote(settings: Settings) -> Check | list[Check] | None:
     from barca import remote
-    uri = remote.configured()
+    uri = settings.remote_uri
     if uri is None:
         return None
     try:
-        store = remote.Remote(uri)
+        store = remote.Remote(uri, key_file=settings.store_key_file)
         store.fs.exists(store.base)  # a read: doctor writes nothing to the store
     except BarcaError as exc:
         return _error_check("remote store", exc)
@@ -157,7 +162,7 @@ def _remote() -> Check | list[Check] | None:
                      f"{exc}", "Check BARCA_REMOTE_URI or [remote] uri, the network and the "
                      "credentials.")
     from barca.manifest import store_key
-    if store_key() is None:
+    if store_key(settings.store_key_file) is None:
         return [Check("remote store", True, f"{uri} answers"),
                 Check("store signatures", False, "no signing key: a pickle from the shared "
                       "store is trusted as code (barca docs remote)",
@@ -167,10 +172,11 @@ def _remote() -> Check | list[Check] | None:
             Check("store signatures", True, "results are signed and checked with the key")]
 
 
-def _extras(root: Path, files: tuple[str, ...]) -> list[Check]:
+def _extras(settings: Settings | None, files: tuple[str, ...]) -> list[Check]:
     """The optional libraries the project's files import, and what barca needs with them."""
     from barca.discovery import find_files
-    paths = [Path(f) for f in files] if files else find_files(root)
+    paths = [Path(f) for f in files] if files or settings is None else find_files(
+        settings.root, settings.include, settings.exclude)
     used: set[str] = set()
     pattern = re.compile(r"^\s*(?:import|from)\s+(" + "|".join(_EXTRAS) + r")\b", re.M)
     for p in paths:
@@ -193,12 +199,13 @@ def _extras(root: Path, files: tuple[str, ...]) -> list[Check]:
     return out
 
 
-def checkup(*files: str) -> Checkup:
+def checkup(*files: str, settings: Settings | None = None, **flags: Any) -> Checkup:
     """Every check, each on its own: one problem never hides another. While ``barca.toml`` is
-    invalid, the checks that read settings from it are left out (its own line says why)."""
-    from barca.artifacts import store_prefix
+    invalid, the checks that read settings from it are left out (its own line says why).
+    The settings are resolved here, not by the caller: an invalid file is a finding."""
     from barca.discovery import find_root
-    root = find_root()
+    from barca.settings import settings_of
+    root = settings.root if settings is not None else find_root()
     config = _config(root)
     checks: list[Check] = [config]
 
@@ -211,11 +218,16 @@ def checkup(*files: str) -> Checkup:
             return [_error_check(name, exc)]
         return [] if got is None else got if isinstance(got, list) else [got]
 
+    got: list[Settings] = []
+    checks += guarded("settings", lambda: got.append(settings_of(settings, **flags)))
     prefixes: list[str] = []
-    checks += guarded("environment", lambda: prefixes.append(store_prefix()))
+    if got:
+        checks += guarded("environment", lambda: prefixes.append(got[0].store_prefix))
+        checks += guarded("pipeline files", lambda: _pipelines(got[0], files))
     prefix = prefixes[0] if prefixes else ".barca"
-    checks += guarded("pipeline files", lambda: _pipelines(root, files))
     checks += [_database(root, prefix), _artifacts(root, prefix)]
-    checks += guarded("remote store", _remote)
-    checks += guarded("libraries", lambda: _extras(root, files))
+    if got:
+        checks += guarded("remote store", lambda: _remote(got[0]))
+    if got or files:
+        checks += guarded("libraries", lambda: _extras(got[0] if got else None, files))
     return Checkup(tuple(checks))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from barca._record import Record
@@ -100,6 +101,16 @@ class History(_Displayable, Record):
     """``barca history``: the most recent runs, newest first."""
     __slots__ = ("runs",)
     runs: tuple[RunRow, ...]
+
+    # a sequence of its runs, as the list barca.history() returned before it was an object
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def __iter__(self) -> Iterator[RunRow]:
+        return iter(self.runs)
+
+    def __getitem__(self, i: int) -> RunRow:
+        return self.runs[i]
 
     def to_json(self) -> dict[str, Any]:
         return {"runs": [r.to_json() for r in self.runs]}

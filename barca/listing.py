@@ -2,13 +2,17 @@
 module so listing imports neither the planner nor the store)."""
 from __future__ import annotations
 
+from typing import Any
+
 from barca.results import Listing, ListRow
+from barca.settings import Settings, settings_of
 from barca.topology import load_graph
 
 
-def list_nodes(*files: str) -> Listing:
+def list_nodes(*files: str, settings: Settings | None = None, **flags: Any) -> Listing:
     """One row per node (never per key): id, kind, freshness, what it reads."""
-    graph = load_graph(tuple(str(f) for f in files if f is not None))
+    graph = load_graph(tuple(str(f) for f in files if f is not None),
+                       settings_of(settings, **flags))
     return Listing(tuple(
         ListRow(n, graph.nodes[n].kind, graph.nodes[n].freshness, tuple(graph.upstream[n]),
                 tuple(d.name for d in graph.nodes[n].dims))

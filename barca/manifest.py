@@ -17,14 +17,14 @@ _FIELDS = {"v": int, "path": str, "node": str, "key": str, "run_hash": str, "for
            "size": int, "sha256": str}
 
 
-def store_key() -> bytes | None:
-    """The shared secret, or None: ``BARCA_STORE_KEY``, else the file ``[remote] key_file`` of
-    ``barca.toml`` names. Read by each process that needs it, never copied into a message, a
-    record or the store."""
+def store_key(key_file: str | None) -> bytes | None:
+    """The shared secret, or None: ``BARCA_STORE_KEY``, else the file ``key_file``
+    (``Settings.store_key_file``: ``[remote] key_file`` of ``barca.toml``) names. A secret, not
+    a setting: read by each process that needs it from its own environment, never copied into
+    a ``Settings``, a message, a record or the store."""
     secret = os.environ.get(KEY_ENV, "").strip()
     if not secret:
-        from barca.settings import value
-        path = value("store_key_file")
+        path = key_file
         if path:
             from pathlib import Path
             try:

@@ -7,7 +7,7 @@ import ast
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from barca.discovery import PSEUDO_ABSPATH
 from barca.errors import UsageError
@@ -19,6 +19,9 @@ from barca.storeview import StoreView
 from barca.topology import Graph, combine, validate_keys
 from barca.types import NodeId
 
+if TYPE_CHECKING:
+    from barca.settings import Settings
+
 __all__ = ["Context", "NodeState", "StepState", "keys_from_row", "source_dim"]
 
 
@@ -29,8 +32,10 @@ class Context:
     the definition cache (every definition hashed from its source) -- so that a test can show
     that every decision and run hash is the same without them."""
 
-    def __init__(self, graph: Graph, store: Store, memo: bool = True) -> None:
+    def __init__(self, graph: Graph, store: Store, settings: Settings, memo: bool = True
+                 ) -> None:
         self.graph = graph
+        self.settings = settings  # the command's, passed on to the runner and the views
         self.memo = memo
         self.view = StoreView(store, snapshots=memo)
         self.hasher = DefinitionHasher(graph.root, graph.files)

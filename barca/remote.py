@@ -18,16 +18,16 @@ ENV = "BARCA_REMOTE_URI"
 PREFIX = ".barca/"
 
 
-def configured() -> str | None:
-    """The store this command uses: ``BARCA_REMOTE_URI``, else ``[remote] uri`` of
-    ``barca.toml``; none with ``BARCA_REMOTE=off``."""
-    from barca.settings import value
-    uri = str(value("remote_uri") or "").strip()
-    return uri or None
+def open_store(settings: Any, on_note: Callable[[str], None] | None = None) -> Remote | None:
+    """The store a command with these ``Settings`` uses (``remote_uri``: ``BARCA_REMOTE_URI``,
+    else ``[remote] uri``; none with ``BARCA_REMOTE=off``), or None."""
+    uri = settings.remote_uri
+    return Remote(uri, on_note, settings.store_key_file) if uri else None
 
 
 class Remote:
-    def __init__(self, uri: str, on_note: Callable[[str], None] | None = None) -> None:
+    def __init__(self, uri: str, on_note: Callable[[str], None] | None = None,
+                 key_file: str | None = None) -> None:
         try:
             import fsspec
         except ImportError:
@@ -47,7 +47,7 @@ class Remote:
         self._listed: dict[tuple[str, str], set[str]] = {}
         self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple)
                                 else (self.fs.protocol,))
-        self.secret = manifest.store_key()
+        self.secret = manifest.store_key(key_file)
         self.on_note = on_note            # told each remark as it is made (the runner's warnings)
         self.notes: list[str] = []
         self.warned_pickles = False

@@ -3,21 +3,40 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-# state/status -> colour. White text on each reaches WCAG AA (contrast >= 4.5:1); the same fill
-# reads on light and dark backgrounds, so one palette serves both themes.
+# state/action/status -> colour. White text on each reaches WCAG AA (contrast >= 4.5:1); the
+# same fill reads on light and dark backgrounds, so one palette serves both themes.
 COLOURS = {
     "cached": "#1f7a3d", "ran": "#1f7a3d", "success": "#1f7a3d",
     "will run": "#975a00", "stale": "#975a00", "run": "#975a00",
-    "partial": "#b0420f", "never-run": "#5b5fa0", "never_run": "#5b5fa0",
+    "partial": "#b0420f", "never_run": "#5b5fa0",
     "unknown": "#6b6b6b", "skipped": "#6b6b6b",
-    "always-runs": "#2a6aa8", "always_runs": "#2a6aa8",
+    "always_runs": "#2a6aa8",
     "failed": "#c02626", "running": "#0b7a7a",
 }
 RICH_STYLES = {
     "cached": "green", "ran": "green", "will run": "yellow", "stale": "yellow",
-    "partial": "dark_orange", "never-run": "medium_purple", "unknown": "grey50",
-    "skipped": "grey50", "always-runs": "blue", "failed": "red",
+    "partial": "dark_orange", "never_run": "medium_purple", "unknown": "grey50",
+    "skipped": "grey50", "always_runs": "blue", "failed": "red",
 }
+# A state has one spelling in code and JSON (``never_run``); a table cell prints it with a
+# hyphen (``never-run``), prose -- the summary line, the DAG picture -- with a space.
+_CELL = {"never_run": "never-run", "always_runs": "always-runs"}
+_STATE_OF_CELL = {cell: state for state, cell in _CELL.items()}
+
+
+def cell_label(state: str) -> str:
+    """A state as a table cell prints it: ``never-run``."""
+    return _CELL.get(state, state)
+
+
+def prose_label(state: str) -> str:
+    """A state as a sentence or a picture says it: ``never run``."""
+    return state.replace("_", " ")
+
+
+def colour(word: str) -> str:
+    """The colour of a state, an action or a status, given as a word or as its table cell."""
+    return COLOURS.get(_STATE_OF_CELL.get(word, word), COLOURS["unknown"])
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], dashes: bool = False,
@@ -87,9 +106,8 @@ def html_table(headers: Sequence[str], rows: Sequence[Sequence[str]], state_col:
         parts.append("<tr>")
         for i, cell in enumerate(r):
             if i == state_col:
-                colour = COLOURS.get(cell, COLOURS["unknown"])
                 parts.append(f'<td{_LEFT}><span class="barca-badge" data-state="'
-                             f'{html.escape(cell)}" style="background:{colour};color:#fff">'
+                             f'{html.escape(cell)}" style="background:{colour(cell)};color:#fff">'
                              f"{html.escape(cell)}</span></td>")
             elif i == why_col:
                 parts.append(f'<td class="barca-why" title="{html.escape(cell)}"{_LEFT}>'
@@ -114,7 +132,8 @@ def rich_table(headers: Sequence[str], rows: Sequence[Sequence[str]], state_col:
     for h in headers:
         t.add_column(h)
     for r in rows:
-        cells = [Text(c, style=RICH_STYLES.get(c, "")) if i == state_col else Text(c)
+        cells = [Text(c, style=RICH_STYLES.get(_STATE_OF_CELL.get(c, c), ""))
+                 if i == state_col else Text(c)
                  for i, c in enumerate(r)]
         t.add_row(*cells)
     return Group(t, Text(""), Text(summary)) if summary else t

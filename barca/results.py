@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from barca._record import Record
-from barca.render import html_table, plural, rich_table, short_names, text_table
+from barca.render import cell_label, html_table, plural, rich_table, short_names, text_table
 from barca.types import short_name
 
 
@@ -115,7 +115,6 @@ class StatusRow(Record):
         return short_name(self.id)
 
 
-STATE_LABEL = {"never_run": "never-run", "always_runs": "always-runs"}
 SUMMARY_ORDER = (("cached", "cached"), ("stale", "stale"), ("never_run", "never run"),
                  ("partial", "partial"), ("unknown", "unknown"), ("always_runs", "always run"))
 
@@ -146,7 +145,7 @@ class StatusReport(_Displayable, Record):
         }
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
-        rows = [[r.name, r.kind, STATE_LABEL.get(r.state, r.state), r.why, r.last_run, r.shape,
+        rows = [[r.name, r.kind, cell_label(r.state), r.why, r.last_run, r.shape,
                  ", ".join(short_name(d) for d in r.deps) or "-"] for r in self.rows]
         return (["NAME", "KIND", "STATE", "WHY", "LAST RUN", "SHAPE", "DEPS"], rows, 2,
                 self.summary_line())

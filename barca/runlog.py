@@ -4,7 +4,7 @@ that changes whenever a run may have changed the status (what the widget watches
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from barca._record import Record
 from barca.errors import UsageError
@@ -12,11 +12,20 @@ from barca.journal import History, LogLine, RunRow, StepLog
 from barca.store import Store
 from barca.types import short_name
 
+if TYPE_CHECKING:
+    from barca.settings import Settings
 
-def history(limit: int = 20) -> History:
+
+def _store(settings: Settings | None, flags: dict[str, Any]) -> Store:
+    """The command's store, read-only."""
+    from barca.settings import settings_of
+    settings = settings_of(settings, **flags)
+    return Store(settings.root, create=False, prefix=settings.store_prefix)
+
+
+def history(limit: int = 20, settings: Settings | None = None, **flags: Any) -> History:
     """The most recent runs, newest first."""
-    from barca.discovery import find_root
-    store = Store(find_root(), create=False)
+    store = _store(settings, flags)
     try:
         return History(tuple(RunRow(**r) for r in store.runs(limit)))
     finally:
@@ -32,13 +41,13 @@ class Stamp(Record):
     files: tuple[tuple[str, Any], ...]    # (path, (mtime_ns, size) or None when missing)
 
 
-def stamp(*files: str, env: str | None = None) -> Stamp:
-    """The project's current ``Stamp``: its store (``env``'s, else the current one) and the
+def stamp(*files: str, settings: Settings | None = None, **flags: Any) -> Stamp:
+    """The project's current ``Stamp``: the store of ``settings`` (its environment's) and the
     pipeline ``files`` named (others, and folders, are not watched)."""
-    from barca.artifacts import store_prefix
-    from barca.discovery import find_root
-    prefix = store_prefix(env)
-    db = find_root() / prefix / "metadata.db"
+    from barca.settings import settings_of
+    settings = settings_of(settings, **flags)
+    prefix = settings.store_prefix
+    db = settings.root / prefix / "metadata.db"
     paths = [db, db.with_name(db.name + "-wal")]
     paths += [Path(f).resolve() for f in files if Path(f).is_file()]
     return Stamp(prefix, tuple((str(p), _stat(p)) for p in paths))
@@ -53,14 +62,14 @@ def _stat(path: Path) -> tuple[int, int] | None:
 
 
 def logs(run_id: str | None = None, step: str | None = None, stream: str | None = None,
-         timestamps: bool = False, after: int = 0) -> StepLog:
+         timestamps: bool = False, after: int = 0, settings: Settings | None = None,
+         **flags: Any) -> StepLog:
     """``barca logs``: the lines a run's steps wrote (default: the most recent run), kept to
     one step (a base name selects every key) or one stream."""
-    from barca.discovery import find_root
     if stream not in (None, "stdout", "stderr"):
         raise UsageError(f"--stream {stream!r}: a stream is stdout or stderr.",
                          "Write --stream stdout or --stream stderr.")
-    store = Store(find_root(), create=False)
+    store = _store(settings, flags)
     try:
         runs = store.runs(20)
         if not runs:
@@ -92,11 +101,11 @@ def logs(run_id: str | None = None, step: str | None = None, stream: str | None 
         store.close()
 
 
-def last_lines(node: str, limit: int = 10) -> StepLog:
+def last_lines(node: str, limit: int = 10, settings: Settings | None = None,
+               **flags: Any) -> StepLog:
     """The last lines a node's steps wrote, in the most recent run that recorded any (the
     status widget shows them for the selected node)."""
-    from barca.discovery import find_root
-    store = Store(find_root(), create=False)
+    store = _store(settings, flags)
     try:
         run_id, rows = store.last_lines(node, limit)
         run = store.run(run_id) if run_id else None

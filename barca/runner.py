@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from barca import events as ev
 from barca._record import Fields
@@ -23,6 +23,9 @@ from barca.integrity import Integrity
 from barca.planner import Context, keys_from_row
 from barca.states import NodeState, StepState
 from barca.types import NodeId, ids_named, one_dim_keys, parse_key, short_name, step_id
+
+if TYPE_CHECKING:
+    from barca.executors import Executor
 
 
 class Selection(Fields):
@@ -116,23 +119,21 @@ class Runner:
     def __init__(self, ctx: Context, targets: list[NodeId], *, execute: bool,
                  refresh: list[NodeId] = (), cascade: bool = True, refresh_all: bool = False,
                  selection: Selection | None = None, on_event: ev.EventCallback = ev.ignore,
-                 pool_size: int | None = None, verify_all: bool = False,
-                 executor: str | None = None) -> None:
+                 verify_all: bool = False) -> None:
         self.ctx = ctx
         self.verify_all = verify_all  # every target key's value will be read (Python get)
         self.graph = ctx.graph
         self.execute = execute
         self.on_event = on_event
         self.selection = selection
-        self.pool_size = pool_size
-        self.executor = executor  # --executor; None: BARCA_EXECUTOR, else barca.toml
+        self.settings = ctx.settings  # the command's: executor, pool size, remote store
         order = walk_order(ctx, targets)
         forced: set[NodeId] = set(order) if refresh_all else set(refresh)
         if refresh and cascade:
             forced = self.graph.downstream_cone(list(refresh), set(order))
         self.w = Walk(order, {}, forced)
         self.w.phases = len({self.graph.phase[n] for n in order})
-        self._pool: Any = None
+        self._pool: Executor | None = None
         self._rows: list[dict[str, Any]] = []
         self._lines: list[tuple[str, str, str, float, str, str]] = []  # what steps wrote
         self.produced: set[str] = set()  # artifacts this command wrote (the cache limit keeps them)
@@ -142,8 +143,7 @@ class Runner:
         self.targets = list(targets)
         self._snapshots: list[tuple[str, str, str, str, str]] = []  # written after the rows
         from barca import remote
-        uri = remote.configured()
-        self.remote = remote.Remote(uri, self._warn) if uri else None
+        self.remote = remote.open_store(self.settings, self._warn)
         # a prediction reads the store's listings (what `get` would fetch), never its files
         self.adoption = Adoption(ctx.store, self.remote, fetch=execute)
         self.integrity = Integrity(self.graph.root, self.remote, self._warn)
@@ -362,12 +362,12 @@ class Runner:
         return remotesync.notes(self.remote, self.upload_errors, self.on_event)
 
     # ------------------------------------------------------------------ executing
-    def pool(self) -> Any:
-        """The executor, started on first use (see barca.executors.start)."""
+    def pool(self) -> Executor:
+        """The executor, started on first use (chosen by barca.executors.start)."""
         if self._pool is None:
             from barca.executors import start
             on_import = lambda path: self.on_event(ev.Importing(path))  # noqa: E731
-            self._pool = start(str(self.graph.root), self.pool_size, on_import, self.executor)
+            self._pool = start(self.settings, on_import)
         return self._pool
 
     def _execute(self, nid: NodeId, steps: list[StepState], attempt: int = 0) -> None:

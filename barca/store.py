@@ -168,10 +168,9 @@ class NodeHistory:
 
 
 class Store:
-    def __init__(self, root: Path, create: bool = True, prefix: str | None = None) -> None:
-        from barca.artifacts import store_prefix
+    def __init__(self, root: Path, create: bool = True, prefix: str = ".barca") -> None:
         self.root = root
-        self.prefix = prefix or store_prefix()   # ".barca", or ".barca/envs/<env>"
+        self.prefix = prefix   # ".barca", or ".barca/envs/<env>" (Settings.store_prefix)
         self.dir = root / self.prefix
         self.db_path = self.dir / "metadata.db"
         self.conn: sqlite3.Connection | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from barca._record import Fields
 from barca.discovery import (
@@ -13,12 +13,14 @@ from barca.discovery import (
     InputRef,
     NodeModel,
     find_files,
-    find_root,
     parse_file,
     relative_id,
 )
 from barca.errors import UsageError, did_you_mean
 from barca.types import NodeId, PartitionKey, format_key, ids_named, key_strings, short_name
+
+if TYPE_CHECKING:
+    from barca.settings import Settings
 
 
 class Graph(Fields):
@@ -85,8 +87,15 @@ class Graph(Fields):
 
 # ---------------------------------------------------------------------------- building
 
-def load_graph(files: list[str] | tuple[str, ...] = (), root: Path | None = None) -> Graph:
-    root = root or find_root()
+def load_graph(files: list[str] | tuple[str, ...] = (), settings: Settings | None = None,
+               root: Path | None = None) -> Graph:
+    """The graph of ``files`` (default: every pipeline file under the project root that the
+    ``Settings``' discovery patterns keep)."""
+    if settings is None:
+        from barca.settings import Settings
+        settings = Settings.resolve(root)
+    root = root or settings.root
+    found = settings.include, settings.exclude
     if files:
         paths = []
         for f in files:
@@ -94,7 +103,8 @@ def load_graph(files: list[str] | tuple[str, ...] = (), root: Path | None = None
             if not p.is_absolute():
                 p = Path.cwd() / p
             if p.is_dir():
-                paths.extend(find_files(p))
+                # barca.toml's patterns are relative to the root: they apply to it alone
+                paths.extend(find_files(p, *found) if p.resolve() == root else find_files(p))
             elif not p.exists():
                 raise UsageError(f"File not found: {f}",
                                  "Pass the path of a pipeline file, relative to the current "
@@ -106,7 +116,7 @@ def load_graph(files: list[str] | tuple[str, ...] = (), root: Path | None = None
         nb = notebook.file_model(root) if notebook.interactive() else None
         if nb is not None:  # a notebook's own nodes (cells): plan over them
             return build(root, {nb.path: nb})
-        paths = find_files(root)
+        paths = find_files(root, *found)
     parsed: dict[str, FileModel] = {}
     for p in paths:
         fm = parse_file(p, root)

@@ -107,8 +107,8 @@ def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
 def _fetch(ctx: Context, rel: str, sha256: str | None) -> bytes | None:
     """A result missing locally, from the remote store (when one is configured)."""
     from barca import remote
-    uri = remote.configured()
-    if uri is None or remote.Remote(uri).fetch(ctx.graph.root, rel, sha256) is None:
+    store = remote.open_store(ctx.settings)
+    if store is None or store.fetch(ctx.graph.root, rel, sha256) is None:
         return None
     return (ctx.graph.root / rel).read_bytes()
 

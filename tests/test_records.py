@@ -113,3 +113,16 @@ def test_fresh_default_lists_per_instance() -> None:
     n1.counted_names.add("c")
     assert n2.sinks == [] and n2.counted_names == set() and n2.inputs is not n1.inputs
     assert n1.freshness == "always" and not n1.partitioned
+
+
+def test_every_executor_is_an_executor(tmp_path) -> None:
+    """The runner talks to the ``Executor`` protocol only; both executors are one."""
+    from barca.executors import Executor, start
+    from barca.executors.dask import DaskExecutor
+    from barca.settings import Settings
+    pool = start(Settings(tmp_path, pool_size=2), lambda path: None)  # starts no process yet
+    try:
+        assert isinstance(pool, Executor) and pool.size == 2
+    finally:
+        pool.close()
+    assert all(callable(getattr(DaskExecutor, m, None)) for m in ("run", "close"))

@@ -325,6 +325,18 @@ def test_widget_for_a_named_environment(seed: Project, monkeypatch: pytest.Monke
         assert (seed.path / ".barca/metadata.db").is_file()
         staging.refresh_view()
         assert {row.name: row.state for row in staging.report.rows}["report"] == "cached"
+        # the magic's line opens it the same way, and it keeps those settings: a later
+        # BARCA_ENV in the kernel does not move it to another store
+        from barca.jupyter.magics import run_magic
+        magic = run_magic("status pipeline.py --widget --env staging")
+        try:
+            monkeypatch.setenv("BARCA_ENV", "elsewhere")
+            magic.refresh_view()
+            assert magic._stamp().store == ".barca/envs/staging"  # what it watches
+            assert {row.name: row.state for row in magic.report.rows}["report"] == "cached"
+            assert not (seed.path / ".barca/envs/elsewhere").exists()
+        finally:
+            magic.close()
     finally:
         staging.close()
         default.close()

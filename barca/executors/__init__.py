@@ -1,24 +1,46 @@
-"""Executors run steps somewhere (the local process pool, or Dask) and stream back records."""
+"""Executors run steps somewhere (the local process pool, or Dask) and stream back records.
+
+Every executor is an ``Executor`` (below); ``start`` is the one place that picks one, from the
+command's ``Settings``. The runner talks to the protocol only."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from barca.executors.task import StepRecord, StepTask
+    from barca.settings import Settings
 
 
-def default_pool_size() -> int:
-    from barca.settings import value
-    env = str(value("pool_size") or "").strip()  # BARCA_POOL_SIZE, else barca.toml
-    if env:
+@runtime_checkable
+class Executor(Protocol):
+    """Runs steps: ``run`` hands each finished step's record to ``on_record`` (in the
+    coordinator) as it lands, and returns when every step has one; ``close`` stops the
+    workers (an executor is reused across the calls of one command)."""
+
+    size: int
+
+    def run(self, tasks: list[StepTask], on_record: Callable[[StepRecord], None]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def default_pool_size(settings: Settings) -> int:
+    """The number of workers: ``pool_size`` (flag, ``BARCA_POOL_SIZE``, ``[run] pool_size``),
+    else one per core."""
+    raw = str(settings.pool_size if settings.pool_size is not None else "").strip()
+    if raw:
+        where = settings.where("pool_size")
+        fix = f"Set {where} to a positive integer, or unset it."
         try:
-            n = int(env)
+            n = int(raw)
         except ValueError:
             from barca.errors import UsageError
-            raise UsageError(f"BARCA_POOL_SIZE={env!r} is not a number",
-                             "Set BARCA_POOL_SIZE to a positive integer, or unset it.") from None
+            raise UsageError(f"{where}={raw!r} is not a number", fix) from None
         if n < 1:
             from barca.errors import UsageError
-            raise UsageError(f"BARCA_POOL_SIZE={env!r} must be at least 1",
-                             "Set BARCA_POOL_SIZE to a positive integer, or unset it.")
+            raise UsageError(f"{where}={raw!r} must be at least 1", fix)
         return n
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -26,33 +48,32 @@ def default_pool_size() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def executor_name(flag: str | None = None) -> str:
+def executor_name(settings: Settings) -> str:
     """``local`` (the process pool), ``dask`` (a LocalCluster) or a scheduler address: the
-    ``--executor`` flag, else ``BARCA_EXECUTOR``, else barca.toml, else local."""
-    from barca.settings import value
-    name = str(value("executor", flag=flag or None) or "").strip() or "local"
+    ``executor`` setting (``--executor``, ``BARCA_EXECUTOR``, ``[run] executor``), else local."""
+    name = str(settings.executor or "").strip() or "local"
+    where = settings.where("executor", "BARCA_EXECUTOR")
     if name not in ("local", "dask") and "://" not in name:
         from barca.errors import UsageError
-        raise UsageError(f"BARCA_EXECUTOR={name!r} is not an executor",
+        raise UsageError(f"{where}={name!r} is not an executor",
                          "Use local, dask (a local Dask cluster) or a scheduler address such as "
                          "tcp://127.0.0.1:8786.")
-    if "://" in name:
-        from barca import remote
-        if remote.configured() is None:
-            from barca.errors import UsageError
-            raise UsageError(f"BARCA_EXECUTOR={name} runs steps on other machines, which need "
-                             "a shared store", "Set BARCA_REMOTE_URI (for example "
-                             "s3://bucket/barca) so workers can read inputs and write results.")
+    if "://" in name and settings.remote_uri is None:
+        from barca.errors import UsageError
+        raise UsageError(f"{where}={name} runs steps on other machines, which need "
+                         "a shared store", "Set BARCA_REMOTE_URI (for example "
+                         "s3://bucket/barca) so workers can read inputs and write results.")
     return name
 
 
-def start(root: str, size: int | None, on_import: Any, executor: str | None = None) -> Any:
-    """The executor for a run: the local process pool, or Dask when ``--executor`` (else
-    ``BARCA_EXECUTOR``, else barca.toml) says ``dask`` or a scheduler address."""
-    size = size or default_pool_size()
-    kind = executor_name(executor)
+def start(settings: Settings, on_import: Callable[[str], None],
+          size: int | None = None) -> Executor:
+    """The executor for a run, chosen here alone: the local process pool, or Dask when the
+    ``executor`` setting says ``dask`` or a scheduler address."""
+    size = size or default_pool_size(settings)
+    kind = executor_name(settings)
     if kind == "local":
         from barca.executors.process import ProcessPool
-        return ProcessPool(root, size, on_import)
+        return ProcessPool(settings, size, on_import)
     from barca.executors.dask import DaskExecutor
-    return DaskExecutor(root, kind, size, on_import)
+    return DaskExecutor(settings, kind, size, on_import)

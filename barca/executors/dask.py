@@ -17,17 +17,21 @@ from barca.executors.task import StepRecord, StepTask
 _WORKERS: dict[str, Any] = {}
 
 
-def _run_chunk(root: str, tasks: list[StepTask]) -> tuple[list[str], list[StepRecord]]:
-    """Runs on a Dask worker process: (files it imported, one record per task)."""
+def _run_chunk(settings: Any, tasks: list[StepTask]) -> tuple[list[str], list[StepRecord]]:
+    """Runs on a Dask worker process: (files it imported, one record per task). ``settings``
+    are the coordinator's: the worker writes where the command says (its remote store)."""
     from barca.executors.worker import Worker
 
+    root = str(settings.root)
     imported: list[str] = []
     worker = _WORKERS.get(root)
     if worker is not None and _stat(f for f, _, _ in worker.stamp) != worker.stamp:
         _forget_project_modules(root)  # a long-lived worker, and the code changed since
         worker = None
+    if worker is not None and worker.settings != settings:
+        worker = None
     if worker is None:
-        worker = _WORKERS[root] = Worker(root, lambda kind, data: None)
+        worker = _WORKERS[root] = Worker(settings, lambda kind, data: None)
     worker.notify = lambda kind, data: imported.append(data) if kind == "importing" else None
     os.makedirs(root, exist_ok=True)
     os.chdir(root)
@@ -69,16 +73,17 @@ class DaskExecutor:
     """Runs steps on Dask; a chunk whose worker died is split so only the step that killed it
     fails."""
 
-    def __init__(self, root: str, address: str, size: int,
+    def __init__(self, settings: Any, address: str, size: int,
                  on_import: Callable[[str], None]) -> None:
         try:
             from distributed import Client, LocalCluster
         except ImportError:
             from barca.errors import UsageError
-            raise UsageError("BARCA_EXECUTOR asks for Dask, which is not installed",
-                             "pip install 'barca-pipelines[dask]', or unset BARCA_EXECUTOR.") \
+            where = settings.where("executor", "BARCA_EXECUTOR")
+            raise UsageError(f"{where} asks for Dask, which is not installed",
+                             f"pip install 'barca-pipelines[dask]', or unset {where}.") \
                 from None
-        self.root, self.size, self.on_import = root, size, on_import
+        self.settings, self.size, self.on_import = settings, size, on_import
         self.cluster = None
         if address == "dask":
             import dask
@@ -127,7 +132,7 @@ class DaskExecutor:
             if not workers:
                 self.client.wait_for_workers(1, timeout=60)
                 workers = list(self.client.scheduler_info()["workers"])
-            fut = self.client.submit(_run_chunk, self.root, [t], pure=False, retries=0,
+            fut = self.client.submit(_run_chunk, self.settings, [t], pure=False, retries=0,
                                      workers=workers[:1], allow_other_workers=False)
             wait(fut)
             try:
@@ -144,7 +149,7 @@ class DaskExecutor:
                 on_record(rec)
 
     def _submit(self, chunk: list[StepTask]) -> Any:
-        return self.client.submit(_run_chunk, self.root, chunk, pure=False,
+        return self.client.submit(_run_chunk, self.settings, chunk, pure=False,
                                   retries=0)
 
     def close(self) -> None:

@@ -38,7 +38,7 @@ def _context() -> Any:
     return ctx
 
 
-def _worker_main(conn: Connection, root: str, parent: int | None) -> None:
+def _worker_main(conn: Connection, settings: Any, parent: int | None) -> None:
     try:  # die with the process that forked us (the coordinator, or its forkserver)
         import ctypes
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
@@ -50,10 +50,10 @@ def _worker_main(conn: Connection, root: str, parent: int | None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     with contextlib.suppress(OSError):
         os.dup2(2, 1)  # a stray write to stdout must never mix with the command's result
-    os.chdir(root)
+    os.chdir(settings.root)
     from barca.executors.worker import Worker
 
-    worker = Worker(root, lambda kind, data: conn.send((kind, data)))
+    worker = Worker(settings, lambda kind, data: conn.send((kind, data)))
     while True:
         try:
             chunk = conn.recv()
@@ -85,8 +85,8 @@ class _Slot(Fields):
 class ProcessPool:
     """Runs steps on ``size`` worker processes, started lazily and reused across calls."""
 
-    def __init__(self, root: str, size: int, on_import: Callable[[str], None]) -> None:
-        self.root = root
+    def __init__(self, settings: Any, size: int, on_import: Callable[[str], None]) -> None:
+        self.settings = settings  # what the workers are started with (remote store, fsync)
         self.size = size
         self.on_import = on_import
         self.ctx = _context()
@@ -95,7 +95,7 @@ class ProcessPool:
     def _spawn(self) -> _Slot:
         parent, child = self.ctx.Pipe(duplex=True)
         forked_from = os.getpid() if self.ctx.get_start_method() == "fork" else None
-        proc = self.ctx.Process(target=_worker_main, args=(child, self.root, forked_from),
+        proc = self.ctx.Process(target=_worker_main, args=(child, self.settings, forked_from),
                                 daemon=True, name="barca-worker")
         proc.start()
         child.close()

@@ -30,7 +30,9 @@ class BadInput(Exception):
 class Worker:
     """State kept by one worker process across steps: imported modules, loaded inputs."""
 
-    def __init__(self, root: str, notify: Callable[[str, Any], None]) -> None:
+    def __init__(self, settings: Any, notify: Callable[[str, Any], None]) -> None:
+        self.settings = settings  # the command's, as the worker was started with them
+        root = str(settings.root)
         self.root = Path(root)
         self.notify = notify
         self.functions: dict[tuple[str, str], Callable[..., Any]] = {}
@@ -127,12 +129,9 @@ class Worker:
         return [self.load(i[0], i[1], i[2], reader) for i in items]
 
     def _remote_store(self) -> Any:
-        from barca import remote
-        uri = remote.configured()
-        if uri is None:
-            return None
         if self.remote is None:
-            self.remote = remote.Remote(uri)
+            from barca import remote
+            self.remote = remote.open_store(self.settings)
         return self.remote
 
     def _fetch(self, relpath: str, sha256: str | None) -> bytes | None:
@@ -154,14 +153,11 @@ class Worker:
     def _upload(self, rel: str, rec: StepRecord, task: StepTask, data: bytes | None) -> None:
         """Copy an artifact to the remote store, if one is configured; a failure is reported,
         never fatal (the next command retries it)."""
-        from barca import remote
-        uri = remote.configured()
-        if uri is None:
+        if self.settings.remote_uri is None:
             return
         try:
-            if self.remote is None:
-                self.remote = remote.Remote(uri)
-            self.remote.upload(self.root, rel, task.node, task.key, data)
+            store = self._remote_store()
+            store.upload(self.root, rel, task.node, task.key, data)
             rec.uploaded = True
         except Exception as exc:
             rec.uploaded = False
@@ -266,7 +262,7 @@ class Worker:
                 rec.traceback = tb.format_exc()
                 rec.elapsed = time.perf_counter() - start
                 return rec
-        fsync = os.environ.get("BARCA_FSYNC", "") not in ("", "0")
+        fsync = self.settings.fsync
         try:
             if data is not None:
                 artifacts.write_atomic(self.root / rel, data, fsync=fsync)

@@ -36,13 +36,14 @@ def _run(line: str, cell: str | None) -> Any:
     except SystemExit:  # --help / --version printed by argparse
         return None
     if ns.command == "status" and getattr(ns, "widget", False):
+        from barca.commands import resolve
         from barca.jupyter.widget import StatusWidget
-        return StatusWidget(*ns.args, env=getattr(ns, "env", None))
+        return StatusWidget(*ns.args, settings=resolve(ns))
     progress = None
     if ns.command in ("get", "run") and not ns.dry_run:
         from barca.jupyter.progress import NotebookProgress
         progress = NotebookProgress()
-    try:  # --env / --executor are passed down as values: the kernel's environment is untouched
+    try:  # the line's settings are passed down as values: the kernel's environment is untouched
         outcome = dispatch(ns, on_event=progress or (lambda e: None), load_values=True,
                            default_sql_limit=None)
     except StepFailed as exc:

@@ -15,7 +15,6 @@ from typing import Any
 import ipywidgets as widgets
 
 from barca import events as ev
-from barca.artifacts import using_env
 from barca.errors import BarcaError, StepFailed
 from barca.render import COLOURS
 from barca.types import ids_named, short_name
@@ -104,10 +103,12 @@ class StatusWidget(widgets.VBox):
     the polling."""
 
     def __init__(self, *files: str, poll_interval: float = POLL_SECONDS, env: str | None = None,
-                 **kw: Any) -> None:
+                 settings: Any = None, **kw: Any) -> None:
         from barca.commands import split_target
+        from barca.settings import settings_of
 
-        self.env = env  # a named environment's store (--env), else BARCA_ENV's at each call
+        # the settings it was opened with (``--env``, ...), used by every call it makes
+        self.settings = settings_of(settings, env=env)
 
         target, rest = split_target([str(f) for f in files if f is not None])
         self.files = tuple(rest)
@@ -172,8 +173,7 @@ class StatusWidget(widgets.VBox):
         with self._lock:
             seen = self._stamp()
             try:
-                with using_env(self.env):
-                    report = api.status(None, *self.files)
+                report = api.status(None, *self.files, settings=self.settings)
             except BarcaError as exc:
                 self._seen = seen
                 self.message.value = _error_html(type(exc).__name__, exc.message,
@@ -197,7 +197,7 @@ class StatusWidget(widgets.VBox):
     def _stamp(self) -> Any:
         """What the engine says the status depends on, now (compared with ``_seen``)."""
         from barca.runlog import stamp
-        return stamp(*self.files, env=self.env)
+        return stamp(*self.files, settings=self.settings)
 
     def _draw(self) -> None:
         from barca.dag import DagPicture
@@ -224,8 +224,7 @@ class StatusWidget(widgets.VBox):
             self.logs.value = ""
             return
         try:
-            with using_env(self.env):
-                log = last_lines(node, LOG_LINES)
+            log = last_lines(node, LOG_LINES, settings=self.settings)
         except BarcaError:
             self.logs.value = ""
             return
@@ -311,8 +310,8 @@ class StatusWidget(widgets.VBox):
             refresh = node if action == "refresh" else None
             self._live = {k: v for k, v in self._live.items() if v != "failed"}
             self.last_error = None
-            with using_env(self.env):
-                plan = api.plan_run(node, *self.files, command=command, refresh=refresh)
+            plan = api.plan_run(node, *self.files, command=command, refresh=refresh,
+                                settings=self.settings)
             if action == "dry_run":
                 self.last_result = plan
                 self.message.value = _CSS + plan._repr_html_()
@@ -330,9 +329,9 @@ class StatusWidget(widgets.VBox):
                                   f"running {html.escape(command)} {html.escape(name)}"
                                   f"{' --refresh' if refresh else ''}…</span>")
             self._draw()
-            with using_env(self.env):
-                result = api.materialize(node, *self.files, command=command, refresh=refresh,
-                                         on_event=self._on_event, load_values=True)
+            result = api.materialize(node, *self.files, command=command, refresh=refresh,
+                                     on_event=self._on_event, load_values=True,
+                                     settings=self.settings)
             self.last_result = result
             self.progress.max = max(1, result.steps_total)
             self.progress.value = self.progress.max
