@@ -198,7 +198,7 @@ def raise_missing(up_id: str, consumer: str) -> None:
 
 def step_kwargs(ctx: Any, nid: NodeId, key: str, states: dict[NodeId, NodeState]
                 ) -> dict[str, Any]:
-    """What the worker passes to each parameter of one step (see barca.executors.task):
+    """What the worker passes to each parameter of one step (see barca.executors.job):
     built only for steps that are executed."""
     from barca.frames import require
     graph = ctx.graph

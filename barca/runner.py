@@ -17,7 +17,7 @@ from barca.adoption import Adoption, adopted_row
 from barca.decision import decide
 from barca.discovery import PSEUDO_ABSPATH
 from barca.errors import Cancelled, UsageError, did_you_mean
-from barca.executors.task import StepRecord, StepTask
+from barca.executors.job import StepJob, StepRecord
 from barca.inputs import source_dim, step_kwargs
 from barca.integrity import Integrity
 from barca.planner import Context, keys_from_row
@@ -376,7 +376,7 @@ class Runner:
     def _execute_many(self, groups: list[tuple[NodeId, list[StepState]]],
                       attempt: int = 0) -> None:
         """Run the steps of one or more nodes on the executor, recording each as it lands."""
-        tasks: list[StepTask] = []
+        tasks: list[StepJob] = []
         where: list[tuple[NodeId, StepState]] = []
         nodes: dict[NodeId, tuple[Any, dict[str, str], NodeState]] = {}
         for nid, steps in groups:
@@ -391,7 +391,7 @@ class Runner:
             for s in steps:
                 if s.kwargs is None:
                     s.kwargs = step_kwargs(self.ctx, nid, s.key, self.w.states)
-                tasks.append(StepTask(
+                tasks.append(StepJob(
                     index=len(tasks), step=s.id, node=nid, key=s.key, kind=m.kind,
                     file=fm.abspath, module=fm.module, function=m.function,
                     run_hash=def_hash if m.kind == "sensor" else s.run_hash,  # type: ignore[arg-type]

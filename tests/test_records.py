@@ -12,7 +12,7 @@ from barca import events as ev
 from barca import results
 from barca._record import Fields, Record
 from barca.discovery import NodeModel
-from barca.executors.task import StepRecord, StepTask
+from barca.executors.job import StepJob, StepRecord
 from barca.runner import Walk
 
 
@@ -87,7 +87,7 @@ def test_copy_and_pickle() -> None:
 
 
 def test_mutable_records_pickle_for_workers() -> None:
-    task = StepTask(3, "p.py:x", "p.py:x", "", "asset", "/p.py", "p", "x", "h" * 64, None,
+    task = StepJob(3, "p.py:x", "p.py:x", "", "asset", "/p.py", "p", "x", "h" * 64, None,
                     {"a": ("value", 1)}, timeout=2.0)
     rec = StepRecord(3, "success", 0.25, keys=["a"], key_values={"a": "d"})
     rec.uploaded = True

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from barca.executors.task import StepRecord, StepTask
+    from barca.executors.job import StepJob, StepRecord
     from barca.settings import Settings
 
 
@@ -21,7 +21,7 @@ class Executor(Protocol):
 
     size: int
 
-    def run(self, tasks: list[StepTask], on_record: Callable[[StepRecord], None]) -> None: ...
+    def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None]) -> None: ...
 
     def close(self) -> None: ...
 

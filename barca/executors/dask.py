@@ -1,7 +1,7 @@
 """The Dask executor: steps run on a ``dask.distributed`` cluster — a ``LocalCluster`` started
 for the run (``BARCA_EXECUTOR=dask``) or an existing scheduler (``BARCA_EXECUTOR=tcp://...``).
 
-The same contract as the local pool: chunks of ``StepTask`` in, ``StepRecord`` out, through the
+The same contract as the local pool: chunks of ``StepJob`` in, ``StepRecord`` out, through the
 one worker entry point (``barca.executors.worker.Worker``); the coordinator alone writes
 metadata. Workers on other machines read inputs from and write artifacts to the shared store
 (``BARCA_REMOTE_URI``)."""
@@ -12,12 +12,12 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from barca.executors.task import StepRecord, StepTask
+from barca.executors.job import StepJob, StepRecord
 
 _WORKERS: dict[str, Any] = {}
 
 
-def _run_chunk(settings: Any, tasks: list[StepTask]) -> tuple[list[str], list[StepRecord]]:
+def _run_chunk(settings: Any, tasks: list[StepJob]) -> tuple[list[str], list[StepRecord]]:
     """Runs on a Dask worker process: (files it imported, one record per task). ``settings``
     are the coordinator's: the worker writes where the command says (its remote store)."""
     from barca.executors.worker import Worker
@@ -40,7 +40,7 @@ def _run_chunk(settings: Any, tasks: list[StepTask]) -> tuple[list[str], list[St
     return imported, records
 
 
-def _project_stamp(root: str, tasks: list[StepTask]) -> tuple[Any, ...]:
+def _project_stamp(root: str, tasks: list[StepJob]) -> tuple[Any, ...]:
     """What identifies the project's code now: each pipeline file's and each project module's
     (mtime, size), for the modules this worker has imported."""
     import sys
@@ -98,7 +98,7 @@ class DaskExecutor:
         else:
             self.client = Client(address)
 
-    def run(self, tasks: list[StepTask], on_record: Callable[[StepRecord], None]) -> None:
+    def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None]) -> None:
         from distributed import as_completed
 
         per_chunk = max(1, min(64, -(-len(tasks) // (self.size * 4))))
@@ -107,7 +107,7 @@ class DaskExecutor:
             chunk = tasks[i:i + per_chunk]
             pending[self._submit(chunk)] = chunk
         done = as_completed(list(pending))
-        suspects: list[StepTask] = []
+        suspects: list[StepJob] = []
         for fut in done:
             chunk = pending.pop(fut)
             try:
@@ -122,7 +122,7 @@ class DaskExecutor:
         if suspects:
             self._isolate(suspects, on_record)
 
-    def _isolate(self, suspects: list[StepTask], on_record: Callable[[StepRecord], None]) -> None:
+    def _isolate(self, suspects: list[StepJob], on_record: Callable[[StepRecord], None]) -> None:
         """Run each step that was on a worker that died alone on a worker of its own, so only
         the step that kills its worker fails."""
         from distributed import wait
@@ -148,7 +148,7 @@ class DaskExecutor:
             for rec in records:
                 on_record(rec)
 
-    def _submit(self, chunk: list[StepTask]) -> Any:
+    def _submit(self, chunk: list[StepJob]) -> Any:
         return self.client.submit(_run_chunk, self.settings, chunk, pure=False,
                                   retries=0)
 

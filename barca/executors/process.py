@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from barca._record import Fields
-from barca.executors.task import StepRecord, StepTask
+from barca.executors.job import StepJob, StepRecord
 
 
 def _context() -> Any:
@@ -71,7 +71,7 @@ def _worker_main(conn: Connection, settings: Any, parent: int | None) -> None:
 class _Slot(Fields):
     __slots__ = ("proc", "conn", "chunk", "done", "deadline", "running")
 
-    def __init__(self, proc: Any, conn: Connection, chunk: list[StepTask] | None = None,
+    def __init__(self, proc: Any, conn: Connection, chunk: list[StepJob] | None = None,
                  done: set[int] | None = None, deadline: float | None = None,
                  running: int | None = None) -> None:
         self.proc = proc
@@ -103,13 +103,13 @@ class ProcessPool:
         self.slots.append(slot)
         return slot
 
-    def run(self, tasks: list[StepTask], on_record: Callable[[StepRecord], None]) -> None:
+    def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None]) -> None:
         """Run every task; ``on_record`` is called in the coordinator as each one finishes."""
         if not tasks:
             return
         by_index = {t.index: t for t in tasks}
         per_chunk = max(1, min(64, math.ceil(len(tasks) / (self.size * 4))))
-        queue: deque[list[StepTask]] = deque(
+        queue: deque[list[StepJob]] = deque(
             tasks[i:i + per_chunk] for i in range(0, len(tasks), per_chunk))
         remaining = len(tasks)
         while remaining:
@@ -165,7 +165,7 @@ class ProcessPool:
             pass
         slot.conn.close()
 
-    def _fail_dead(self, slot: _Slot, queue: deque[list[StepTask]],
+    def _fail_dead(self, slot: _Slot, queue: deque[list[StepJob]],
                    on_record: Callable[[StepRecord], None]) -> int:
         slot.proc.join(1)
         code = slot.proc.exitcode
@@ -187,9 +187,9 @@ class ProcessPool:
             queue.appendleft(rest)
         return 1
 
-    def _fail_timeout(self, slot: _Slot, queue: deque[list[StepTask]],
+    def _fail_timeout(self, slot: _Slot, queue: deque[list[StepJob]],
                       on_record: Callable[[StepRecord], None],
-                      by_index: dict[int, StepTask]) -> int:
+                      by_index: dict[int, StepJob]) -> int:
         pending = [t for t in slot.chunk if t.index not in slot.done]
         running = by_index[slot.running] if slot.running is not None else pending[0]
         self._replace(slot)

@@ -14,7 +14,7 @@ from typing import Any
 
 from barca import artifacts, frames
 from barca.executors.capture import StepOutput, captured, user_traceback
-from barca.executors.task import StepRecord, StepTask
+from barca.executors.job import StepJob, StepRecord
 from barca.hashing import canonical_json, sensor_run_hash, sha, source_only, value_digest
 
 
@@ -42,7 +42,7 @@ class Worker:
             if p not in sys.path:
                 sys.path.insert(0, p)
 
-    def function(self, task: StepTask) -> Callable[..., Any]:
+    def function(self, task: StepJob) -> Callable[..., Any]:
         key = (task.file, task.function)
         if task.shipped is not None:  # a notebook function, sent by value
             key = (task.file, hashlib.sha256(task.shipped).hexdigest())
@@ -149,7 +149,7 @@ class Worker:
             return None
         return frames.read_remote(store.fs, where, fmt, reader)
 
-    def _upload(self, rel: str, rec: StepRecord, task: StepTask, data: bytes | None) -> None:
+    def _upload(self, rel: str, rec: StepRecord, task: StepJob, data: bytes | None) -> None:
         """Copy an artifact to the remote store, if one is configured; a failure is reported,
         never fatal (the next command retries it)."""
         if self.settings.remote_uri is None:
@@ -162,7 +162,7 @@ class Worker:
             rec.uploaded = False
             rec.upload_error = f"{type(exc).__name__}: {exc}"
 
-    def kwargs(self, task: StepTask) -> dict[str, Any]:
+    def kwargs(self, task: StepJob) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for param, spec in task.kwargs.items():
             tag = spec[0]
@@ -176,7 +176,7 @@ class Worker:
                 out[param] = None
         return out
 
-    def run(self, task: StepTask) -> StepRecord:
+    def run(self, task: StepJob) -> StepRecord:
         start = time.perf_counter()
         out = StepOutput()
         attempts = task.retries + 1
@@ -209,7 +209,7 @@ class Worker:
                                   output=shown, lines=out.lines)
         raise AssertionError("unreachable")
 
-    def store(self, task: StepTask, value: Any, start: float, out: StepOutput) -> StepRecord:
+    def store(self, task: StepJob, value: Any, start: float, out: StepOutput) -> StepRecord:
         rec = StepRecord(task.index, "success", 0.0, output=out.text(), lines=out.lines)
         if task.key_source:
             problem = _key_source_problem(value, rec)
@@ -242,7 +242,7 @@ class Worker:
             if tmp is not None and os.path.exists(tmp):
                 os.unlink(tmp)  # a step that failed after its table was written
 
-    def _commit(self, task: StepTask, rec: StepRecord, value: Any, fmt: str,
+    def _commit(self, task: StepJob, rec: StepRecord, value: Any, fmt: str,
                 data: bytes | None, tmp: str | None, start: float) -> StepRecord:
         """The written value takes its place in the store (after the step's sinks)."""
         run_hash = task.run_hash

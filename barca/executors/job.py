@@ -14,7 +14,7 @@ from barca._record import Fields
 InputSpec = tuple[Any, ...]
 
 
-class StepTask(Fields):
+class StepJob(Fields):
     __slots__ = ("index", "step", "node", "key", "kind", "file", "module", "function", "run_hash",
                  "serializer", "kwargs", "key_source", "timeout", "retries", "sinks", "shipped",
                  "store_prefix")
