@@ -174,12 +174,12 @@ def _value_text(res: Any, indent: int | None) -> str:
 
 
 def render(outcome: Any, mode: str) -> None:
-    res, cmd, ns = outcome.result, outcome.command, outcome.args
+    res, cmd, args = outcome.result, outcome.command, outcome.args
     if cmd in ("docs", "version"):
         sys.stdout.write(res if res.endswith("\n") else res + "\n")
         return
     if cmd == "logs":
-        _print_logs(res, mode, ns, outcome.settings)
+        _print_logs(res, mode, args, outcome.settings)
         return
     if cmd == "history":
         if mode == "json":
@@ -195,12 +195,12 @@ def render(outcome: Any, mode: str) -> None:
             print(text_table(["RUN", "COMMAND", "TARGET", "STATUS", "RAN", "CACHED", "STARTED"],
                              rows))
         return
-    if getattr(ns, "output", None) == "path" and hasattr(res, "outputs"):
+    if getattr(args, "output", None) == "path" and hasattr(res, "outputs"):
         for o in res.outputs:
             for i in sorted(o.items, key=lambda i: i.key):
                 print(f"{i.key}: {i.path}" if o.partitioned else i.path)
         return
-    if getattr(ns, "output", None) == "value" and hasattr(res, "outputs"):
+    if getattr(args, "output", None) == "value" and hasattr(res, "outputs"):
         text = _value_text(res, 2 if sys.stdout.isatty() else None)
         if outcome.settings.output == "json":  # JSON asked for, not merely a pipe: the run
             # document, whose final_output is the value
@@ -210,7 +210,7 @@ def render(outcome: Any, mode: str) -> None:
                     else json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
         print(text)
         return
-    if cmd == "graph" and not ns.json:  # SVG unless --json: `barca graph > dag.svg` works
+    if cmd == "graph" and not args.json:  # SVG unless --json: `barca graph > dag.svg` works
         print(res.svg())
         return
     if mode == "json" and cmd in ("get", "run"):
@@ -223,7 +223,7 @@ def render(outcome: Any, mode: str) -> None:
             sys.stderr.write(f"[barca] note: {res._table()[3]}\n")
 
 
-def _print_logs(log: Any, mode: str, ns: Any, settings: Any) -> None:
+def _print_logs(log: Any, mode: str, args: Any, settings: Any) -> None:
     """``barca logs``: the run is named on stderr; lines on stdout (JSON: one object each).
     With ``-f``, new lines are printed until the run ends."""
     import time
@@ -236,11 +236,11 @@ def _print_logs(log: Any, mode: str, ns: Any, settings: Any) -> None:
         if text:
             sys.stdout.write(text)
             sys.stdout.flush()
-        if not ns.follow or log.status != "running":
+        if not args.follow or log.status != "running":
             return
         time.sleep(0.2)
         after = log.lines[-1].id if log.lines else after
-        log = logs(log.run_id, step=ns.step, stream=ns.stream, timestamps=ns.timestamps,
+        log = logs(log.run_id, step=args.step, stream=args.stream, timestamps=args.timestamps,
                    after=after, settings=settings)
 
 
@@ -272,20 +272,20 @@ def run_cli(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     mode = "json" if "--json" in argv else ("pretty" if "--pretty" in argv else None)
     agent = "--agent" in argv
-    ns = None
+    args = None
     try:
-        ns = parse(argv)
-        settings = resolve(ns)  # once, for the whole command
+        args = parse(argv)
+        settings = resolve(args)  # once, for the whole command
         mode = _mode(settings)
-        printer = EventPrinter(mode, getattr(ns, "agent", False))
-        outcome = dispatch(ns, on_event=printer, settings=settings)
+        printer = EventPrinter(mode, getattr(args, "agent", False))
+        outcome = dispatch(args, on_event=printer, settings=settings)
         render(outcome, mode)
         if outcome.command == "doctor" and not outcome.result.ok:
             return 1  # a problem found: one line each, with its fix
         return 0
     except StepFailed as exc:
         mode = _safe_mode(mode)
-        value_only = getattr(ns, "output", None) == "value"
+        value_only = getattr(args, "output", None) == "value"
         if exc.result is not None and mode == "json" and not value_only:
             print(_json_doc(exc.result))  # -o value prints nothing when a step failed
         _error(exc, mode, agent)

@@ -223,8 +223,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         raise UsageError(f"Unknown command '{cmd}'.{hint}",
                          f"Commands: {', '.join(COMMANDS)}. See `barca --help`.")
     sub = parser(cmd)._subparsers._group_actions[0].choices[cmd]  # type: ignore[union-attr]
-    ns, extras = sub.parse_known_intermixed_args(argv[at + 1:])
-    ns.command = cmd
+    args, extras = sub.parse_known_intermixed_args(argv[at + 1:])
+    args.command = cmd
     if extras:
         bad = next((e for e in extras if e.startswith("-")), extras[0])
         options = [o for a in sub._actions for o in a.option_strings]
@@ -233,7 +233,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         what = "option" if bad.startswith("-") else "argument"
         raise UsageError(f"Unknown {what} '{bad}' for `barca {cmd}`.{hint}",
                          f"See `barca {cmd} --help` for the options it accepts.")
-    return ns
+    return args
 
 
 def split_target(args: list[str], takes_target: bool = True) -> tuple[str | None, list[str]]:
@@ -283,61 +283,62 @@ def dispatch(args: argparse.Namespace, on_event: Any = None, load_values: bool =
     return _dispatch(args, on_event, load_values, default_sql_limit, settings)
 
 
-def _dispatch(ns: argparse.Namespace, on_event: Any, load_values: bool,
+def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
               default_sql_limit: int | None, settings: Settings) -> Outcome:
     from barca import events as ev
     on_event = on_event or ev.ignore
-    cmd = ns.command
+    cmd = args.command
     s = settings
 
     if cmd not in ("list", "docs", "version"):
         from barca import api
     if cmd in ("get", "run"):
-        if ns.as_type is not None:
+        if args.as_type is not None:
             from barca.frames import check_type
-            check_type(ns.as_type)
-        target, files = split_target(ns.args)
+            check_type(args.as_type)
+        target, files = split_target(args.args)
         if cmd == "run" and target is None:
             raise UsageError("barca run needs a task name.", "Write: barca run TASK [files]")
-        if ns.dry_run:
-            res: Any = api.plan_run(target, *files, command=cmd, refresh=ns.refresh,
-                                    refresh_all=ns.refresh_all, no_cascade=ns.no_cascade,
-                                    partition=ns.partition, settings=s)
+        if args.dry_run:
+            res: Any = api.plan_run(target, *files, command=cmd, refresh=args.refresh,
+                                    refresh_all=args.refresh_all, no_cascade=args.no_cascade,
+                                    partition=args.partition, settings=s)
         else:
-            res = api.materialize(target, *files, command=cmd, refresh=ns.refresh,
-                                  refresh_all=ns.refresh_all, no_cascade=ns.no_cascade,
-                                  partition=ns.partition, on_event=on_event, settings=s,
-                                  load_values=load_values or ns.output == "value")
-        return Outcome(cmd, res, ns, s)
+            res = api.materialize(target, *files, command=cmd, refresh=args.refresh,
+                                  refresh_all=args.refresh_all, no_cascade=args.no_cascade,
+                                  partition=args.partition, on_event=on_event, settings=s,
+                                  load_values=load_values or args.output == "value")
+        return Outcome(cmd, res, args, s)
     if cmd == "list":
         from barca.listing import list_nodes
-        return Outcome(cmd, list_nodes(*ns.args, settings=s), ns, s)
+        return Outcome(cmd, list_nodes(*args.args, settings=s), args, s)
     if cmd == "status":
-        target, files = split_target(ns.args)
-        return Outcome(cmd, api.status(target, *files, settings=s), ns, s)
+        target, files = split_target(args.args)
+        return Outcome(cmd, api.status(target, *files, settings=s), args, s)
     if cmd == "graph":
-        return Outcome(cmd, api.graph(*ns.args, settings=s), ns, s)
+        return Outcome(cmd, api.graph(*args.args, settings=s), args, s)
     if cmd == "plan":
-        return Outcome(cmd, api.plan(*ns.args, target=ns.target, settings=s), ns, s)
+        return Outcome(cmd, api.plan(*args.args, target=args.target, settings=s), args, s)
     if cmd == "history":
-        return Outcome(cmd, api.history(ns.limit, settings=s), ns, s)
+        return Outcome(cmd, api.history(args.limit, settings=s), args, s)
     if cmd == "gc":
         from barca.cachelimit import gc
-        return Outcome(cmd, gc(*ns.args, max_size=ns.max_size, dry_run=ns.dry_run, settings=s),
-                       ns, s)
+        return Outcome(cmd, gc(*args.args, max_size=args.max_size, dry_run=args.dry_run,
+                               settings=s), args, s)
     if cmd == "doctor":
         from barca.doctor import checkup
-        return Outcome(cmd, checkup(*ns.args, env=ns.env), ns, s)
+        return Outcome(cmd, checkup(*args.args, env=args.env), args, s)
     if cmd == "logs":
         from barca.runlog import logs
-        return Outcome(cmd, logs(ns.run_id, step=ns.step, stream=ns.stream,
-                                 timestamps=ns.timestamps, settings=s), ns, s)
+        return Outcome(cmd, logs(args.run_id, step=args.step, stream=args.stream,
+                                 timestamps=args.timestamps, settings=s), args, s)
     if cmd == "sql":
-        limit = None if ns.all else (ns.limit if ns.limit is not None else default_sql_limit)
-        return Outcome(cmd, api.sql_result(ns.query, *ns.args, limit=limit, settings=s), ns, s)
+        limit = None if args.all else (args.limit if args.limit is not None else default_sql_limit)
+        return Outcome(cmd, api.sql_result(args.query, *args.args, limit=limit, settings=s),
+                       args, s)
     if cmd == "docs":
         from barca.manual import topic_text
-        return Outcome(cmd, topic_text(ns.topic), ns, s)
+        return Outcome(cmd, topic_text(args.topic), args, s)
     if cmd == "version":
-        return Outcome(cmd, _version(), ns, s)
+        return Outcome(cmd, _version(), args, s)
     raise UsageError(f"Unknown command '{cmd}'.", f"Commands: {', '.join(COMMANDS)}.")

@@ -32,19 +32,19 @@ def _run(line: str, cell: str | None) -> Any:
     if cell is not None:
         return _cell(argv, cell)
     try:
-        ns = parse(argv)
+        args = parse(argv)
     except SystemExit:  # --help / --version printed by argparse
         return None
-    if ns.command == "status" and getattr(ns, "widget", False):
+    if args.command == "status" and getattr(args, "widget", False):
         from barca.commands import resolve
         from barca.jupyter.widget import StatusWidget
-        return StatusWidget(*ns.args, settings=resolve(ns))
+        return StatusWidget(*args.args, settings=resolve(args))
     progress = None
-    if ns.command in ("get", "run") and not ns.dry_run:
+    if args.command in ("get", "run") and not args.dry_run:
         from barca.jupyter.progress import NotebookProgress
         progress = NotebookProgress()
     try:  # the line's settings are passed down as values: the kernel's environment is untouched
-        outcome = dispatch(ns, on_event=progress or (lambda e: None), load_values=True,
+        outcome = dispatch(args, on_event=progress or (lambda e: None), load_values=True,
                            default_sql_limit=None)
     except StepFailed as exc:
         _show_other_failures(progress, exc)
