@@ -517,7 +517,7 @@ class Project:
         any depth): one that does not parse stops the command before any step runs
         (``UsageError``, exit 2), as its worker could not import it."""
         mod, searches = self._pipeline(file)
-        walk = _Walk(self, searches)
+        walk = _ConeSearch(self, searches)
         todo = [mod] if mod is not None else []
         seen: set[int] = set()
         while todo:
@@ -559,13 +559,13 @@ class Project:
         mod, searches = self._pipeline(file)
         if mod is None:  # pragma: no cover - a pipeline file exists
             return {}
-        walk = _Walk(self, searches)
+        walk = _ConeSearch(self, searches)
         walk.exclude = (id(mod), exclude)
         walk.add_uses(mod, uses)
         return walk.run()
 
 
-class _Walk:
+class _ConeSearch:
     """One step's cone: a work list of what to follow, each item followed once (modules that
     import each other end the walk instead of looping)."""
 
