@@ -88,7 +88,7 @@ class DagPicture:
             nodes.append(DagNode(
                 id=r.id, name=r.id if name in clash else name, kind=r.kind,
                 state=overrides.get(r.id, r.state), level=levels[r.id], row=rows_at[r.id],
-                detail=r.why, keys=keys))
+                detail=r.detail, keys=keys))
         return cls(tuple(nodes), tuple(edge_list))
 
     # ------------------------------------------------------------------ data

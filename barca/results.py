@@ -94,14 +94,14 @@ class Listing(_Displayable, Record):
 # ---------------------------------------------------------------------------- status
 
 class StatusRow(Record):
-    __slots__ = ("id", "kind", "state", "reason", "why", "last_run", "shape", "deps", "inputs",
+    __slots__ = ("id", "kind", "state", "reason", "detail", "last_run", "shape", "deps", "inputs",
                  "partitions", "last_materialization")
     _defaults = {"partitions": None, "last_materialization": None}
     id: str
     kind: str
     state: str                 # JSON value: cached, stale, never_run, partial, unknown, always_runs
     reason: str
-    why: str                   # the WHY cell
+    detail: str                # the WHY cell
     last_run: str
     shape: str
     deps: tuple[str, ...]
@@ -136,7 +136,7 @@ class StatusReport(_Displayable, Record):
         return {
             "nodes": [{
                 "id": r.id, "name": r.name, "kind": r.kind, "inputs": list(r.inputs),
-                "cache": {"state": r.state, "reason": r.reason, "detail": r.why},
+                "cache": {"state": r.state, "reason": r.reason, "detail": r.detail},
                 "partitions": r.partitions, "last_materialization": r.last_materialization,
                 "shape": None if r.shape == "-" else r.shape,
             } for r in self.rows],
@@ -144,7 +144,7 @@ class StatusReport(_Displayable, Record):
         }
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
-        rows = [[r.name, r.kind, cell_label(r.state), r.why, r.last_run, r.shape,
+        rows = [[r.name, r.kind, cell_label(r.state), r.detail, r.last_run, r.shape,
                  ", ".join(d.rsplit(":", 1)[-1] for d in r.deps) or "-"] for r in self.rows]
         return (["NAME", "KIND", "STATE", "WHY", "LAST RUN", "SHAPE", "DEPS"], rows, 2,
                 self.summary_line())
@@ -165,13 +165,13 @@ class StatusReport(_Displayable, Record):
 # ---------------------------------------------------------------------------- dry run
 
 class PlanRow(Record):
-    __slots__ = ("step", "kind", "action", "reason", "why", "partitions", "will_run", "cached",
+    __slots__ = ("step", "kind", "action", "reason", "detail", "partitions", "will_run", "cached",
                  "unknown")
     step: str
     kind: str
     action: str                # will run | cached | partial | unknown | skipped
     reason: str
-    why: str
+    detail: str
     partitions: dict[str, Any] | None
     will_run: int
     cached: int
@@ -199,11 +199,11 @@ class Plan(_Displayable, Record):
     def to_json(self) -> dict[str, Any]:
         return {"dry_run": True, "command": self.command, "target": self.target,
                 "steps": [{"id": r.step, "kind": r.kind, "action": r.action, "reason": r.reason,
-                           "detail": r.why, "partitions": r.partitions} for r in self.rows],
+                           "detail": r.detail, "partitions": r.partitions} for r in self.rows],
                 "summary": self.summary()}
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
-        return (["STATUS", "WHY", "STEP"], [[r.action, r.why, r.step] for r in self.rows], 0,
+        return (["STATUS", "WHY", "STEP"], [[r.action, r.detail, r.step] for r in self.rows], 0,
                 self.summary_line())
 
     def title(self) -> str:

@@ -59,27 +59,27 @@ def plan_row(ctx: Context, ns: NodeState) -> PlanRow:
     reason = first.reason if first else "materialized"
     assume = _assumption(graph, ns.node)
     if ns.keys is None or (unknown and not run and not n_cached):
-        action, why = "unknown", unknown[0].detail if unknown else ns.unknown_detail
+        action, detail = "unknown", unknown[0].detail if unknown else ns.unknown_detail
     elif skipped and not run and not n_cached:
-        action, why = "skipped", skipped[0].detail
+        action, detail = "skipped", skipped[0].detail
     elif run and n_cached:
         action = "partial"
-        why = (f"{n_cached} of {t.total} keys cached; will run: "
+        detail = (f"{n_cached} of {t.total} keys cached; will run: "
                f"{_keys_text([s.key for s in run])}")
     elif run:
         action = "will run"
-        why = run[0].detail
+        detail = run[0].detail
         if m.partitioned:
-            why = f"{len(run)} key{'s' if len(run) != 1 else ''}; {why}"
+            detail = f"{len(run)} key{'s' if len(run) != 1 else ''}; {detail}"
     else:
         action = "cached"
         if m.partitioned:
             n = n_cached
-            why = f"{n} key{'s' if n != 1 else ''}; {assume}" if assume else \
+            detail = f"{n} key{'s' if n != 1 else ''}; {assume}" if assume else \
                 f"{n} key{'s' if n != 1 else ''} cached"
         else:
-            why = assume or "-"
-    return PlanRow(ns.node, m.kind, action, reason, why, parts, len(run), n_cached,
+            detail = assume or "-"
+    return PlanRow(ns.node, m.kind, action, reason, detail, parts, len(run), n_cached,
                    len(unknown))
 
 
@@ -113,32 +113,32 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
     keys = ns.keys or []
     has_record = n_cached > 0 or any(k in hist.latest_success for k in keys)
     if m.kind in ("sensor", "task"):
-        state, reason, why = "always_runs", m.kind, m.kind
+        state, reason, detail = "always_runs", m.kind, m.kind
     elif ns.keys is None or (unknown and unknown[0].reason == "partitions_unknown"):
         state, reason = "unknown", "partitions_unknown"
-        why = unknown[0].detail if unknown else ns.unknown_detail
+        detail = unknown[0].detail if unknown else ns.unknown_detail
     elif m.partitioned and n_cached and run + unknown:
         state, reason = "partial", "partitions_missing"
-        why = f"{n_cached} of {t.total} keys cached; partitions_missing"
+        detail = f"{n_cached} of {t.total} keys cached; partitions_missing"
         if last_failed:
-            why += f"; last run failed: {last.error}"  # type: ignore[union-attr]
+            detail += f"; last run failed: {last.error}"  # type: ignore[union-attr]
     elif t.total and n_cached == t.total:
-        state, reason, why = "cached", "materialized", "materialized"
+        state, reason, detail = "cached", "materialized", "materialized"
     elif unknown:
-        state, reason, why = "unknown", unknown[0].reason, unknown[0].detail
+        state, reason, detail = "unknown", unknown[0].reason, unknown[0].detail
     elif not has_record:
         state = "never_run"
         if last_failed:
-            reason, why = "failed", f"last run failed: {last.error}"  # type: ignore[union-attr]
+            reason, detail = "failed", f"last run failed: {last.error}"  # type: ignore[union-attr]
         else:
-            reason, why = "no_record", "no_record"
+            reason, detail = "no_record", "no_record"
     elif not t.total:
-        state, reason, why = "cached", "materialized", "materialized"
+        state, reason, detail = "cached", "materialized", "materialized"
     else:
         first = run[0] if run else next(iter(ns.steps.values()))
-        state, reason, why = "stale", first.reason, first.detail
+        state, reason, detail = "stale", first.reason, first.detail
         if first.reason == "failed":
-            why = first.detail
+            detail = first.detail
     if last is None:
         last_run, shape, lm = "-", "-", None
     elif last.status == "success":
@@ -148,7 +148,7 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
     else:
         last_run, shape, lm = f"failed {_when(last.created_at)}", "-", _materialization(last)
     deps = tuple(graph.upstream[ns.node])
-    return StatusRow(ns.node, m.kind, state, reason, why, last_run, shape, deps,
+    return StatusRow(ns.node, m.kind, state, reason, detail, last_run, shape, deps,
                      tuple(i.target for i in m.inputs), parts, lm)  # type: ignore[misc]
 
 
