@@ -227,11 +227,11 @@ class Plan(_Displayable, Record):
 # ---------------------------------------------------------------------------- runs
 
 class StepSummary(Record):
-    __slots__ = ("id", "kind", "status", "reason", "detail", "run_hash", "partitions")
+    __slots__ = ("id", "kind", "action", "reason", "detail", "run_hash", "partitions")
     _defaults = {"partitions": None}
     id: str
     kind: str
-    status: str                # ran | cached | partial | failed | skipped
+    action: str                # ran | cached | partial | failed | skipped
     reason: str
     detail: str
     run_hash: str | None
@@ -340,7 +340,7 @@ class RunResult(_Displayable, Record):
             "status": self.status, "run_id": self.run_id,
             "elapsed_seconds": round(self.elapsed, 4), "steps_executed": self.steps_executed,
             "steps_total": self.steps_total, "phases": self.phases,
-            "steps": [{"id": s.id, "kind": s.kind, "status": s.status, "reason": s.reason,
+            "steps": [{"id": s.id, "kind": s.kind, "status": s.action, "reason": s.reason,
                        "detail": s.detail, "run_hash": s.run_hash, "partitions": s.partitions}
                       for s in self.steps],
             "final_output": self.final_output(),
@@ -393,7 +393,7 @@ class RunResult(_Displayable, Record):
         return "\n".join(lines)
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
-        return (["STATUS", "STEP", "WHY"], [[s.status, s.id, s.detail] for s in self.steps], 0,
+        return (["STATUS", "STEP", "WHY"], [[s.action, s.id, s.detail] for s in self.steps], 0,
                 self.headline())
 
     def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:

@@ -166,17 +166,17 @@ def step_summary(ctx: Context, ns: NodeState) -> StepSummary:
     ran, failed = t.steps("ran"), t.steps("failed")
     n_cached = t.count("cached")
     if failed:
-        status, first = "failed", failed[0]
+        action, first = "failed", failed[0]
     elif ran and n_cached:
-        status, first = "partial", ran[0]
+        action, first = "partial", ran[0]
     elif ran:
-        status, first = "ran", ran[0]
+        action, first = "ran", ran[0]
     elif n_cached:
-        status, first = "cached", t.first("cached")
+        action, first = "cached", t.first("cached")
     elif t.count("skipped"):
-        status, first = "skipped", t.first("skipped")
+        action, first = "skipped", t.first("skipped")
     else:
-        status, first = "cached", None
+        action, first = "cached", None
     detail = first.error if first is not None and first.action == "failed" else (
         first.detail if first else "")
     parts = None
@@ -185,7 +185,7 @@ def step_summary(ctx: Context, ns: NodeState) -> StepSummary:
         parts = {"cached": n_cached, "total": t.total, "will_run": len(will),
                  "will_run_keys": key_preview(s.key for s in will)}
     run_hash = first.run_hash if first is not None and not m.partitioned else None
-    return StepSummary(ns.node, m.kind, status, first.reason if first else "", detail or "",
+    return StepSummary(ns.node, m.kind, action, first.reason if first else "", detail or "",
                        run_hash, parts)
 
 
