@@ -45,6 +45,12 @@ class Context:
             if d.kind == "from" and d.source is not None and not graph.nodes[d.source].partitioned}
 
     @property
+    def imported(self) -> bool:
+        """Whether a key expression needed importing a pipeline module (its keys may then
+        depend on anything that module reads)."""
+        return bool(self._modules)
+
+    @property
     def store(self) -> Store:
         return self.view.store
 

@@ -37,7 +37,15 @@ CREATE TABLE IF NOT EXISTS reads (path TEXT PRIMARY KEY, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS settled (name TEXT PRIMARY KEY, value REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS mat_asset ON materializations(asset, partition, status);
 CREATE INDEX IF NOT EXISTS mat_hash ON materializations(asset, run_hash);
-"""
+CREATE TABLE IF NOT EXISTS settle_records (
+    cone TEXT PRIMARY KEY, key TEXT NOT NULL, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS generation (n INTEGER NOT NULL);
+INSERT INTO generation (n) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM generation);
+""" + "".join(  # every write a decision could see moves the generation, whoever writes it
+    f"CREATE TRIGGER IF NOT EXISTS gen_{table}_{op.lower()} AFTER {op} ON {table} "
+    "BEGIN UPDATE generation SET n = n + 1; END;\n"
+    for table in ("materializations", "snapshots", "evictions", "definitions")
+    for op in ("INSERT", "UPDATE", "DELETE"))
 COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "sha256", "parts",
            "status", "error", "traceback", "elapsed", "run_id", "created_at", "shape",
            "value_hash", "remote")
@@ -413,6 +421,34 @@ class Store:
             return set()
         return {r[0] for r in self.conn.execute("SELECT path FROM evictions WHERE asset=?",
                                                 (asset,))}
+
+    # ---------------------------------------------------------------- settle records
+    def generation(self) -> int | None:
+        """A number that every write of a result, snapshot, eviction or definition moves on
+        (SQLite triggers, so no writer, in any process, can forget): the store's state as a
+        settle record sees it. None for a store without it (read-only, or older)."""
+        if self.conn is None:
+            return None
+        try:
+            got = self.conn.execute("SELECT n FROM generation").fetchone()
+        except sqlite3.DatabaseError:
+            return None
+        return None if got is None else int(got[0])
+
+    def settle_record(self, cone: str) -> tuple[str, str] | None:
+        """(key, value) of the cone's settle record (see barca.settle), if any."""
+        if self.conn is None:
+            return None
+        try:
+            got = self.conn.execute("SELECT key, value FROM settle_records WHERE cone=?",
+                                    (cone,)).fetchone()
+        except sqlite3.DatabaseError:
+            return None
+        return None if got is None else (got[0], got[1])
+
+    def put_settle_record(self, cone: str, key: str, value: str) -> None:
+        self._write("INSERT OR REPLACE INTO settle_records (cone, key, value) VALUES (?, ?, ?)",
+                    [(cone, key, value)])
 
     # ---------------------------------------------------------------- writes
     def begin_run(self, run_id: str, command: str, target: str, pool_size: int) -> None:

@@ -32,6 +32,11 @@ class StoreView:
         got = self.store.snapshots(list(nids))
         self._snaps = {n: got.get(n) for n in nids}
 
+    @property
+    def snapshots_loaded(self) -> dict[NodeId, tuple[str, str, str, str] | None] | None:
+        """The snapshots ``load_snapshots`` read (None: none were)."""
+        return self._snaps
+
     def history(self, nid: NodeId) -> NodeHistory:
         got = self._hist.get(nid)
         if got is None:
