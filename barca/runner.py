@@ -240,8 +240,11 @@ class Runner:
                     for nid, _ in ready:
                         self._finish_node(nid)
             if self.execute:  # a value we return (or show) must be intact too
-                self._ensure_steps([s for t in self.targets if t in w.states
-                                    and (self.verify_all or len(w.states[t].keys or ()) <= 1000)
+                verify = [t for t in self.targets if t in w.states
+                          and (self.verify_all or len(w.states[t].keys or ()) <= 1000)]
+                self.ctx.view.locate([t for t in verify if w.states[t].settled
+                                      and len(w.states[t].keys or ()) <= 64])
+                self._ensure_steps([s for t in verify
                                     for s in w.states[t].steps.values() if s.action == "cached"])
                 settle.record(w.states)  # after a repair, the generation moved: no record
         except KeyboardInterrupt:

@@ -43,6 +43,12 @@ class StoreView:
             got = self._hist[nid] = self.store.history(nid)
         return got
 
+    def locate(self, nids: list[NodeId]) -> None:
+        """Read where the successful results of these nodes are, in one query (rather than one
+        per node when each is first asked for)."""
+        for n, where in self.store.success_locations_of(list(nids)).items():
+            self.history(n).locate(where)
+
     def snapshot(self, nid: NodeId) -> tuple[str, str, str, str] | None:
         """(digest, combined, keys joined by NUL, run hashes concatenated) of the node's last
         complete walk."""
