@@ -212,15 +212,15 @@ class Runner:
                 names = ", ".join(short_name(n) for n in w.skipped_fanins)
                 w.notes.append(f"--partition skips a fan-in that reads every key: {names}. "
                                "Run without --partition to update it.")
-        w.total = sum(self._static_count(n) for n in w.order if n not in skip_below)
-        if self.execute:
-            for note in w.notes:
-                self.on_event(ev.Note(note))
         from barca.settle import Settle
         settle = Settle(self.ctx, w.order, w.forced, self.selection)
         self.ctx.view.load_snapshots([n for n in w.order if n not in w.forced
                                       and self.graph.nodes[n].kind == "asset"])
         self._settled = settle.check(self.ctx.view.snapshots_loaded)
+        w.total = sum(self._static_count(n) for n in w.order if n not in skip_below)
+        if self.execute:
+            for note in w.notes:
+                self.on_event(ev.Note(note))
         try:
             for batch in self._batches():
                 ready = []

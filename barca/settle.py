@@ -12,7 +12,8 @@ ones the full decision matched.
 The record is only an early exit of ``decide`` (its ``settled`` argument); anything else --
 a sensor or a task in the cone, keys that come from an output or from importing a module, env
 values read live, a notebook, evicted results, ``--refresh``, ``--partition``, memo layers off
--- is decided the normal way, and so is every command whose state does not match."""
+-- is decided the normal way, and so is every command whose state does not match. On a match
+the keys are the ones the snapshots were made of: they were evaluated from the same text."""
 from __future__ import annotations
 
 import json
@@ -34,8 +35,9 @@ def _own() -> str:
     if _OWN is None:
         here = Path(__file__).parent
         _OWN = sha(ModelCache.salt(), *(
-            (here / f).read_bytes() for f in ("settle.py", "decision.py", "hashing.py",
-                                              "defcache.py", "inputs.py")))
+            (here / f).read_bytes() for f in (
+            "settle.py", "decision.py", "hashing.py", "defcache.py", "inputs.py", "keyexpr.py",
+            "topology.py", "planner.py")))
     return _OWN
 
 
@@ -83,10 +85,13 @@ class Settle:
             return False
         if any(defcache._dir(d) != h for d, h in dirs.items()):
             return False
-        digests = [snapshots.get(n) for n in self.order]
-        if any(s is None for s in digests):
+        got_snaps = [snapshots.get(n) for n in self.order]
+        if any(s is None for s in got_snaps):
             return False
-        self.hit = snaps == sha(*(s[0] for s in digests))  # type: ignore[index]
+        self.hit = snaps == sha(*(s[0] for s in got_snaps))  # type: ignore[index]
+        if self.hit:  # the keys each digest was made of: no key expression evaluated again
+            for n, snap in zip(self.order, got_snaps, strict=True):
+                self.ctx.settled_keys(n, snap[2].split("\x00"))  # type: ignore[index]
         return self.hit
 
     def record(self, states: dict[NodeId, Any]) -> None:
@@ -95,7 +100,7 @@ class Settle:
         if self.key is None or self.hit or self.cone is None:
             return
         ctx = self.ctx
-        if any(not getattr(states.get(n), "settled", False) for n in self.order):
+        if ctx.imported or any(not getattr(states.get(n), "settled", False) for n in self.order):
             return
         deps = ctx.defcache.deps_of(self.order)
         if deps is None:
@@ -111,7 +116,7 @@ class Settle:
 
 
 def _eligible(ctx: Any, order: list[NodeId], forced: set[NodeId], selection: Any) -> bool:
-    if not ctx.memo or forced or selection is not None or not order or ctx.imported:
+    if not ctx.memo or forced or selection is not None or not order:
         return False
     graph = ctx.graph
     for n in order:
