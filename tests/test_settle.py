@@ -65,8 +65,17 @@ def settled(project):
     return project
 
 
-def test_cached_command_is_settled_by_the_record(settled) -> None:
-    assert settled.barca("status", "pipeline.py", "--json").code == 0
+def status(project) -> dict:
+    res = project.barca("status", "top", "pipeline.py", "--json")
+    assert res.code == 0, res.out + res.err
+    return res.json()
+
+
+def test_status_and_dry_run_say_the_same_with_and_without_the_record(settled) -> None:
+    served = status(settled), get(settled, "top", "--dry-run")
+    with sqlite3.connect(settled.path / ".barca" / "metadata.db") as conn:
+        conn.execute("DELETE FROM settle_records")
+    assert (status(settled), get(settled, "top", "--dry-run")) == served
 
 
 def test_edited_helper_module_is_noticed(settled) -> None:
