@@ -186,8 +186,11 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         selection = parse_partition(partition)
         if selection is not None:
             check_selection(sess.ctx, order, selection, label)
-        sess.store.close()  # read-only until now: usage errors leave no .barca/ behind
-        sess.store = Store(sess.graph.root, create=True, prefix=settings.store_prefix)
+        # read-only until now: usage errors leave no .barca/ behind. The writer opens before
+        # the reader closes: the last connection to close checkpoints the WAL, once is enough
+        store = Store(sess.graph.root, create=True, prefix=settings.store_prefix)
+        sess.store.close()
+        sess.store = store
         sess.ctx.store = sess.store
         sess.ctx.defcache.conn = sess.store.conn
         runner = Runner(sess.ctx, targets, execute=True, refresh=refresh_ids,

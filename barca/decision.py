@@ -19,21 +19,25 @@ PART_ORDER = ("code", "decorator", "helper:", "module:", "env:", "input:", "key"
 
 
 def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
-           forced: bool = False, predict: bool = False) -> NodeState:
+           forced: bool = False, predict: bool = False, settled: bool = False) -> NodeState:
     """Decide every step of one node, given the states of its upstream nodes.
 
     An asset whose snapshot digest (see identity) is unchanged is settled at once: every key
-    cached under the run hash the snapshot records, with no per-key work. Otherwise each key's
+    cached under the run hash the snapshot records, with no per-key work. ``settled`` says a
+    settle record (barca.settle) vouches that the whole cone is in a state whose full decision
+    found every digest unchanged: the digest is then not computed again. Otherwise each key's
     run hash is computed; one equal to the snapshot's for that key is cached without reading
     its row, and only the rest are looked up in the store's history."""
     m = ctx.graph.nodes[nid]
     view = ctx.view
     hist = view.history(nid)
     asset = m.kind == "asset"
-    ident = identity(ctx, nid, keys, states) if asset else None
     evicted = view.evicted(nid) if asset else set()
     # a node with evicted results is decided key by key: the snapshot does not know of them
     snap = view.snapshot(nid) if asset and not forced and not evicted else None
+    if settled and snap is not None and len(snap[3]) == 64 * len(keys):
+        return NodeState.from_snapshot(nid, keys, snap[0], snap[1], split_hashes(snap[3]), hist)
+    ident = identity(ctx, nid, keys, states) if asset else None
     prev: dict[str, str] = {}
     if snap is not None:
         hashes = split_hashes(snap[3])

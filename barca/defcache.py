@@ -39,6 +39,7 @@ class DefinitionCache:
         self._dirs: dict[str, str] = {}
         self._prints: dict[str, str] = {}
         self._new: list[tuple[str, str, str, str]] = []
+        self._deps: dict[str, dict[str, dict[str, str | None]]] = {}  # of the parts handed out
 
     def _load(self) -> dict[str, tuple[str, str, str]]:
         if self._rows is None:
@@ -78,7 +79,21 @@ class DefinitionCache:
             return None
         if any(self._dir(d) != h for d, h in deps["dirs"].items()):
             return None
+        self._deps[node.id] = deps
         return json.loads(row[2])
+
+    def deps_of(self, nodes: list[str]) -> tuple[dict[str, str | None], dict[str, str]] | None:
+        """The files and folders the parts of these nodes were read from, with their digests
+        as this command found them (None if one node's parts did not come through here)."""
+        files: dict[str, str | None] = {}
+        dirs: dict[str, str] = {}
+        for n in nodes:
+            deps = self._deps.get(n)
+            if deps is None:
+                return None
+            files.update(deps["files"])
+            dirs.update(deps["dirs"])  # type: ignore[arg-type]
+        return files, dirs
 
     def fingerprint(self, fm: FileModel) -> str:
         """The pipeline file's text, hashed once per command (not once per node)."""
@@ -93,6 +108,7 @@ class DefinitionCache:
         dirs = {pipeline_dir, "."} | {str(Path(f).parent) for f in files}
         deps = {"files": {f: self._file(f) for f in sorted(files)},
                 "dirs": {d: self._dir(d) for d in sorted(dirs)}}
+        self._deps[node.id] = deps  # type: ignore[assignment]
         self._new.append((node.id, self.fingerprint(fm), json.dumps(deps),
                           json.dumps(parts, sort_keys=True)))
 

@@ -44,15 +44,18 @@ class Integrity:
         import os
 
         from barca.artifacts import file_sha256
-        path = self.root / (s.path or "")
+        where = os.path.join(self.root, s.path or "")
         try:
             # a big artifact is hashed in blocks: a lazy consumer of a 2 GB table must not
             # cost the coordinator 2 GB
-            with open(path, "rb") as f:
-                data = f.read() if os.fstat(f.fileno()).st_size <= SMALL_BYTES else None
+            with open(where, "rb") as f:
+                data: bytes | None = f.read(SMALL_BYTES + 1)
+            if len(data) > SMALL_BYTES:  # type: ignore[arg-type]
+                data = None
             digest = hashlib.sha256(data).hexdigest() if data is not None else (
-                file_sha256(path) if s.sha256 else "")
+                file_sha256(Path(where)) if s.sha256 else "")
         except IsADirectoryError:
+            path = Path(where)
             aside = path.with_name(f"{path.name}.moved-aside-{int(time.time())}")
             path.rename(aside)
             self.warn(f"{s.path} was a directory; moved it aside to {aside.name} and computing "

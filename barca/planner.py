@@ -50,6 +50,12 @@ class Context:
             if d.kind == "from" and d.source is not None and not graph.nodes[d.source].partitioned}
 
     @property
+    def imported(self) -> bool:
+        """Whether a key expression needed importing a pipeline module (its keys may then
+        depend on anything that module reads)."""
+        return bool(self._modules)
+
+    @property
     def store(self) -> Store:
         return self.view.store
 
@@ -94,6 +100,11 @@ class Context:
         return self.view.history(nid)
 
     # ------------------------------------------------------------ keys known before running
+    def settled_keys(self, nid: NodeId, keys: list[str]) -> None:
+        """The node's keys as its snapshot holds them, when a settle record vouches that the
+        source they are evaluated from is the text they were evaluated from (barca.settle)."""
+        self._keys.setdefault(nid, keys)
+
     def static_keys(self, nid: NodeId) -> list[str] | None:
         """Keys from the source text (or by evaluating a key expression); None when they come
         from an upstream's output."""

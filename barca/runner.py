@@ -148,6 +148,7 @@ class Runner:
         self.adoption = Adoption(ctx.store, self.remote, fetch=execute)
         self.integrity = Integrity(self.graph.root, self.remote, self._warn)
         self.upload_errors: list[str] = []
+        self._settled = False  # a settle record vouches for the whole cone (barca.settle)
 
     @property
     def small(self) -> dict[str, bytes]:
@@ -211,12 +212,15 @@ class Runner:
                 names = ", ".join(short_name(n) for n in w.skipped_fanins)
                 w.notes.append(f"--partition skips a fan-in that reads every key: {names}. "
                                "Run without --partition to update it.")
+        from barca.settle import Settle
+        settle = Settle(self.ctx, w.order, w.forced, self.selection)
+        self.ctx.view.load_snapshots([n for n in w.order if n not in w.forced
+                                      and self.graph.nodes[n].kind == "asset"])
+        self._settled = settle.check(self.ctx.view.snapshots_loaded)
         w.total = sum(self._static_count(n) for n in w.order if n not in skip_below)
         if self.execute:
             for note in w.notes:
                 self.on_event(ev.Note(note))
-        self.ctx.view.load_snapshots([n for n in w.order if n not in w.forced
-                                      and self.graph.nodes[n].kind == "asset"])
         try:
             for batch in self._batches():
                 ready = []
@@ -236,9 +240,13 @@ class Runner:
                     for nid, _ in ready:
                         self._finish_node(nid)
             if self.execute:  # a value we return (or show) must be intact too
-                self._ensure_steps([s for t in self.targets if t in w.states
-                                    and (self.verify_all or len(w.states[t].keys or ()) <= 1000)
+                verify = [t for t in self.targets if t in w.states
+                          and (self.verify_all or len(w.states[t].keys or ()) <= 1000)]
+                self.ctx.view.locate([t for t in verify if w.states[t].settled
+                                      and len(w.states[t].keys or ()) <= 64])
+                self._ensure_steps([s for t in verify
                                     for s in w.states[t].steps.values() if s.action == "cached"])
+                settle.record(w.states)  # after a repair, the generation moved: no record
         except KeyboardInterrupt:
             raise Cancelled("cancelled: the run was interrupted; finished steps are recorded",
                             "Run the same command again: it computes only what did not finish."
@@ -291,7 +299,7 @@ class Runner:
         if self.ctx.static_keys(nid) is None:  # keys known now from an output: the total grows
             w.total += len(keys) - 1
         ns = decide(self.ctx, nid, keys, w.states, forced=nid in w.forced,
-                    predict=not self.execute)
+                    predict=not self.execute, settled=self._settled)
         w.states[nid] = ns
         self.adoption.apply(ns)
         partitioned = self.graph.nodes[nid].partitioned

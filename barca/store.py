@@ -37,7 +37,15 @@ CREATE TABLE IF NOT EXISTS reads (path TEXT PRIMARY KEY, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS settled (name TEXT PRIMARY KEY, value REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS mat_asset ON materializations(asset, partition, status);
 CREATE INDEX IF NOT EXISTS mat_hash ON materializations(asset, run_hash);
-"""
+CREATE TABLE IF NOT EXISTS settle_records (
+    cone TEXT PRIMARY KEY, key TEXT NOT NULL, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS generation (n INTEGER NOT NULL);
+INSERT INTO generation (n) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM generation);
+""" + "".join(  # every write a decision could see moves the generation, whoever writes it
+    f"CREATE TRIGGER IF NOT EXISTS gen_{table}_{op.lower()} AFTER {op} ON {table} "
+    "BEGIN UPDATE generation SET n = n + 1; END;\n"
+    for table in ("materializations", "snapshots", "evictions", "definitions")
+    for op in ("INSERT", "UPDATE", "DELETE"))
 COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "sha256", "parts",
            "status", "error", "traceback", "elapsed", "run_id", "created_at", "shape",
            "value_hash", "remote")
@@ -143,6 +151,11 @@ class NodeHistory:
             row = self.store.success_row(self.asset, run_hash) if self._older else None
         self._by_hash[run_hash] = row
         return row
+
+    def locate(self, where: dict[str, tuple[str, str, str, str]]) -> None:
+        """Every successful row's location, read for many nodes at once (see StoreView)."""
+        if self._where is None:
+            self._where = where
 
     def resolve(self, run_hash: str) -> tuple[str, str, str, str] | None:
         """(path, format, sha256, shape) of the newest successful row with this run hash:
@@ -263,15 +276,25 @@ class Store:
 
     def success_locations(self, asset: str) -> dict[str, tuple[str, str, str, str]]:
         """run hash -> (path, format, sha256, shape) of its newest successful row."""
+        return self.success_locations_of([asset]).get(asset, {})
+
+    def success_locations_of(self, assets: list[str]
+                             ) -> dict[str, dict[str, tuple[str, str, str, str]]]:
+        """``success_locations`` of several nodes, in one query per 500 names."""
+        out: dict[str, dict[str, tuple[str, str, str, str]]] = {a: {} for a in assets}
         if self.conn is None:
-            return {}
+            return out
         try:
-            cur = self.conn.execute(
-                "SELECT run_hash, path, format, sha256, shape FROM materializations "
-                "WHERE asset=? AND status='success' ORDER BY id", (asset,))
-            return {r[0]: r[1:] for r in cur}
+            for i in range(0, len(assets), 500):
+                part = assets[i:i + 500]
+                for a, rh, *where in self.conn.execute(
+                        "SELECT asset, run_hash, path, format, sha256, shape FROM "
+                        f"materializations WHERE asset IN ({','.join('?' * len(part))}) "
+                        "AND status='success' ORDER BY id", part):
+                    out[a][rh] = tuple(where)  # type: ignore[assignment]
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
+        return out
 
     def newest_row(self, asset: str, key: str, success: bool) -> Row | None:
         found = self.rows(asset, "partition=?" + (" AND status='success'" if success else ""),
@@ -408,6 +431,34 @@ class Store:
             return set()
         return {r[0] for r in self.conn.execute("SELECT path FROM evictions WHERE asset=?",
                                                 (asset,))}
+
+    # ---------------------------------------------------------------- settle records
+    def generation(self) -> int | None:
+        """A number that every write of a result, snapshot, eviction or definition moves on
+        (SQLite triggers, so no writer, in any process, can forget): the store's state as a
+        settle record sees it. None for a store without it (read-only, or older)."""
+        if self.conn is None:
+            return None
+        try:
+            got = self.conn.execute("SELECT n FROM generation").fetchone()
+        except sqlite3.DatabaseError:
+            return None
+        return None if got is None else int(got[0])
+
+    def settle_record(self, cone: str) -> tuple[str, str] | None:
+        """(key, value) of the cone's settle record (see barca.settle), if any."""
+        if self.conn is None:
+            return None
+        try:
+            got = self.conn.execute("SELECT key, value FROM settle_records WHERE cone=?",
+                                    (cone,)).fetchone()
+        except sqlite3.DatabaseError:
+            return None
+        return None if got is None else (got[0], got[1])
+
+    def put_settle_record(self, cone: str, key: str, value: str) -> None:
+        self._write("INSERT OR REPLACE INTO settle_records (cone, key, value) VALUES (?, ?, ?)",
+                    [(cone, key, value)])
 
     # ---------------------------------------------------------------- writes
     def begin_run(self, run_id: str, command: str, target: str, pool_size: int) -> None:

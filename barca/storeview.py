@@ -32,11 +32,22 @@ class StoreView:
         got = self.store.snapshots(list(nids))
         self._snaps = {n: got.get(n) for n in nids}
 
+    @property
+    def snapshots_loaded(self) -> dict[NodeId, tuple[str, str, str, str] | None] | None:
+        """The snapshots ``load_snapshots`` read (None: none were)."""
+        return self._snaps
+
     def history(self, nid: NodeId) -> NodeHistory:
         got = self._hist.get(nid)
         if got is None:
             got = self._hist[nid] = self.store.history(nid)
         return got
+
+    def locate(self, nids: list[NodeId]) -> None:
+        """Read where the successful results of these nodes are, in one query (rather than one
+        per node when each is first asked for)."""
+        for n, where in self.store.success_locations_of(list(nids)).items():
+            self.history(n).locate(where)
 
     def snapshot(self, nid: NodeId) -> tuple[str, str, str, str] | None:
         """(digest, combined, keys joined by NUL, run hashes concatenated) of the node's last
