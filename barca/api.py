@@ -8,7 +8,6 @@ apply to that call alone."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,12 +16,9 @@ from typing import TYPE_CHECKING, Any
 from barca import events as ev
 from barca.errors import StepFailed, UsageError
 from barca.listing import list_nodes  # noqa: F401  (part of the API)
+from barca.outputs import node_output
 from barca.planner import Context
 from barca.results import (
-    MAX_KEYS_IN_OUTPUT,
-    Output,
-    OutputItem,
-    OutputItems,
     PhasePlan,
     Plan,
     RunResult,
@@ -39,9 +35,6 @@ from barca.verdicts import plan_row, run_result, status_row
 if TYPE_CHECKING:
     from barca.dag import DagPicture
     from barca.results import SqlResult
-
-PREVIEW_BYTES = 2048
-
 
 def _files(files: Iterable[str]) -> tuple[str, ...]:
     return tuple(str(f) for f in files if f is not None)
@@ -222,7 +215,8 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         warnings.extend(runner.remote_notes())
         if w.done:
             on_event(ev.RunEnded(w.done, w.total, elapsed, bool(w.failed)))
-        outputs = tuple(_output(sess, w.states[t], load_values, runner.small) for t in targets
+        outputs = tuple(node_output(sess.graph, sess.settings, sess.store.prefix, w.states[t],
+                                    load_values, runner.small) for t in targets
                         if t not in w.skipped_fanins)
         if w.infra:
             from barca.errors import InfrastructureError
@@ -276,93 +270,6 @@ def _kept_dependants(graph: Graph, w: Any, refreshed: list[NodeId], order: list[
             if t.total and t.count("cached") == t.total:
                 out.append(nid)
     return out
-
-
-def _preview_bytes(root: Path, path: str, small: dict[str, bytes]) -> bytes | None:
-    """An artifact's bytes if it is small enough to preview (the runner has just verified most
-    of them: not read twice)."""
-    data = small.get(path)
-    if data is not None:
-        return data
-    p = root / path
-    return p.read_bytes() if p.stat().st_size <= PREVIEW_BYTES else None
-
-
-def _output(sess: Session, ns: Any, load: bool, small: dict[str, bytes] | None = None) -> Output:
-    small = small or {}
-    m = sess.graph.nodes[ns.node]
-    items: Any
-    if m.partitioned and not load and ns.lazy and len(ns.keys or ()) > MAX_KEYS_IN_OUTPUT:
-        t = ns.tally()  # every key's path is read from the store only if it is asked for
-        root, prefix = sess.graph.root, sess.store.prefix
-
-        def every_item() -> Any:
-            store = Store(root, create=False, prefix=prefix)  # the command's store is closed
-            try:
-                where = store.success_locations(ns.node)
-            finally:
-                store.close()
-            return (OutputItem(*i) for i in ns.located(where))
-
-        items = OutputItems(
-            t.count("cached") + t.count("ran"),
-            tuple(OutputItem(s.key, s.path, s.format, True) for s in t.steps("ran")),
-            every_item)
-    else:
-        items = tuple(OutputItem(s.key, s.path, s.format, s.action == "ran")
-                      for s in ns.steps.values() if s.path)
-    values: Any = None
-    preview = ""
-    root = sess.graph.root
-    if load:
-        values = ({i.key: _read(sess.settings, i.path, i.format) for i in items}
-                  if m.partitioned else
-                  (_read(sess.settings, items[0].path, items[0].format) if items else None))
-    elif items and not m.partitioned and items[0].format == "json":
-        try:
-            data = _preview_bytes(root, items[0].path, small)  # type: ignore[arg-type]
-            if data is not None:
-                values = json.loads(data)
-                text = json.dumps(values, indent=2, sort_keys=True, ensure_ascii=False)
-                preview = "\n".join("  " + line for line in text.splitlines())
-        except (OSError, ValueError):
-            values = None
-    elif items and m.partitioned and len(items) <= 1000:
-        vals = {}
-        for i in items:
-            if i.format == "json":
-                try:
-                    data = _preview_bytes(root, i.path, small)  # type: ignore[arg-type]
-                    if data is not None:
-                        vals[i.key] = json.loads(data)
-                except (OSError, ValueError):
-                    pass
-        values = vals
-    return Output(ns.node, m.partitioned, items, values, preview)
-
-
-def _read(settings: Settings, path: str | None, fmt: str | None,
-          as_type: str | None = None) -> Any:
-    from barca.artifacts import deserialize
-    from barca.errors import InfrastructureError
-    root = settings.root
-    if path is None:
-        return None
-    if fmt == "pickle" and str(root) not in sys.path:
-        sys.path.insert(0, str(root))  # a pickled value may name classes of the pipeline
-    if not (root / path).exists():  # computed by a worker on another machine
-        from barca import remote
-        store = remote.open_store(settings)
-        if store is not None:
-            store.fetch(root, path)
-    try:
-        if fmt in ("parquet", "csv"):  # a table, in the type it was written
-            from barca import frames
-            return frames.read(root / path, fmt, as_type)
-        return deserialize((root / path).read_bytes(), fmt or "json")
-    except OSError as exc:
-        raise InfrastructureError(f"cannot read {path}: {exc.strerror or exc}",
-                                  "Run the command again to recompute it.", path=path) from None
 
 
 def get(target: str | list[str] | None = None, *files: str, refresh: str | list[str] | None = None,

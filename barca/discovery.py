@@ -5,7 +5,6 @@ Nothing here imports user code: the model is read from the source text.
 from __future__ import annotations
 
 import ast
-import contextlib
 import os
 import re
 from collections.abc import Sequence
@@ -15,6 +14,7 @@ from typing import Any
 from barca._record import Fields
 from barca.decorators import ASSET_ARGS, SENSOR_ARGS
 from barca.errors import UsageError, did_you_mean
+from barca.modelcache import ModelCache
 from barca.types import NodeId
 
 KINDS = ("asset", "sensor", "task")
@@ -254,89 +254,6 @@ def parse_file(path: Path, root: Path) -> FileModel:
                 fm.nodes.append(node)
     cache.put(fm)
     return fm
-
-
-def _pickle() -> Any:
-    """The C pickler alone: ``import pickle`` also loads its pure-Python twin and its helpers,
-    which a start that only reads the discovery cache never uses."""
-    try:
-        import _pickle
-        return _pickle
-    except ImportError:  # pragma: no cover - not CPython
-        import pickle
-        return pickle
-
-
-class ModelCache:
-    """A file's model, kept in ``.barca/discovery/`` while its text (and this module) is the
-    same: a big pipeline file is parsed only when it changes. The syntax tree is not kept; it
-    is parsed again only where one is needed (a definition to hash, a key expression).
-    Written only into an existing ``.barca/``; anything unreadable is a miss."""
-
-    _salt: str | None = None
-
-    def __init__(self, root: Path, rel: str, abspath: str, source: str) -> None:
-        self.dir = root / ".barca" / "discovery"
-        self.rel, self.abspath, self.source = rel, abspath, source
-        self._key: bytes | None = None
-
-    @property
-    def file(self) -> Path:
-        import hashlib
-        return self.dir / (hashlib.sha256(self.rel.encode("utf-8", "surrogatepass"))
-                           .hexdigest()[:24] + ".pickle")
-
-    @property
-    def key(self) -> bytes:
-        if self._key is None:
-            import hashlib
-            self._key = hashlib.sha256("\0".join(
-                [self.salt(), self.rel, self.abspath, self.source]).encode(
-                "utf-8", "surrogatepass")).hexdigest().encode()
-        return self._key
-
-    @classmethod
-    def salt(cls) -> str:
-        """The text of this module, of the record base, of the decorators' argument lists and
-        of the annotation readers: a changed model class or discovery rule is a new cache."""
-        if cls._salt is None:
-            import hashlib
-
-            from barca import _record, decorators
-            h = hashlib.sha256()
-            readers = Path(__file__).with_name("readers.py")  # its path; not imported here
-            for f in (__file__, _record.__file__, decorators.__file__, readers):
-                h.update(Path(f).read_bytes())
-            cls._salt = h.hexdigest()
-        return cls._salt
-
-    def get(self) -> FileModel | None:
-        if not self.dir.is_dir():  # no store here yet (or never): nothing to read, no hashing
-            return None
-        try:
-            data = self.file.read_bytes()
-        except OSError:
-            return None
-        if not data.startswith(self.key + b"\n"):
-            return None
-        try:
-            fm = _pickle().loads(data[len(self.key) + 1:])
-        except Exception:  # noqa: BLE001 - a damaged cache file is a miss
-            return None
-        return fm if isinstance(fm, FileModel) else None
-
-    def put(self, fm: FileModel) -> None:
-        if not self.dir.parent.is_dir():  # never the first thing written into a project
-            return
-        file = self.file
-        tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")
-        try:
-            self.dir.mkdir(exist_ok=True)
-            tmp.write_bytes(self.key + b"\n" + _pickle().dumps(fm, protocol=5))
-            os.replace(tmp, file)
-        except Exception:  # noqa: BLE001 - a cache that cannot be written is only slower
-            with contextlib.suppress(OSError):
-                tmp.unlink()
 
 
 def _module_level(body: list[ast.stmt]) -> Any:

@@ -111,7 +111,7 @@ class DefinitionHasher:
             "code": digest(ast.dump(code, include_attributes=False)),
             "decorator": digest(canonical_json(decorator_shape), *node.counted_decorator),
         }
-        from barca.cone import analyse
+        from barca.moduleindex import analyse
         uses = analyse(code, _counted_exprs(node), node.counted_names,
                        self.project.lines(fm.abspath))
         parts.update(self.project.cone(fm.abspath, uses, exclude=node.function))

@@ -20,8 +20,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from barca.discovery import PSEUDO_ABSPATH, ModelCache
+from barca.discovery import PSEUDO_ABSPATH
 from barca.hashing import sha
+from barca.modelcache import ModelCache
 from barca.types import NodeId
 
 _VERSION = "settle-1"
