@@ -1,12 +1,13 @@
 """The contracts `.ci/run` checks before the tests (`.ci/lint`): ruff, design.md's layers as an
 import-linter contract, and one copy of the manual. Each is shown to fail on a copy of the
-checkout with one violation planted."""
+checkout with one violation planted. And the inner loop stays fast."""
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -69,6 +70,19 @@ def test_a_second_copy_of_the_manual_fails_ci(tmp_path: Path) -> None:
     r = _lint(copy)
     assert r.returncode != 0 and "a second copy of the manual: docs/partitions.md" in r.stderr, \
         r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_the_fast_subset_runs_in_under_a_minute() -> None:
+    """`pytest -m "not slow"` is the inner loop: no subprocess, kernel or browser, and quick."""
+    start = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
+                        "not slow", str(REPO / "tests")], cwd=REPO, text=True,
+                       capture_output=True, timeout=300)
+    elapsed = time.monotonic() - start
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert " passed" in r.stdout and "deselected" in r.stdout, r.stdout[-500:]
+    assert elapsed < 60, f"the fast subset took {elapsed:.0f} s"
 
 
 def test_every_module_is_under_a_layer_contract() -> None:
