@@ -37,7 +37,7 @@ def _own() -> str:
         _OWN = sha(ModelCache.salt(), *(
             (here / f).read_bytes() for f in (
             "settle.py", "decision.py", "hashing.py", "defcache.py", "inputs.py", "keyexpr.py",
-            "topology.py", "planner.py")))
+            "topology.py", "planner.py", "cone.py", "moduleindex.py", "scope.py")))
     return _OWN
 
 
