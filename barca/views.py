@@ -82,15 +82,8 @@ def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
     partitioned = ctx.graph.nodes[vs.node].partitioned
     columns: dict[str, None] = {"partition": None} if partitioned else {}
     lines: list[str] = []
-    root = ctx.graph.root
     for key, row in rows:
-        try:
-            value = json.loads((root / (row.path or "")).read_bytes())
-        except FileNotFoundError:
-            fetched = _fetch(ctx, row.path or "", row.sha256)
-            if fetched is None:
-                raise _missing(name, row) from None
-            value = json.loads(fetched)
+        value = json.loads(_local(ctx, name, row).read_bytes())
         for rec in _records(value):
             if partitioned:
                 rec = {"partition": key, **rec}
@@ -104,13 +97,16 @@ def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
     return str(path), list(columns)
 
 
-def _fetch(ctx: Context, rel: str, sha256: str | None) -> bytes | None:
-    """A result missing locally, from the remote store (when one is configured)."""
-    from barca import remote
-    store = remote.open_store(ctx.settings)
-    if store is None or store.fetch(ctx.graph.root, rel, sha256) is None:
-        return None
-    return (ctx.graph.root / rel).read_bytes()
+def _local(ctx: Context, name: str, row: Row) -> Path:
+    """Where a view's result is on disk: fetched from the remote store (when one is configured)
+    if this machine lacks it; a usage error when neither has it."""
+    path = ctx.graph.root / (row.path or "")
+    if not path.is_file():
+        from barca import remote
+        store = remote.open_store(ctx.settings)
+        if store is None or store.fetch(ctx.graph.root, row.path or "", row.sha256) is None:
+            raise _missing(name, row)
+    return path
 
 
 def _table(ctx: Context, vs: ViewSource, key: str, row: Row) -> Any:
@@ -122,18 +118,11 @@ def _table(ctx: Context, vs: ViewSource, key: str, row: Row) -> Any:
     from barca import frames
     from barca.artifacts import deserialize
     name = short_name(vs.node)
-    path = ctx.graph.root / (row.path or "")
+    path = _local(ctx, name, row)
     if row.format in ("parquet", "csv"):
-        if not path.is_file() and _fetch(ctx, row.path or "", row.sha256) is None:
-            raise _missing(name, row)
         return pd.read_parquet(path) if row.format == "parquet" else pd.read_csv(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        data = _fetch(ctx, row.path or "", row.sha256)
-        if data is None:
-            raise _missing(name, row) from None
-    value = deserialize(data, row.format or "pickle")  # barca's own store, as barca.get reads
+    # barca's own store, read as barca.get reads it
+    value = deserialize(path.read_bytes(), row.format or "pickle")
     if frames.kind(value) is not None:
         return frames.convert(value, "pandas")
     if row.format == "json":

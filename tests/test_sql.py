@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import Project
 
@@ -136,3 +137,18 @@ def test_missing_artifact_is_a_clear_error(seed: Project) -> None:
     r = seed.barca("sql", "select * from prices", "--pretty")
     assert r.code == 2 and "missing" in r.err and "barca get prices" in r.err
     assert "Traceback" not in r.err
+
+
+def test_a_view_fetches_results_missing_here_from_the_remote_store(seed: Project,
+                                                                   tmp_path: Path) -> None:
+    """A result deleted locally is fetched from the remote store for a query; without a store
+    it is a usage error naming the missing file."""
+    env = {"BARCA_REMOTE_URI": f"file://{tmp_path / 'store'}"}
+    assert seed.barca("get", "report", "pipeline.py", "--json", env=env).code == 0
+    for p in (seed.path / ".barca" / "artifacts").glob("pipeline.py--prices*/*"):
+        p.unlink()
+    r = seed.barca("sql", "select count(*) from prices", "--json", env={"BARCA_REMOTE": "off"})
+    assert r.code == 2 and "is missing from disk" in r.err, r.err
+    r = seed.barca("sql", "select count(*) from prices", "--json", env=env)
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["rows"] == [[3]]
