@@ -62,12 +62,14 @@ def _sign(body: dict[str, Any], secret: bytes) -> str:
     return hmac.new(secret, _canonical(body), hashlib.sha256).hexdigest()
 
 
-def make(path: str, node: str, key: str, fmt: str, data: bytes, secret: bytes | None) -> bytes:
-    """The manifest of ``data`` stored at ``path`` (relative to the store's root)."""
+def make(path: str, node: str, key: str, fmt: str, size: int, sha256: str,
+         secret: bytes | None) -> bytes:
+    """The manifest of the ``size`` bytes of digest ``sha256`` stored at ``path`` (relative to
+    the store's root)."""
     run_hash = path.rsplit("/", 1)[-1].split(".", 1)[0]
     body: dict[str, Any] = {"v": VERSION, "path": path, "node": node, "key": key,
-                            "run_hash": run_hash, "format": fmt, "size": len(data),
-                            "sha256": hashlib.sha256(data).hexdigest()}
+                            "run_hash": run_hash, "format": fmt, "size": size,
+                            "sha256": sha256}
     if secret is not None:
         body["signature"] = _sign(body, secret)
     return json.dumps(body, sort_keys=True, indent=1).encode() + b"\n"

@@ -78,17 +78,22 @@ class Remote:
         """Copy one result to the store: its bytes under a name of their own (their digest),
         then its manifest, which makes it visible. The first manifest written wins; a machine
         that lost the race removes its bytes, so the store keeps one copy and one manifest. A
-        manifest that does not verify (or whose bytes are bad) is replaced."""
-        from barca.artifacts import EXT
+        manifest that does not verify (or whose bytes are bad) is replaced. Without ``data``
+        the result's file is hashed and copied in blocks: a table larger than memory uploads
+        too."""
+        from barca.artifacts import EXT, file_sha256
+        source: bytes | Path
         if data is None:
-            data = (root / rel).read_bytes()
+            source = root / rel
+            size, digest = source.stat().st_size, file_sha256(source)
+        else:
+            source, size, digest = data, len(data), hashlib.sha256(data).hexdigest()
         path = self._path(rel)
         fmt = next((f for f, e in EXT.items() if path.endswith("." + e)), "pickle")
-        raw = manifest.make(path, node, key, fmt, data, self.secret)
-        digest = hashlib.sha256(data).hexdigest()
+        raw = manifest.make(path, node, key, fmt, size, digest, self.secret)
         blob = self._full(manifest.blob_path(path, digest))
         target = self._full(path + manifest.SUFFIX)
-        self._write(blob, data)
+        self._write(blob, source)
         if self._create(target, raw):
             return
         try:  # a manifest is there already: another machine's copy of the same step, or bad
@@ -103,14 +108,21 @@ class Remote:
             return
         self._write(target, raw)
 
-    def _write(self, target: str, data: bytes) -> None:
-        """Readers see all of it or nothing: a rename here, a single PUT on object stores."""
+    def _write(self, target: str, source: bytes | Path) -> None:
+        """Readers see all of it or nothing: a rename here, a single PUT (or a multipart upload,
+        which appears when complete) on object stores. ``source``: the bytes, or a file."""
         if self.local:
             from barca.artifacts import write_atomic
-            write_atomic(Path(target), data)
+            if isinstance(source, bytes):
+                write_atomic(Path(target), source)
+            else:
+                _copy_atomic(source, Path(target))
             return
         self.fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
-        self.fs.pipe_file(target, data)
+        if isinstance(source, bytes):
+            self.fs.pipe_file(target, source)
+        else:
+            self.fs.put_file(str(source), target)
 
     def _create(self, target: str, data: bytes) -> bool:
         """Write ``target`` only if nothing is there (False if something is), atomically: a
@@ -289,3 +301,20 @@ def human_bytes(n: int) -> str:
             return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"  # pragma: no cover
+
+
+def _copy_atomic(source: Path, dest: Path) -> None:
+    """``source`` copied in blocks to a temp file beside ``dest``, renamed into place."""
+    import shutil
+    import tempfile
+
+    from barca.artifacts import commit, discard
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
+    try:
+        with open(source, "rb") as f, os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(f, out, 1 << 20)
+    except BaseException:
+        discard(tmp)
+        raise
+    commit(tmp, dest)

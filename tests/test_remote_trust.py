@@ -393,6 +393,32 @@ def test_a_fetch_streams_the_bytes_and_leaves_nothing_behind_on_a_bad_copy(
     assert not [p for p in (tmp_path / "s").rglob("*") if p.is_file()]
 
 
+def test_an_upload_streams_a_result_from_its_file(tmp_path: Path) -> None:
+    """A result on disk (a table a worker wrote, or one an earlier command could not copy) is
+    hashed and copied to the store in blocks, never held whole in memory; what arrives is the
+    result, under a manifest that checks."""
+    import tracemalloc
+
+    from barca.remote import Remote
+    rel = ".barca/artifacts/pipeline.py--big/" + "c" * 64 + ".pkl"
+    data = os.urandom(24 << 20)
+    (tmp_path / "w" / rel).parent.mkdir(parents=True)
+    (tmp_path / "w" / rel).write_bytes(data)
+    remote = Remote(f"file://{tmp_path / 'store'}")
+    tracemalloc.start()
+    try:
+        remote.upload(tmp_path / "w", rel, "pipeline.py:big", "")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, peak                 # a few 1 MiB blocks, never the 24 MiB result
+    reader = Remote(remote.uri)
+    assert reader.fetch(tmp_path / "r", rel) == len(data)
+    assert (tmp_path / "r" / rel).read_bytes() == data
+    assert not [n for n in reader.notes if "did not match" in n], reader.notes
+    assert not [p for p in (tmp_path / "store").rglob(".tmp-*")]
+
+
 def test_results_and_the_shared_store_take_the_users_umask(seed: Project, tmp_path: Path) -> None:
     """Files are written as temp files (created 0600) and renamed: each result, manifest and
     stored copy gets the mode the user's umask gives a new file, so a team shares them."""
