@@ -17,7 +17,8 @@ from barca.types import NodeId
 class Adoption:
     """Looks for artifacts with no record, for one command (one listing of the artifacts
     folder, not a stat per key). ``fetch``: copy one found in the remote store here (get/run),
-    or only list it (predictions)."""
+    or only read its manifest (predictions: cached only if the manifest checks, as a fetch
+    requires)."""
 
     def __init__(self, store: Any, remote: Any, fetch: bool) -> None:
         self.store, self.remote, self.fetch = store, remote, fetch
@@ -51,23 +52,25 @@ class Adoption:
             if (local and (self.store.root / rel).is_file()) or (
                     self.remote is not None
                     and rel in self.remote.listing(d, self.store.prefix)
-                    and (not self.fetch or self.remote.fetch(self.store.root, rel) is not None)):
+                    and (self.remote.fetch(self.store.root, rel) is not None if self.fetch
+                         else self.remote.vouches(rel))):
                 return Row(0, nid, nid, key, run_hash, rel, fmt, None, None, None, "success",
                            None, None, None, 0.0, None, None)
         return None
 
 
 def adopted_row(root: Any, nid: NodeId, s: StepState, run_id: str) -> dict[str, Any] | None:
-    """The row recording an adopted artifact (its SHA-256 read now), or None if it is gone."""
-    import hashlib
+    """The row recording an adopted artifact (its SHA-256 read now, in blocks), or None if it
+    is gone."""
+    from barca.artifacts import file_sha256
+    where = root / (s.path or "")
     try:
-        data = (root / (s.path or "")).read_bytes()
+        size, s.sha256 = where.stat().st_size, file_sha256(where)
     except OSError:
         return None
-    s.sha256 = hashlib.sha256(data).hexdigest()
     return {
         "node": s.id, "asset": nid, "partition": s.key, "run_hash": s.run_hash,
-        "path": s.path, "format": s.format, "size": len(data), "sha256": s.sha256,
+        "path": s.path, "format": s.format, "size": size, "sha256": s.sha256,
         "parts": json.dumps(s.parts, sort_keys=True) if s.parts else None,
         "status": "success", "error": None, "traceback": None, "elapsed": 0.0,
         "run_id": run_id, "created_at": time.time(), "shape": None, "value_hash": None}

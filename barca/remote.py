@@ -244,6 +244,12 @@ class Remote:
         body = self._manifest(rel, path)
         return None if body is None else self._full(manifest.blob_path(path, body["sha256"]))
 
+    def vouches(self, rel: str) -> bool:
+        """The store holds this result under a manifest that checks (signed, with a key), as
+        ``fetch`` would accept it -- what a prediction shows as cached; its bytes, checked
+        only when fetched, are not read."""
+        return self._manifest(rel, self._path(rel)) is not None
+
     def _manifest(self, rel: str, path: str) -> dict[str, Any] | None:
         """The store's manifest of a result, checked (and signed, with a key); None when
         there is none or it does not verify (said once)."""

@@ -124,6 +124,18 @@ def run(p: Project, store: Store, target: str, key: str | None = None, **extra: 
     return p.barca("get", target, "pipeline.py", "--json", "--agent", env=env)
 
 
+def cache_state(p: Project, store: Store, node: str, key: str | None = None
+                ) -> tuple[str, str]:
+    """What `barca status` predicts for one node: (state, reason)."""
+    env = {"BARCA_REMOTE_URI": store.uri, **store.env}
+    if key is not None:
+        env["BARCA_STORE_KEY"] = key
+    r = p.barca("status", "pipeline.py", "--json", env=env)
+    assert r.code == 0, r.err
+    [got] = [n["cache"] for n in json.loads(r.out)["nodes"] if n["name"] == node]
+    return got["state"], got["reason"]
+
+
 def lines(err: str, text: str) -> list[str]:
     return [ln for ln in err.splitlines() if text in ln]
 
@@ -223,6 +235,10 @@ def test_with_a_key_a_result_rewritten_with_its_digests_is_not_served(
 def test_with_a_key_unsigned_results_are_not_served(tmp_path: Path, store: Store) -> None:
     a, b = machine(tmp_path, "a"), machine(tmp_path, "b")
     assert run(a, store, "v").code == 0                 # no key: unsigned manifests
+    # a prediction agrees with the run: without a key the copy would be fetched, with one it
+    # is not taken, so v runs (status reads the manifest, not the bytes)
+    assert cache_state(b, store, "v") == ("cached", "materialized")
+    assert cache_state(b, store, "v", KEY) == ("never_run", "no_record")
     r = run(b, store, "v", KEY)
     assert r.code == 0 and r.completed() == ["pipeline.py:v"], r.err
     assert len(lines(r.err, "is not signed with BARCA_STORE_KEY")) == 1
