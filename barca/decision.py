@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from barca.hashing import run_hash, snapshot_digest
+from barca.hashing import run_hash, run_hashes, snapshot_digest
 from barca.inputs import InputPlan, all_parts, raise_missing, source_dim
 from barca.states import NodeState, StepState
 from barca.store import NodeHistory
@@ -38,33 +38,18 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
     if settled and snap is not None and len(snap[3]) == 64 * len(keys):
         return NodeState.from_snapshot(nid, keys, snap[0], snap[1], split_hashes(snap[3]), hist)
     ident = identity(ctx, nid, keys, states) if asset else None
-    prev: dict[str, str] = {}
+    prev: Any = None
     if snap is not None:
         hashes = split_hashes(snap[3])
         if ident is not None and snap[0] == ident and len(hashes) == len(keys):
             return NodeState.from_snapshot(nid, keys, ident, snap[1], hashes, hist)
-        prev = dict(zip(snap[2].split("\x00"), hashes, strict=False))
+        prev = (snap[2], hashes)
     def_hash, def_parts = ctx.definition(nid)
     plan = InputPlan(ctx.graph, nid, states, ctx.input_name)
     kind = m.kind
-    prev_get = prev.get
-    out: list[str] = []
     odd: dict[str, StepState] = {}
-    for key in keys:
-        inputs, hold = plan.inputs(key)
-        if inputs is None:
-            odd[key] = _held(nid, key, hold, predict)  # type: ignore[arg-type]
-            out.append("")
-            continue
-        value = plan.value(key)
-        if kind == "sensor":
-            st = odd[key] = _sensor(nid, key, def_parts, inputs, value, hist, predict)
-            out.append(st.run_hash or "")
-            continue
-        rh = run_hash(def_hash, inputs, key, value)
-        if kind == "asset" and not forced and prev_get(key) == rh:
-            out.append(rh)  # cached at the last walk under this very run hash
-            continue
+
+    def one(key: str, rh: str, inputs: dict[str, str], value: str | None) -> str:
         st = odd[key] = StepState(nid, key, run_hash=rh)
         if kind == "task" or forced:
             st.parts = all_parts(def_parts, inputs, key, value)
@@ -72,10 +57,52 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
                 else ("refresh", "refresh")
         else:
             _settle(m, st, rh, hist, def_parts, inputs, value, evicted, predict)
-        out.append(st.run_hash or "")
+        return st.run_hash or ""
+
+    if plan.clean and kind != "sensor":
+        # every key has its inputs: all run hashes at once, then only the keys whose run hash
+        # is not the one they were cached under at the last walk are looked at one by one
+        out = run_hashes(def_hash, plan.columns(keys), keys, plan.value_column(keys))
+        todo = range(len(keys)) if kind != "asset" or forced else _differing(keys, out, prev)
+        for i in todo:
+            key = keys[i]
+            out[i] = one(key, out[i], plan.inputs(key)[0], plan.value(key))  # type: ignore[arg-type]
+    else:
+        prev_get = dict(zip(prev[0].split("\x00"), prev[1], strict=False)).get \
+            if prev is not None else {}.get
+        out = []
+        for key in keys:
+            inputs, hold = plan.inputs(key)
+            if inputs is None:
+                odd[key] = _held(nid, key, hold, predict)  # type: ignore[arg-type]
+                out.append("")
+                continue
+            value = plan.value(key)
+            if kind == "sensor":
+                st = odd[key] = _sensor(nid, key, def_parts, inputs, value, hist, predict)
+                out.append(st.run_hash or "")
+                continue
+            rh = run_hash(def_hash, inputs, key, value)
+            if kind == "asset" and not forced and prev_get(key) == rh:
+                out.append(rh)  # cached at the last walk under this very run hash
+                continue
+            out.append(one(key, rh, inputs, value))
     ns = NodeState.compact(nid, keys, out, odd, hist)
     ns.ident = ident
     return ns
+
+
+def _differing(keys: list[str], hashes: list[str], prev: tuple[str, list[str]] | None
+               ) -> list[int]:
+    """The positions of the keys whose run hash is not the one the last walk recorded for that
+    key (``prev``: the snapshot's keys joined by NUL, and their run hashes)."""
+    if prev is None:
+        return list(range(len(keys)))
+    old_keys, old = prev
+    if len(old) == len(keys) and old_keys == "\x00".join(keys):  # the same keys, in order
+        return [i for i, (a, b) in enumerate(zip(hashes, old, strict=True)) if a != b]
+    got = dict(zip(old_keys.split("\x00"), old, strict=False)).get
+    return [i for i, (k, h) in enumerate(zip(keys, hashes, strict=True)) if got(k) != h]
 
 
 def _held(nid: NodeId, key: str, hold: tuple[Any, Any, Any], predict: bool) -> StepState:

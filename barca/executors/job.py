@@ -56,8 +56,8 @@ class StepRecord(Fields):
                  traceback: str | None = None, output: str = "", infra: str | None = None,
                  bad_input: str | None = None, uploaded: bool | None = None,
                  upload_error: str | None = None, keys: list[str] | None = None,
-                 key_values: dict[str, str] | None = None,
-                 key_raw: dict[str, Any] | None = None,
+                 key_values: str | None = None,
+                 key_raw: list[Any] | None = None,
                  lines: list[tuple[float, str, str]] | None = None,
                  warning: str | None = None) -> None:
         self.index = index
@@ -79,7 +79,7 @@ class StepRecord(Fields):
         self.uploaded = uploaded          # copied to the remote store (None: no store)
         self.upload_error = upload_error
         self.keys = keys                  # a key source's keys
-        self.key_values = key_values      # a dict source: key -> value digest
-        self.key_raw = key_raw            # a dict source: key -> value
+        self.key_values = key_values      # a dict source: each key's value digest, concatenated
+        self.key_raw = key_raw            # a dict source: each key's value (in key order)
         self.lines = lines                # what the step wrote: (time, stream, line), in order
         self.warning = warning            # e.g. a value parquet could not hold, stored as pickle
