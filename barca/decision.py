@@ -59,11 +59,31 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
             _settle(m, st, rh, hist, def_parts, inputs, value, evicted, predict)
         return st.run_hash or ""
 
+    compared: list[int] | None = None  # positions not settled by the snapshot, key for key
     if plan.clean and kind != "sensor":
-        # every key has its inputs: all run hashes at once, then only the keys whose run hash
-        # is not the one they were cached under at the last walk are looked at one by one
-        out = run_hashes(def_hash, plan.columns(keys), keys, plan.value_column(keys))
-        todo = range(len(keys)) if kind != "asset" or forced else _differing(keys, out, prev)
+        delta = _delta(ctx, nid, keys, states, plan, snap) \
+            if prev is not None and m.freshness != "manual" else None
+        if delta is not None:
+            # the snapshot was made from the upstream run hashes its upstreams' snapshots
+            # hold: a key whose upstream run hash is still that one keeps its run hash
+            old = prev[1]
+            out = list(old)
+            cols = {n: c if isinstance(c, str) else [c[i] for i in delta]
+                    for n, c in plan.columns(keys).items()}
+            for i, h in zip(delta, run_hashes(def_hash, cols, [keys[i] for i in delta]),
+                            strict=True):
+                out[i] = h
+            todo: Any = [i for i in delta if out[i] != old[i]]
+            compared = todo
+        else:
+            # every key has its inputs: all run hashes at once, then only the keys whose run
+            # hash is not the one they were cached under at the last walk, one by one
+            out = run_hashes(def_hash, plan.columns(keys), keys, plan.value_column(keys))
+            if kind != "asset" or forced:
+                todo = range(len(keys))
+            else:
+                todo, positional = _differing(keys, out, prev)
+                compared = todo if positional else None
         for i in todo:
             key = keys[i]
             out[i] = one(key, out[i], plan.inputs(key)[0], plan.value(key))  # type: ignore[arg-type]
@@ -89,20 +109,49 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
             out.append(one(key, rh, inputs, value))
     ns = NodeState.compact(nid, keys, out, odd, hist)
     ns.ident = ident
+    if compared is not None:
+        ns.since = (snap[1], compared)  # type: ignore[index]
     return ns
 
 
 def _differing(keys: list[str], hashes: list[str], prev: tuple[str, list[str]] | None
-               ) -> list[int]:
+               ) -> tuple[list[int], bool]:
     """The positions of the keys whose run hash is not the one the last walk recorded for that
-    key (``prev``: the snapshot's keys joined by NUL, and their run hashes)."""
+    key (``prev``: the snapshot's keys joined by NUL, and their run hashes), and whether the
+    snapshot holds the same keys in the same order."""
     if prev is None:
-        return list(range(len(keys)))
+        return list(range(len(keys))), False
     old_keys, old = prev
     if len(old) == len(keys) and old_keys == "\x00".join(keys):  # the same keys, in order
-        return [i for i, (a, b) in enumerate(zip(hashes, old, strict=True)) if a != b]
+        return [i for i, (a, b) in enumerate(zip(hashes, old, strict=True)) if a != b], True
     got = dict(zip(old_keys.split("\x00"), old, strict=False)).get
-    return [i for i, (k, h) in enumerate(zip(keys, hashes, strict=True)) if got(k) != h]
+    return [i for i, (k, h) in enumerate(zip(keys, hashes, strict=True)) if got(k) != h], False
+
+
+def _delta(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+           plan: InputPlan, snap: tuple[str, str, str, str]) -> list[int] | None:
+    """The positions of the only keys whose run hash can differ from the snapshot's, when
+    every other part of the node is what the snapshot was made from: the snapshot digest,
+    made with each per-key upstream's combined digest as its own snapshot held it, is this
+    node's snapshot digest; then a key whose upstream run hashes are the ones those snapshots
+    hold (``NodeState.since``) has the snapshot's run hash. None: not so."""
+    if plan.source is not None or snap[2] != "\x00".join(keys):
+        return None
+    then: dict[NodeId, str] = {}
+    changed: set[int] = set()
+    for _, _, by_key, _, _ in plan.entries:
+        if by_key is None:
+            continue
+        up = by_key.state
+        if up.since is None or by_key.keys != keys:
+            return None
+        then[up.node] = up.since[0]
+        changed.update(up.since[1])
+    if not then:
+        return None
+    if identity(ctx, nid, keys, states, then) != snap[0]:
+        return None
+    return sorted(changed)
 
 
 def _held(nid: NodeId, key: str, hold: tuple[Any, Any, Any], predict: bool) -> StepState:
@@ -197,11 +246,12 @@ def explain(parts: dict[str, str], old: dict[str, str]) -> str:
     return text + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
 
 
-def identity(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState]
-             ) -> str | None:
+def identity(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+             then: dict[NodeId, str] | None = None) -> str | None:
     """The digest every run hash of an asset node is a function of: its definition, its keys,
     and the combined run hashes of what it reads (a dict source: the SHA-256 of its output).
-    None while something it reads is not wholly available, or a key holds a NUL."""
+    None while something it reads is not wholly available, or a key holds a NUL. ``then``:
+    another combined digest for some upstreams, read key by key (see _delta)."""
     graph = ctx.graph
     m = graph.nodes[nid]
     if "\x00".join(keys).count("\x00") != len(keys) - 1:
@@ -211,7 +261,8 @@ def identity(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeSt
         up = states.get(inp.target)  # type: ignore[arg-type]
         if up is None or up.combined is None:
             return None
-        inputs.append(f"input:{inp.param}:{'all' if inp.collect else 'key'}:{up.combined}")
+        combined = up.combined if then is None or inp.collect else then.get(up.node, up.combined)
+        inputs.append(f"input:{inp.param}:{'all' if inp.collect else 'key'}:{combined}")
     source = None
     src = source_dim(graph, nid)
     if src is not None:
@@ -224,7 +275,7 @@ def identity(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeSt
                 return None
             source = step.sha256
         else:
-            source = up.combined
+            source = up.combined if then is None else then.get(up.node, up.combined)
     return snapshot_digest(ctx.definition(nid)[0], m.freshness or "", keys, inputs, source)
 
 

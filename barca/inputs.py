@@ -129,7 +129,7 @@ class InputPlan:
     def _per_key(up_ns: NodeState) -> tuple[Any, Any, Any, Any]:
         hashes = up_ns.run_hashes()
         if hashes is not None:
-            return None, ByKey(up_ns.keys, hashes), None, None  # type: ignore[arg-type]
+            return None, ByKey(up_ns, hashes), None, None
         return None, None, up_ns, None
 
     def columns(self, keys: list[str]) -> dict[str, str | list[str]]:
@@ -206,11 +206,11 @@ class InputPlan:
 class ByKey:
     """A partitioned upstream's run hashes: a list in its key order, looked up by key (see
     KeyIndex); a downstream node with the same keys reads the list as it is."""
-    __slots__ = ("keys", "hashes", "_index")
+    __slots__ = ("state", "keys", "hashes", "_index")
 
-    def __init__(self, keys: list[str], hashes: list[str]) -> None:
-        self.keys, self.hashes = keys, hashes
-        self._index = KeyIndex(keys)
+    def __init__(self, state: NodeState, hashes: list[str]) -> None:
+        self.state, self.keys, self.hashes = state, state.keys or [], hashes
+        self._index = KeyIndex(self.keys)
 
     def __getitem__(self, key: str) -> str:
         i = self._index.get(key)

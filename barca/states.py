@@ -167,7 +167,7 @@ class NodeState:
     the node into the *full* form, a StepState per key (as the runner builds a node it cannot
     decide). A *settled* node (its snapshot matched) is compact with nothing but cached keys."""
     __slots__ = ("node", "keys", "unknown_detail", "output", "ident", "combined", "settled",
-                 "_steps", "_hashes", "_odd", "_made", "_hist", "_map")
+                 "since", "_steps", "_hashes", "_odd", "_made", "_hist", "_map")
 
     def __init__(self, node: NodeId, keys: list[str] | None, unknown_detail: str = "") -> None:
         self.node, self.keys, self.unknown_detail = node, keys, unknown_detail
@@ -175,6 +175,9 @@ class NodeState:
         self.ident: str | None = None      # the digest its snapshot is keyed by (see identity)
         self.combined: str | None = None   # digest of every key's run hash, once all are known
         self.settled = False
+        # against its snapshot: the snapshot's combined digest, and the positions of the keys
+        # whose run hash may not be the snapshot's (None: not compared key by key)
+        self.since: tuple[str, list[int]] | None = None
         self._steps: dict[str, StepState] | None = {}
         self._hashes: list[str] | None = None        # compact: every key's run hash
         self._odd: dict[str, StepState] = {}         # compact: the steps not simply cached
@@ -194,6 +197,7 @@ class NodeState:
                       hashes: list[str], hist: NodeHistory) -> NodeState:
         ns = cls.compact(node, keys, hashes, {}, hist)
         ns.ident, ns.combined, ns.settled = ident, combined, True
+        ns.since = (combined, [])
         return ns
 
     @property
