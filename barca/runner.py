@@ -17,7 +17,7 @@ from barca.adoption import Adoption, adopted_row
 from barca.decision import decide
 from barca.discovery import PSEUDO_ABSPATH
 from barca.errors import Cancelled, UsageError, did_you_mean
-from barca.executors.job import StepJob, StepRecord
+from barca.executors.job import StepJob, StepRecord, unpack_output
 from barca.inputs import source_dim, step_kwargs
 from barca.integrity import Integrity
 from barca.planner import Context, keys_from_row
@@ -426,7 +426,7 @@ class Runner:
                     s.run_hash, s.value_hash = rec.run_hash, rec.value_hash
                     s.parts = dict(def_parts, value=(rec.value_hash or "")[:16])
                 if rec.keys is not None:
-                    ns.output = SourceOutput(rec.keys, rec.key_values, rec.key_raw)
+                    ns.output = SourceOutput(*unpack_output(rec.keys, rec.key_values, rec.key_raw))
                 self.w.done += 1
                 self.on_event(ev.StepCompleted(s.id, rec.elapsed, self.w.done, self.w.total,
                                                rec.output))

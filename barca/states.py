@@ -133,12 +133,11 @@ class KeyIndex:
 class SourceOutput:
     """A key source's output, as its step returned it (or the runner read it back): its keys,
     in order, and for a dict source each key's value and that value's digest. The digests are
-    one string, 64 hex digits per key in key order: one object to send from the worker and to
-    keep, not one per key."""
+    one string, 64 hex digits per key in key order: one object to keep, not one per key."""
     __slots__ = ("keys", "digests", "raw", "_index")
 
     def __init__(self, keys: list[str], digests: str | None = None,
-                 raw: list[Any] | None = None) -> None:
+                 raw: list[Any] | str | None = None) -> None:
         self.keys, self.digests, self.raw = keys, digests, raw
         self._index = KeyIndex(keys)
 
@@ -149,6 +148,9 @@ class SourceOutput:
 
     def value(self, key: str) -> Any:
         """A dict source's value for this key."""
+        if isinstance(self.raw, str):  # as a worker sent them (see executors.job.pack_output)
+            import json
+            self.raw = json.loads(self.raw)
         i = self._index.get(key) if self.raw is not None else None
         return None if i is None else self.raw[i]  # type: ignore[index]
 

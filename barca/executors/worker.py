@@ -14,7 +14,7 @@ from typing import Any
 
 from barca import artifacts, frames
 from barca.executors.capture import StepOutput, captured, user_traceback
-from barca.executors.job import StepJob, StepRecord
+from barca.executors.job import StepJob, StepRecord, pack_output
 from barca.hashing import json_digests, sensor_run_hash, source_only, value_digest
 from barca.types import key_strings
 
@@ -290,7 +290,7 @@ class Worker:
 
 def _key_source_problem(value: Any, rec: StepRecord) -> str | None:
     try:
-        rec.keys, rec.key_values, rec.key_raw = source_keys(value)
+        rec.keys, rec.key_values, rec.key_raw = pack_output(*source_keys(value))
     except ValueError as exc:
         return str(exc)
     return None
