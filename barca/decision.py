@@ -26,8 +26,10 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
     cached under the run hash the snapshot records, with no per-key work. ``settled`` says a
     settle record (barca.settle) vouches that the whole cone is in a state whose full decision
     found every digest unchanged: the digest is then not computed again. Otherwise each key's
-    run hash is computed; one equal to the snapshot's for that key is cached without reading
-    its row, and only the rest are looked up in the store's history."""
+    run hash is computed (all at once when every key has its inputs; only the keys whose
+    upstream run hashes changed when the snapshot was made from the upstreams' snapshots, see
+    _delta); one equal to the snapshot's for that key is cached without reading its row, and
+    only the rest are looked up in the store's history."""
     m = ctx.graph.nodes[nid]
     view = ctx.view
     hist = view.history(nid)

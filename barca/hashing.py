@@ -61,7 +61,7 @@ def json_digests(values: Iterable[Any]) -> str:
     if not isinstance(values, (list, tuple)):
         values = list(values)
     # a string's canonical JSON is what the encoder makes of a lone string
-    enc = encode_basestring if all(type(v) is str for v in values) else _CANONICAL.encode
+    enc = encode_basestring if _STRING.issuperset(map(type, values)) else _CANONICAL.encode
     return "".join([sha256(f"json\x00{c}\x00".encode("utf-8", "surrogatepass")).hexdigest()
                     for c in map(enc, values)])
 
@@ -79,7 +79,7 @@ def is_json_value(value: Any, _depth: int = 0) -> bool:
     if t is list or t is tuple:
         items: Iterable[Any] = value
     elif t is dict:
-        if not all(type(k) is str for k in value):
+        if not _STRING.issuperset(map(type, value)):
             return False
         items = value.values()
     else:
@@ -90,6 +90,7 @@ def is_json_value(value: Any, _depth: int = 0) -> bool:
 
 
 _SCALARS = frozenset({str, int, bool, type(None)})
+_STRING = frozenset({str})
 
 
 def _strip_decorators(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:

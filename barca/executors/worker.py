@@ -304,7 +304,7 @@ def source_keys(value: Any) -> tuple[list[str], str | None, list[Any] | None]:
     if not is_dict and not isinstance(value, (list, tuple)):
         raise ValueError(f"returned a {type(value).__name__}, but its output gives partition "
                          "keys: return a list of keys or a dict of key -> value")
-    if is_dict and all(type(k) is str for k in value):
+    if is_dict and {str}.issuperset(map(type, value)):
         keys = list(value)  # a dict's string keys: already unique
     else:
         keys, problems = key_strings(value)
