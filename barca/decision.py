@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from barca.hashing import run_hash, snapshot_digest
+from barca.hashing import run_hash, run_hashes, snapshot_digest
 from barca.inputs import InputPlan, all_parts, raise_missing, source_dim
 from barca.states import NodeState, StepState
 from barca.store import NodeHistory
@@ -26,8 +26,10 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
     cached under the run hash the snapshot records, with no per-key work. ``settled`` says a
     settle record (barca.settle) vouches that the whole cone is in a state whose full decision
     found every digest unchanged: the digest is then not computed again. Otherwise each key's
-    run hash is computed; one equal to the snapshot's for that key is cached without reading
-    its row, and only the rest are looked up in the store's history."""
+    run hash is computed (all at once when every key has its inputs; only the keys whose
+    upstream run hashes changed when the snapshot was made from the upstreams' snapshots, see
+    _delta); one equal to the snapshot's for that key is cached without reading its row, and
+    only the rest are looked up in the store's history."""
     m = ctx.graph.nodes[nid]
     view = ctx.view
     hist = view.history(nid)
@@ -38,33 +40,18 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
     if settled and snap is not None and len(snap[3]) == 64 * len(keys):
         return NodeState.from_snapshot(nid, keys, snap[0], snap[1], split_hashes(snap[3]), hist)
     ident = identity(ctx, nid, keys, states) if asset else None
-    prev: dict[str, str] = {}
+    prev: Any = None
     if snap is not None:
         hashes = split_hashes(snap[3])
         if ident is not None and snap[0] == ident and len(hashes) == len(keys):
             return NodeState.from_snapshot(nid, keys, ident, snap[1], hashes, hist)
-        prev = dict(zip(snap[2].split("\x00"), hashes, strict=False))
+        prev = (snap[2], hashes)
     def_hash, def_parts = ctx.definition(nid)
     plan = InputPlan(ctx.graph, nid, states, ctx.input_name)
     kind = m.kind
-    prev_get = prev.get
-    out: list[str] = []
     odd: dict[str, StepState] = {}
-    for key in keys:
-        inputs, hold = plan.inputs(key)
-        if inputs is None:
-            odd[key] = _held(nid, key, hold, predict)  # type: ignore[arg-type]
-            out.append("")
-            continue
-        value = plan.value(key)
-        if kind == "sensor":
-            st = odd[key] = _sensor(nid, key, def_parts, inputs, value, hist, predict)
-            out.append(st.run_hash or "")
-            continue
-        rh = run_hash(def_hash, inputs, key, value)
-        if kind == "asset" and not forced and prev_get(key) == rh:
-            out.append(rh)  # cached at the last walk under this very run hash
-            continue
+
+    def one(key: str, rh: str, inputs: dict[str, str], value: str | None) -> str:
         st = odd[key] = StepState(nid, key, run_hash=rh)
         if kind == "task" or forced:
             st.parts = all_parts(def_parts, inputs, key, value)
@@ -72,10 +59,101 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
                 else ("refresh", "refresh")
         else:
             _settle(m, st, rh, hist, def_parts, inputs, value, evicted, predict)
-        out.append(st.run_hash or "")
+        return st.run_hash or ""
+
+    compared: list[int] | None = None  # positions not settled by the snapshot, key for key
+    if plan.clean and kind != "sensor":
+        delta = _delta(ctx, nid, keys, states, plan, snap) \
+            if prev is not None and m.freshness != "manual" else None
+        if delta is not None:
+            # the snapshot was made from the upstream run hashes its upstreams' snapshots
+            # hold: a key whose upstream run hash is still that one keeps its run hash
+            old = prev[1]
+            out = list(old)
+            cols = {n: c if isinstance(c, str) else [c[i] for i in delta]
+                    for n, c in plan.columns(keys).items()}
+            for i, h in zip(delta, run_hashes(def_hash, cols, [keys[i] for i in delta]),
+                            strict=True):
+                out[i] = h
+            todo: Any = [i for i in delta if out[i] != old[i]]
+            compared = todo
+        else:
+            # every key has its inputs: all run hashes at once, then only the keys whose run
+            # hash is not the one they were cached under at the last walk, one by one
+            out = run_hashes(def_hash, plan.columns(keys), keys, plan.value_column(keys))
+            if kind != "asset" or forced:
+                todo = range(len(keys))
+            else:
+                todo, positional = _differing(keys, out, prev)
+                compared = todo if positional else None
+        for i in todo:
+            key = keys[i]
+            out[i] = one(key, out[i], plan.inputs(key)[0], plan.value(key))  # type: ignore[arg-type]
+    else:
+        prev_get = dict(zip(prev[0].split("\x00"), prev[1], strict=False)).get \
+            if prev is not None else {}.get
+        out = []
+        for key in keys:
+            inputs, hold = plan.inputs(key)
+            if inputs is None:
+                odd[key] = _held(nid, key, hold, predict)  # type: ignore[arg-type]
+                out.append("")
+                continue
+            value = plan.value(key)
+            if kind == "sensor":
+                st = odd[key] = _sensor(nid, key, def_parts, inputs, value, hist, predict)
+                out.append(st.run_hash or "")
+                continue
+            rh = run_hash(def_hash, inputs, key, value)
+            if kind == "asset" and not forced and prev_get(key) == rh:
+                out.append(rh)  # cached at the last walk under this very run hash
+                continue
+            out.append(one(key, rh, inputs, value))
     ns = NodeState.compact(nid, keys, out, odd, hist)
     ns.ident = ident
+    if compared is not None:
+        ns.since = (snap[1], compared)  # type: ignore[index]
     return ns
+
+
+def _differing(keys: list[str], hashes: list[str], prev: tuple[str, list[str]] | None
+               ) -> tuple[list[int], bool]:
+    """The positions of the keys whose run hash is not the one the last walk recorded for that
+    key (``prev``: the snapshot's keys joined by NUL, and their run hashes), and whether the
+    snapshot holds the same keys in the same order."""
+    if prev is None:
+        return list(range(len(keys))), False
+    old_keys, old = prev
+    if len(old) == len(keys) and old_keys == "\x00".join(keys):  # the same keys, in order
+        return [i for i, (a, b) in enumerate(zip(hashes, old, strict=True)) if a != b], True
+    got = dict(zip(old_keys.split("\x00"), old, strict=False)).get
+    return [i for i, (k, h) in enumerate(zip(keys, hashes, strict=True)) if got(k) != h], False
+
+
+def _delta(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+           plan: InputPlan, snap: tuple[str, str, str, str]) -> list[int] | None:
+    """The positions of the only keys whose run hash can differ from the snapshot's, when
+    every other part of the node is what the snapshot was made from: the snapshot digest,
+    made with each per-key upstream's combined digest as its own snapshot held it, is this
+    node's snapshot digest; then a key whose upstream run hashes are the ones those snapshots
+    hold (``NodeState.since``) has the snapshot's run hash. None: not so."""
+    if plan.source is not None or snap[2] != "\x00".join(keys):
+        return None
+    then: dict[NodeId, str] = {}
+    changed: set[int] = set()
+    for _, _, by_key, _, _ in plan.entries:
+        if by_key is None:
+            continue
+        up = by_key.state
+        if up.since is None or by_key.keys != keys:
+            return None
+        then[up.node] = up.since[0]
+        changed.update(up.since[1])
+    if not then:
+        return None
+    if identity(ctx, nid, keys, states, then) != snap[0]:
+        return None
+    return sorted(changed)
 
 
 def _held(nid: NodeId, key: str, hold: tuple[Any, Any, Any], predict: bool) -> StepState:
@@ -170,11 +248,12 @@ def explain(parts: dict[str, str], old: dict[str, str]) -> str:
     return text + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
 
 
-def identity(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState]
-             ) -> str | None:
+def identity(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+             then: dict[NodeId, str] | None = None) -> str | None:
     """The digest every run hash of an asset node is a function of: its definition, its keys,
     and the combined run hashes of what it reads (a dict source: the SHA-256 of its output).
-    None while something it reads is not wholly available, or a key holds a NUL."""
+    None while something it reads is not wholly available, or a key holds a NUL. ``then``:
+    another combined digest for some upstreams, read key by key (see _delta)."""
     graph = ctx.graph
     m = graph.nodes[nid]
     if "\x00".join(keys).count("\x00") != len(keys) - 1:
@@ -184,7 +263,8 @@ def identity(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeSt
         up = states.get(inp.target)  # type: ignore[arg-type]
         if up is None or up.combined is None:
             return None
-        inputs.append(f"input:{inp.param}:{'all' if inp.collect else 'key'}:{up.combined}")
+        combined = up.combined if then is None or inp.collect else then.get(up.node, up.combined)
+        inputs.append(f"input:{inp.param}:{'all' if inp.collect else 'key'}:{combined}")
     source = None
     src = source_dim(graph, nid)
     if src is not None:
@@ -197,7 +277,7 @@ def identity(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeSt
                 return None
             source = step.sha256
         else:
-            source = up.combined
+            source = up.combined if then is None else then.get(up.node, up.combined)
     return snapshot_digest(ctx.definition(nid)[0], m.freshness or "", keys, inputs, source)
 
 

@@ -7,6 +7,8 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Iterable, Mapping, Sequence
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,18 @@ def value_digest(value: Any) -> str:
         return sha("pickle", pickle.dumps(value, protocol=5))
 
 
+def json_digests(values: Iterable[Any]) -> str:
+    """``value_digest`` of each of many JSON values, concatenated (64 hex digits each, in
+    order): a dict source's per-key digests. TypeError or ValueError: one is not JSON."""
+    sha256 = hashlib.sha256
+    if not isinstance(values, (list, tuple)):
+        values = list(values)
+    # a string's canonical JSON is what the encoder makes of a lone string
+    enc = encode_basestring if _STRING.issuperset(map(type, values)) else _CANONICAL.encode
+    return "".join([sha256(f"json\x00{c}\x00".encode("utf-8", "surrogatepass")).hexdigest()
+                    for c in map(enc, values)])
+
+
 def is_json_value(value: Any, _depth: int = 0) -> bool:
     """True when ``value`` can be stored as JSON: exact builtin types, finite floats, string
     keys; tuples are written as arrays (and read back as lists)."""
@@ -63,10 +77,20 @@ def is_json_value(value: Any, _depth: int = 0) -> bool:
     if t is float:
         return math.isfinite(value)
     if t is list or t is tuple:
-        return all(is_json_value(v, _depth + 1) for v in value)
-    if t is dict:
-        return all(type(k) is str and is_json_value(v, _depth + 1) for k, v in value.items())
-    return False
+        items: Iterable[Any] = value
+    elif t is dict:
+        if not _STRING.issuperset(map(type, value)):
+            return False
+        items = value.values()
+    else:
+        return False
+    if _SCALARS.issuperset(map(type, items)):  # strings, ints, ...: no call per item
+        return True
+    return all(is_json_value(v, _depth + 1) for v in items)
+
+
+_SCALARS = frozenset({str, int, bool, type(None)})
+_STRING = frozenset({str})
 
 
 def _strip_decorators(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
@@ -184,17 +208,56 @@ def definition_hash(parts: dict[str, str]) -> str:
 # every path -- the snapshot, the per-key loop, the executor -- sees the same bytes.
 
 def run_hash(definition: str, inputs: dict[str, str], key: str, value: str | None) -> RunHash:
-    """A step's run hash: definition, each input's run hash or digest, the key, a dict value."""
-    joined = "\x1f".join([f"{k}\x1e{inputs[k]}" for k in sorted(inputs)]) if inputs else ""
-    return RunHash(hashlib.sha256(
-        f"{definition}\x00{joined}\x00{key}\x00{value or ''}".encode("utf-8", "surrogatepass")
-    ).hexdigest())
+    """A step's run hash: definition, each input's run hash or digest, the key, a dict value
+    (``run_hashes`` for one key)."""
+    return run_hashes(definition, inputs, (key,), (value,))[0]
 
 
-def combined_digest(keys: list[str], hashes: list[str]) -> str:
+def run_hashes(definition: str, inputs: Mapping[str, str | Iterable[str]], keys: Sequence[str],
+               values: Iterable[str | None] | None = None) -> list[RunHash]:
+    """The run hashes of steps of one node, in key order: ``sha256`` of the definition, each
+    input (name and run hash or digest, by name), the key and its dict value. An input is one
+    string for every key (an unpartitioned upstream, a fan-in's combined digest) or an iterable
+    in key order (a partitioned upstream); ``values`` is in key order too, or None."""
+    # the text of one step: <definition> NUL <name RS hash> US <name RS hash> ... NUL <key> NUL
+    # <value>; the text between two per-key columns is the same for every key
+    segments: list[str] = []
+    columns: list[Iterable[str]] = []
+    text = definition + "\x00"
+    for i, name in enumerate(sorted(inputs)):
+        text += ("\x1f" if i else "") + name + "\x1e"
+        got = inputs[name]
+        if isinstance(got, str):
+            text += got
+        else:
+            segments.append(text)
+            columns.append(got)
+            text = ""
+    text += "\x00"
+    sha256 = hashlib.sha256
+    vals = values if values is not None else [""] * len(keys)
+    texts: Iterable[str]
+    if not columns:
+        texts = (f"{text}{k}\x00{v or ''}" for k, v in zip(keys, vals, strict=True))
+    elif len(columns) == 1:
+        first = segments[0]
+        texts = (f"{first}{c}{text}{k}\x00{v or ''}"
+                 for c, k, v in zip(columns[0], keys, vals, strict=True))
+    else:
+        texts = ("".join([x for pair in zip(segments, cs, strict=True) for x in pair])
+                 + f"{text}{k}\x00{v or ''}"
+                 for *cs, k, v in zip(*columns, keys, vals, strict=True))
+    return [sha256(t.encode("utf-8", "surrogatepass")).hexdigest()  # type: ignore[misc]
+            for t in texts]
+
+
+def combined_digest(keys: Sequence[str], hashes: Sequence[str]) -> str:
     """A whole node as one digest: ``sha("k1=h1", "k2=h2", ...)`` over its keys in sorted order
     -- what a fan-in reading every key, or a downstream snapshot, depends on."""
-    return sha(*[f"{k}={h}" for k, h in sorted(zip(keys, hashes, strict=False))])
+    pairs: Iterable[tuple[str, str]] = zip(keys, hashes, strict=False)
+    if not (list(keys) == sorted(keys) and len(set(keys)) == len(keys)):  # usually they are
+        pairs = sorted(pairs)
+    return sha("\x00".join(map("=".join, pairs)))
 
 
 def snapshot_digest(definition: str, freshness: str, keys: list[str], inputs: list[str],

@@ -4,10 +4,11 @@ have one yet (an upstream failed, its keys or its value are not known). Read by 
 (run hashes) and by the runner (the arguments a worker passes)."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from barca.hashing import combined_digest, digest
-from barca.states import NodeState, StepState
+from barca.states import KeyIndex, NodeState, SourceOutput, StepState
 from barca.topology import Graph
 from barca.types import NodeId, parse_key, short_name, step_id
 
@@ -54,7 +55,7 @@ class InputPlan:
     Each input is *constant* (the same for every key: an unpartitioned upstream, a fan-in's
     combined digest) or *per key* (a partitioned upstream: a key -> run hash map when every key
     has one, else its NodeState, asked key by key). A hold on a constant input holds every key."""
-    __slots__ = ("graph", "nid", "entries", "const_hold", "values", "dim0", "clean",
+    __slots__ = ("graph", "nid", "entries", "const_hold", "source", "dim0", "clean",
                  "missing_source")
 
     def __init__(self, graph: Graph, nid: NodeId, states: dict[NodeId, NodeState],
@@ -63,7 +64,7 @@ class InputPlan:
         name_of = input_name or (lambda up: f"input:{up}")  # see Context.input_name
         m = graph.nodes[nid]
         # (name, constant run hash, key -> run hash, upstream NodeState asked per key, hold)
-        entries: list[tuple[str, str | None, dict[str, str] | None, NodeState | None,
+        entries: list[tuple[str, str | None, ByKey | None, NodeState | None,
                             Hold | None]] = []
         hold: Hold = NO_HOLD
         self.missing_source: NodeId | None = None
@@ -88,7 +89,7 @@ class InputPlan:
                 h = hold_of(graph, up_ns.step(""), up_id)
                 entries.append((name, None if h else up_ns.step("").run_hash,  # type: ignore[union-attr]
                                 None, None, h))
-        self.values: dict[str, str] | None = None
+        self.source: SourceOutput | None = None  # a dict source's output: each key's value
         self.dim0 = m.dims[0].name if m.dims else ""
         src = source_dim(graph, nid)
         if src is not None:
@@ -97,7 +98,8 @@ class InputPlan:
             if src_state is None:
                 self.missing_source = self.missing_source or src_id
             elif dynamic:
-                self.values = src_state.out_values  # a dict source: each key's value digest
+                out = src_state.output
+                self.source = out if out is not None and out.digests is not None else None
             else:
                 entries.append((name_of(src_id), *self._per_key(src_state)))
         for e in entries:
@@ -125,10 +127,43 @@ class InputPlan:
 
     @staticmethod
     def _per_key(up_ns: NodeState) -> tuple[Any, Any, Any, Any]:
-        hashes = up_ns.hash_map()
+        hashes = up_ns.run_hashes()
         if hashes is not None:
-            return None, hashes, None, None
+            return None, ByKey(up_ns, hashes), None, None
         return None, None, up_ns, None
+
+    def columns(self, keys: list[str]) -> dict[str, str | list[str]]:
+        """Every key's inputs at once, for a clean plan: name -> the run hash every key reads,
+        or a list of run hashes in key order (see hashing.run_hashes)."""
+        assert self.clean
+        out: dict[str, str | list[str]] = {}
+        for name, c, mp, _, _ in self.entries:
+            if mp is None:
+                out[name] = c  # type: ignore[assignment]
+                continue
+            try:
+                out[name] = mp.column(keys)
+            except KeyError:
+                missing = next(k for k in keys if k not in mp)
+                raise_missing(name.partition(":")[2], step_id(self.nid, missing))
+        return out
+
+    def value_column(self, keys: list[str]) -> Iterable[str | None] | None:
+        """``value`` of every key, in key order (None: the node reads no dict source)."""
+        src = self.source
+        if src is None:
+            return None
+        prefix = self.dim0 + "="
+        joined = "\x00".join(keys)
+        if "\\" not in joined and "," not in joined and joined.startswith(prefix) \
+                and joined.count("\x00") == joined.count("\x00" + prefix) == len(keys) - 1:
+            # every key is ``<dim>=<value>``, unescaped (as dim_value reads it)
+            n = len(prefix)
+            raw = [k[n:] for k in keys]
+            if raw == src.keys:  # the source's keys, in its order
+                return src.digest_column()
+            return [src.digest(r) for r in raw]
+        return [self.value(k) for k in keys]
 
     def inputs(self, key: str) -> tuple[dict[str, str] | None, Hold | None]:
         """One key's inputs by name, or why it has none."""
@@ -164,7 +199,33 @@ class InputPlan:
 
     def value(self, key: str) -> str | None:
         """A dict source's value digest for this key."""
-        return self.values.get(dim_value(key, self.dim0)) if self.values is not None else None
+        return self.source.digest(dim_value(key, self.dim0)) if self.source is not None \
+            else None
+
+
+class ByKey:
+    """A partitioned upstream's run hashes: a list in its key order, looked up by key (see
+    KeyIndex); a downstream node with the same keys reads the list as it is."""
+    __slots__ = ("state", "keys", "hashes", "_index")
+
+    def __init__(self, state: NodeState, hashes: list[str]) -> None:
+        self.state, self.keys, self.hashes = state, state.keys or [], hashes
+        self._index = KeyIndex(self.keys)
+
+    def __getitem__(self, key: str) -> str:
+        i = self._index.get(key)
+        if i is None:
+            raise KeyError(key)
+        return self.hashes[i]
+
+    def __contains__(self, key: str) -> bool:
+        return self._index.get(key) is not None
+
+    def column(self, keys: list[str]) -> list[str]:
+        """The run hash of each of ``keys``, in that order (KeyError: one has none)."""
+        if keys == self.keys:
+            return self.hashes
+        return [self[k] for k in keys]
 
 
 def all_parts(def_parts: dict[str, str], inputs: dict[str, str], key: str,
@@ -227,9 +288,9 @@ def step_kwargs(ctx: Any, nid: NodeId, key: str, states: dict[NodeId, NodeState]
         if src_fn in params:
             src_state = states[src_id]
             if dynamic:
-                if src_state.out_values is not None:  # a dict source: this key's value
-                    raw = dim_value(key, m.dims[0].name)
-                    kwargs[src_fn] = ("value", (src_state.out_raw or {}).get(raw))
+                out = src_state.output
+                if out is not None and out.raw is not None:  # a dict source: this key's value
+                    kwargs[src_fn] = ("value", out.value(dim_value(key, m.dims[0].name)))
             else:
                 u = src_state.step(key)
                 kwargs[src_fn] = ("artifact", u.path, u.format, u.sha256,  # type: ignore[union-attr]

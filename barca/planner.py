@@ -13,7 +13,7 @@ from barca.discovery import PSEUDO_ABSPATH
 from barca.errors import UsageError
 from barca.hashing import DefinitionHasher, definition_hash
 from barca.inputs import source_dim
-from barca.states import NodeState, StepState
+from barca.states import NodeState, SourceOutput, StepState
 from barca.store import Row, Store
 from barca.storeview import StoreView
 from barca.topology import Graph, combine, validate_keys
@@ -170,15 +170,14 @@ class Context:
 
 
 
-def keys_from_row(ctx: Context, row: Row | None) -> tuple[list[str], dict[str, str] | None,
-                                                         dict[str, Any] | None] | None:
-    """A key source's keys, read back from its stored artifact."""
+def keys_from_row(ctx: Context, row: Row | None) -> SourceOutput | None:
+    """A key source's output, read back from its stored artifact."""
     if row is None or not row.path:
         return None
     from barca.artifacts import deserialize
     from barca.executors.worker import source_keys
     try:
         value = deserialize((ctx.graph.root / row.path).read_bytes(), row.format or "json")
-        return source_keys(value)
+        return SourceOutput(*source_keys(value))
     except (OSError, ValueError, json.JSONDecodeError):
         return None

@@ -17,11 +17,11 @@ from barca.adoption import Adoption, adopted_row
 from barca.decision import decide
 from barca.discovery import PSEUDO_ABSPATH
 from barca.errors import Cancelled, UsageError, did_you_mean
-from barca.executors.job import StepJob, StepRecord
+from barca.executors.job import StepJob, StepRecord, unpack_output
 from barca.inputs import source_dim, step_kwargs
 from barca.integrity import Integrity
 from barca.planner import Context, keys_from_row
-from barca.states import NodeState, StepState
+from barca.states import NodeState, SourceOutput, StepState
 from barca.types import NodeId, ids_named, one_dim_keys, parse_key, short_name, step_id
 
 if TYPE_CHECKING:
@@ -169,16 +169,14 @@ class Runner:
         else:
             src_state = self.w.states[src[0]]
             step = src_state.step("")
-            if src_state.out_keys is None and step is not None and step.row is not None and (
+            if src_state.output is None and step is not None and step.row is not None and (
                     step.action == "cached" or not self.execute):  # a sensor's last value
-                got = keys_from_row(self.ctx, step.row)
-                if got is not None:
-                    src_state.out_keys, src_state.out_values, src_state.out_raw = got
-            if src_state.out_keys is None:
+                src_state.output = keys_from_row(self.ctx, step.row)
+            if src_state.output is None:
                 return None, (f"partition keys come from the output of "
                               f"'{short_name(src[0])}', which is not available until it runs")
             dim = self.graph.nodes[nid].dims[0].name
-            keys = one_dim_keys(dim, src_state.out_keys)
+            keys = one_dim_keys(dim, src_state.output.keys)
         assert keys is not None
         if self.selection is not None:
             keys = [k for k in keys if self.selection.admits(k)]
@@ -328,10 +326,8 @@ class Runner:
                                     "".join(ns.run_hashes() or ())))
         if nid in self.ctx.key_sources:
             step = ns.step("")
-            if step is not None and step.action in ("ran", "cached") and ns.out_keys is None:
-                got = keys_from_row(self.ctx, step.row) if step.action == "cached" else None
-                if got is not None:
-                    ns.out_keys, ns.out_values, ns.out_raw = got
+            if step is not None and step.action == "cached" and ns.output is None:
+                ns.output = keys_from_row(self.ctx, step.row)
 
     # ------------------------------------------------------------------ integrity
     def _ensure_steps(self, steps: list[StepState]) -> None:
@@ -430,7 +426,7 @@ class Runner:
                     s.run_hash, s.value_hash = rec.run_hash, rec.value_hash
                     s.parts = dict(def_parts, value=(rec.value_hash or "")[:16])
                 if rec.keys is not None:
-                    ns.out_keys, ns.out_values, ns.out_raw = rec.keys, rec.key_values, rec.key_raw
+                    ns.output = SourceOutput(*unpack_output(rec.keys, rec.key_values, rec.key_raw))
                 self.w.done += 1
                 self.on_event(ev.StepCompleted(s.id, rec.elapsed, self.w.done, self.w.total,
                                                rec.output))

@@ -2,6 +2,7 @@
 as run: what the runner, the results and the views read."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from barca.hashing import combined_digest
@@ -107,6 +108,58 @@ class StepState:
                 f"run_hash={self.run_hash!r})")
 
 
+class KeyIndex:
+    """The position of a key in a list of keys: found by a scan while only a few are asked for
+    (one key of 200,000 changed), then by a dict of them all, made once."""
+    __slots__ = ("keys", "_map", "_scans")
+
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = keys
+        self._map: dict[str, int] | None = None
+        self._scans = 0
+
+    def get(self, key: str) -> int | None:
+        if self._map is None:
+            self._scans += 1
+            if self._scans <= 16:
+                try:
+                    return self.keys.index(key)
+                except ValueError:
+                    return None
+            self._map = {k: i for i, k in enumerate(self.keys)}
+        return self._map.get(key)
+
+
+class SourceOutput:
+    """A key source's output, as its step returned it (or the runner read it back): its keys,
+    in order, and for a dict source each key's value and that value's digest. The digests are
+    one string, 64 hex digits per key in key order: one object to keep, not one per key."""
+    __slots__ = ("keys", "digests", "raw", "_index")
+
+    def __init__(self, keys: list[str], digests: str | None = None,
+                 raw: list[Any] | str | None = None) -> None:
+        self.keys, self.digests, self.raw = keys, digests, raw
+        self._index = KeyIndex(keys)
+
+    def digest(self, key: str) -> str | None:
+        """A dict source's digest of this key's value (None: no such key, or a list source)."""
+        i = self._index.get(key) if self.digests is not None else None
+        return None if i is None else self.digests[64 * i:64 * i + 64]  # type: ignore[index]
+
+    def value(self, key: str) -> Any:
+        """A dict source's value for this key."""
+        if isinstance(self.raw, str):  # as a worker sent them (see executors.job.pack_output)
+            import json
+            self.raw = json.loads(self.raw)
+        i = self._index.get(key) if self.raw is not None else None
+        return None if i is None else self.raw[i]  # type: ignore[index]
+
+    def digest_column(self) -> Iterator[str]:
+        """Every key's digest, in key order."""
+        d = self.digests or ""
+        return (d[i:i + 64] for i in range(0, len(d), 64))
+
+
 class NodeState:
     """Every step of one node, in one of two forms.
 
@@ -115,25 +168,24 @@ class NodeState:
     step's StepState is made only when something asks for it (``step``), and ``steps`` turns
     the node into the *full* form, a StepState per key (as the runner builds a node it cannot
     decide). A *settled* node (its snapshot matched) is compact with nothing but cached keys."""
-    __slots__ = ("node", "keys", "unknown_detail", "out_keys", "out_values", "out_raw",
-                 "ident", "combined", "settled", "_steps", "_hashes", "_odd", "_made", "_hist",
-                 "_map")
+    __slots__ = ("node", "keys", "unknown_detail", "output", "ident", "combined", "settled",
+                 "since", "_steps", "_hashes", "_odd", "_made", "_hist", "_map")
 
     def __init__(self, node: NodeId, keys: list[str] | None, unknown_detail: str = "") -> None:
         self.node, self.keys, self.unknown_detail = node, keys, unknown_detail
-        # a key source's output: its keys, and for a dict source each key's value and digest
-        self.out_keys: list[str] | None = None
-        self.out_values: dict[str, str] | None = None
-        self.out_raw: dict[str, Any] | None = None
+        self.output: SourceOutput | None = None   # a key source's output (its keys, ...)
         self.ident: str | None = None      # the digest its snapshot is keyed by (see identity)
         self.combined: str | None = None   # digest of every key's run hash, once all are known
         self.settled = False
+        # against its snapshot: the snapshot's combined digest, and the positions of the keys
+        # whose run hash may not be the snapshot's (None: not compared key by key)
+        self.since: tuple[str, list[int]] | None = None
         self._steps: dict[str, StepState] | None = {}
         self._hashes: list[str] | None = None        # compact: every key's run hash
         self._odd: dict[str, StepState] = {}         # compact: the steps not simply cached
         self._made: dict[str, StepState] = {}        # compact: cached StepStates made so far
         self._hist: NodeHistory | None = None
-        self._map: dict[str, int] | None = None    # compact: key -> index in keys
+        self._map: KeyIndex | None = None          # compact: where each key is in keys
 
     @classmethod
     def compact(cls, node: NodeId, keys: list[str], hashes: list[str],
@@ -147,6 +199,7 @@ class NodeState:
                       hashes: list[str], hist: NodeHistory) -> NodeState:
         ns = cls.compact(node, keys, hashes, {}, hist)
         ns.ident, ns.combined, ns.settled = ident, combined, True
+        ns.since = (combined, [])
         return ns
 
     @property
@@ -169,7 +222,7 @@ class NodeState:
 
     def _index(self, key: str) -> int | None:
         if self._map is None:
-            self._map = {k: i for i, k in enumerate(self.keys or ())}
+            self._map = KeyIndex(self.keys or [])
         return self._map.get(key)
 
     def odd_steps(self) -> list[StepState]:
@@ -223,13 +276,6 @@ class NodeState:
             got = where.get(h)
             if got is not None:
                 yield k, got[0], got[1], False
-
-    def hash_map(self) -> dict[str, str] | None:
-        """key -> run hash, when every key has one (for a downstream node's per-key inputs)."""
-        hashes = self.run_hashes()
-        if hashes is None or self.keys is None:
-            return None
-        return dict(zip(self.keys, hashes, strict=False))
 
     def seal(self) -> None:
         """Once every step is decided (and run): the combined digest, if every key has a run

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from typing import Any, NewType
+from typing import Any, NewType, cast
 
 NodeId = NewType("NodeId", str)          # "pipeline.py:prices"
 RunHash = NewType("RunHash", str)        # 64 hex chars (SHA-256)
@@ -78,7 +78,7 @@ def one_dim_keys(dim: str, values: list[str]) -> list[PartitionKey]:
     if "\\" in joined or "," in joined or "=" in joined:
         return [format_key({dim: v}) for v in values]
     prefix = _escape(dim) + "="
-    return [PartitionKey(prefix + v) for v in values]
+    return cast(list[PartitionKey], [prefix + v for v in values])
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -33,7 +33,7 @@ def current_rows(ctx: Context, nid: NodeId) -> ViewSource:
             return ViewSource(nid, None, f"the keys of '{short_name(nid)}' come from the output "
                               f"of '{short_name(src[0])}', which has not run yet: run "
                               f"`barca get {short_name(nid)}` first")
-        keys = one_dim_keys(ctx.graph.nodes[nid].dims[0].name, got[0])
+        keys = one_dim_keys(ctx.graph.nodes[nid].dims[0].name, got.keys)
     else:
         keys = ctx.static_keys(nid) or []
     rows = [(k, hist.latest_success[k]) for k in sorted(keys) if k in hist.latest_success]

@@ -55,9 +55,9 @@ class StepRecord(Fields):
                  value_hash: str | None = None, error: str | None = None,
                  traceback: str | None = None, output: str = "", infra: str | None = None,
                  bad_input: str | None = None, uploaded: bool | None = None,
-                 upload_error: str | None = None, keys: list[str] | None = None,
-                 key_values: dict[str, str] | None = None,
-                 key_raw: dict[str, Any] | None = None,
+                 upload_error: str | None = None, keys: str | list[str] | None = None,
+                 key_values: bytes | None = None,
+                 key_raw: str | None = None,
                  lines: list[tuple[float, str, str]] | None = None,
                  warning: str | None = None) -> None:
         self.index = index
@@ -78,8 +78,29 @@ class StepRecord(Fields):
                                           # corrupt (the step did not run)
         self.uploaded = uploaded          # copied to the remote store (None: no store)
         self.upload_error = upload_error
-        self.keys = keys                  # a key source's keys
-        self.key_values = key_values      # a dict source: key -> value digest
-        self.key_raw = key_raw            # a dict source: key -> value
+        self.keys = keys                  # a key source's output, packed (see pack_output):
+        self.key_values = key_values      # its keys, a dict source's value digests
+        self.key_raw = key_raw            # and its values
         self.lines = lines                # what the step wrote: (time, stream, line), in order
         self.warning = warning            # e.g. a value parquet could not hold, stored as pickle
+
+
+def pack_output(keys: list[str], digests: str | None, raw: list[Any] | None
+                ) -> tuple[str | list[str], bytes | None, str | None]:
+    """A key source's output (see barca.states.SourceOutput) as a record carries it: a few
+    large objects rather than three per key, which would cost more to pickle and send than
+    the step took to compute them -- its keys joined by NUL (a list if one holds a NUL), the
+    digests as bytes, the values as JSON text (dict values are JSON: read as a step reads it)."""
+    joined = "\x00".join(keys)
+    packed: str | list[str] = joined if keys and joined.count("\x00") == len(keys) - 1 else keys
+    if digests is None:
+        return packed, None, None
+    import json
+    return packed, bytes.fromhex(digests), json.dumps(raw, ensure_ascii=False)
+
+
+def unpack_output(keys: str | list[str], digests: bytes | None, raw: str | None
+                  ) -> tuple[list[str], str | None, str | None]:
+    """``pack_output`` undone, but for the values, decoded when one is first asked for."""
+    return (keys.split("\x00") if isinstance(keys, str) else keys,
+            None if digests is None else digests.hex(), raw)

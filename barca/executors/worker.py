@@ -14,8 +14,8 @@ from typing import Any
 
 from barca import artifacts, frames
 from barca.executors.capture import StepOutput, captured, user_traceback
-from barca.executors.job import StepJob, StepRecord
-from barca.hashing import canonical_json, sensor_run_hash, sha, source_only, value_digest
+from barca.executors.job import StepJob, StepRecord, pack_output
+from barca.hashing import json_digests, sensor_run_hash, source_only, value_digest
 from barca.types import key_strings
 
 
@@ -290,37 +290,41 @@ class Worker:
 
 def _key_source_problem(value: Any, rec: StepRecord) -> str | None:
     try:
-        rec.keys, rec.key_values, rec.key_raw = source_keys(value)
+        rec.keys, rec.key_values, rec.key_raw = pack_output(*source_keys(value))
     except ValueError as exc:
         return str(exc)
     return None
 
 
-def source_keys(value: Any) -> tuple[list[str], dict[str, str] | None, dict[str, Any] | None]:
-    """The partition keys a source's output gives: a list's items, or a dict's keys (with each
-    key's value and its digest). ``ValueError`` names what is wrong."""
-    if isinstance(value, dict):
-        items = list(value.items())
-    elif isinstance(value, (list, tuple)):
-        items = [(k, None) for k in value]
-    else:
+def source_keys(value: Any) -> tuple[list[str], str | None, list[Any] | None]:
+    """The partition keys a source's output gives: a list's items, or a dict's keys, with (for a
+    dict) each key's value and the digests of those values, in key order (see SourceOutput).
+    ``ValueError`` names what is wrong."""
+    is_dict = isinstance(value, dict)
+    if not is_dict and not isinstance(value, (list, tuple)):
         raise ValueError(f"returned a {type(value).__name__}, but its output gives partition "
                          "keys: return a list of keys or a dict of key -> value")
-    keys, problems = key_strings(k for k, _ in items)
-    if problems:
-        k, earlier = problems[0]
-        if earlier is None:
-            raise ValueError(f"partition key {k!r} is a {type(k).__name__}; keys must be strings")
-        raise ValueError(f"partition keys {earlier!r} and {k!r} collide (both become {str(k)!r})")
-    values: dict[str, str] = {}
-    raw: dict[str, Any] = {}
-    is_dict = isinstance(value, dict)
-    for s, (_, v) in zip(keys, items, strict=True):
-        if is_dict:
+    if is_dict and {str}.issuperset(map(type, value)):
+        keys = list(value)  # a dict's string keys: already unique
+    else:
+        keys, problems = key_strings(value)
+        if problems:
+            k, earlier = problems[0]
+            if earlier is None:
+                raise ValueError(f"partition key {k!r} is a {type(k).__name__}; keys must be "
+                                 "strings")
+            raise ValueError(f"partition keys {earlier!r} and {k!r} collide (both become "
+                             f"{str(k)!r})")
+    if not is_dict:
+        return keys, None, None
+    raw = list(value.values())
+    try:
+        return keys, json_digests(raw), raw
+    except (TypeError, ValueError):
+        for s, v in zip(keys, raw, strict=True):  # name the first value that is not JSON
             try:
-                values[s] = sha("json", canonical_json(v))
+                json_digests([v])
             except (TypeError, ValueError):
                 raise ValueError(f"the value of partition key {s!r} is not JSON-writable "
                                  f"({type(v).__name__})") from None
-            raw[s] = v
-    return keys, (values if is_dict else None), (raw if is_dict else None)
+        raise
