@@ -188,9 +188,9 @@ class Ask:
         deps = json.loads(got[1])
         graph = ctx.graph
         root = graph.root
-        paths = {fm.abspath for fm in graph.files.values()}
-        paths |= {str(root / f) for f in deps["files"]} | {str(root / d) for d in deps["dirs"]}
-        paths |= {str(Path(p).parent) for p in paths} | {str(root), str(root / "barca.toml")}
+        files = {fm.abspath for fm in graph.files.values()} | {str(root / f) for f in deps["files"]}
+        paths = files | {str(Path(p).parent) for p in files} | {str(root / d) for d in deps["dirs"]}
+        paths |= {str(root), str(root / "barca.toml")}  # a folder's stamp moves with its listing
         stamps = tuple((p, stamp(p)) for p in sorted(paths))
         limit = self.start_ns - RACY_NS
         if any(s is not None and (s[3] >= limit or s[4] >= limit) for _, s in stamps):
