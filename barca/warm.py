@@ -142,13 +142,14 @@ class Ask:
         from barca.outputs import node_output
         from barca.runner import new_run_id
         res = entry.result
+        # the values first: one that cannot be read leaves no run behind (the normal path runs)
+        outputs = tuple(node_output(entry.graph, self.settings, entry.prefix, ns,
+                                    self.key[-1], small) for ns in entry.targets)
         run_id = new_run_id()
         entry.store.served_run(run_id, res.command, entry.label, entry.pool_size, entry.cached,
                                [reads_write(entry.reads)] if entry.reads else [])
         for e in entry.events:
             on_event(e)
-        outputs = tuple(node_output(entry.graph, self.settings, entry.prefix, ns,
-                                    self.key[-1], small) for ns in entry.targets)
         return type(res)(*(
             {"run_id": run_id, "elapsed": time.perf_counter() - start, "outputs": outputs
              }.get(f, getattr(res, f)) for f in type(res).__slots__))
@@ -237,10 +238,3 @@ def _prune() -> None:
             store.close()
             del _STORES[key]
 
-
-def forget() -> None:
-    """Drop every entry and close the kept connections (tests; a kernel about to exit)."""
-    _ENTRIES.clear()
-    for store, _ in _STORES.values():
-        store.close()
-    _STORES.clear()
