@@ -7,11 +7,15 @@ is then stamped the cheap way: ``(device, inode, size, mtime, ctime)`` of every 
 of the graph, of every file and folder the definitions were read from (the record's own
 dependencies), of ``barca.toml`` and of the folders holding them, the identity of the store's
 database, and the store's generation (moved by every write of a result, snapshot, eviction or
-definition, from any process). The next identical ask -- same target, files, working folder,
-resolved settings -- whose stamps and generation all match is served from the kept outcome:
-its targets' artifacts are read and checked against their SHA-256 as every run does, the run
-is recorded, the value is read back from disk. Anything that does not match drops the entry
-and takes the normal path, which keeps a new one.
+definition, from any process). A folder whose stamp moved still holds if its listing, as
+module resolution sees it (barca.defcache), did not change: saving a notebook beside the
+pipeline renames a hidden file over it.
+
+The next identical ask -- same target, files, working folder, resolved settings -- whose stamps
+and generation all match is served from the kept outcome: its targets' artifacts are read and
+checked against their SHA-256 as every run does, the run is recorded, the value is read back
+from disk. Anything that does not match drops the entry and takes the normal path, which keeps
+a new one.
 
 What a stamp cannot see: a file rewritten in place with the same size within the filesystem
 clock's resolution of the stamp. Such a file would also have a ctime within that window, so an
@@ -58,11 +62,22 @@ class _Entry:
             setattr(self, k, v)
 
     def holds(self) -> bool:
-        """The stamps and the store's generation are what they were."""
+        """The stamps and the store's generation are what they were. A folder whose stamp moved
+        but whose listing did not (a notebook saved beside the pipeline: a hidden temporary
+        file renamed over it) still holds; its new stamp is kept once it is old enough."""
         if _db_id(self.store) != self.db:  # the store was removed, or made anew
             return False
-        if any(stamp(p) != s for p, s in self.stamps):
-            return False
+        for i, (p, s, digest) in enumerate(self.stamps):
+            now = stamp(p)
+            if now == s:
+                continue
+            if digest is None or now is None:
+                return False
+            from barca.defcache import listing
+            if listing(Path(p)) != digest:
+                return False
+            if now[4] < time.time_ns() - RACY_NS:
+                self.stamps[i] = (p, now, digest)
         return self.store.generation() == self.generation
 
 
@@ -189,12 +204,15 @@ class Ask:
         deps = json.loads(got[1])
         graph = ctx.graph
         root = graph.root
+        from barca.defcache import listing
         files = {fm.abspath for fm in graph.files.values()} | {str(root / f) for f in deps["files"]}
-        paths = files | {str(Path(p).parent) for p in files} | {str(root / d) for d in deps["dirs"]}
-        paths |= {str(root), str(root / "barca.toml")}  # a folder's stamp moves with its listing
-        stamps = tuple((p, stamp(p)) for p in sorted(paths))
+        files.add(str(root / "barca.toml"))
+        folders = {str(Path(p).parent) for p in files} | {str(root / d) for d in deps["dirs"]}
+        # listed before stamped: a change in between leaves a young stamp, refused below
+        digests = {d: listing(Path(d)) for d in folders}
+        stamps = [(p, stamp(p), digests.get(p)) for p in sorted(files | folders)]
         limit = self.start_ns - RACY_NS
-        if any(s is not None and (s[3] >= limit or s[4] >= limit) for _, s in stamps):
+        if any(s is not None and (s[3] >= limit or s[4] >= limit) for _, s, _ in stamps):
             return None  # changed too recently to trust its stamp (see the module's text)
         store = _store(root, ctx.store.prefix)
         if store is None:

@@ -124,9 +124,8 @@ v = fresh()
 assert os.path.exists(".barca/envs/dev/metadata.db")
 assert v["token"] != before["token"] and v == cold()
 assert served() == v
-os.remove("barca.toml")
-again = fresh()
-assert again == before == cold()
+os.remove("barca.toml")  # the default store again, as it was: served as it was
+assert get() == before == cold()
 """,
     # another process writes the store: results the target's artifact does not show, then
     # a new value for it
@@ -158,6 +157,18 @@ for p in artifacts():
     open(p, "wb").write(data.replace(b'"sum"', b'"SUM"'))
 v = fresh()
 assert v["token"] != before["token"] and v == cold()
+""",
+    # a notebook saved beside the pipeline (a hidden file renamed over it) changes no listing;
+    # a new module does
+    """
+open("notes.ipynb", "w").write("{}")
+before = served()
+open(".~notes.ipynb", "w").write('{"cells": []}')
+os.replace(".~notes.ipynb", "notes.ipynb")
+n = len(made)
+assert get() == before and len(made) == n
+open("other.py", "w").write("X = 1\\n")
+assert fresh() == before == cold()
 """,
     # env= on the API: another store, kept apart
     """
