@@ -222,8 +222,10 @@ class Ask:
         verify = tuple((s.path, s.sha256) for s in (
             st for ns in targets for st in ns.steps.values()) if s.path in
             runner.integrity.verified)
+        kept = type(result)(*(() if f == "outputs" else getattr(result, f)  # not its values
+                              for f in type(result).__slots__))
         return _Entry(stamps=stamps, store=store[0], db=store[1], generation=self.generation,
-                      result=result, targets=targets, verify=verify,
+                      result=kept, targets=targets, verify=verify,
                       reads=set(runner.produced | runner.integrity.verified),
                       events=tuple(self.events), graph=graph, prefix=ctx.store.prefix,
                       pool_size=default_pool_size(self.settings), label=label, cached=w.cached)

@@ -1,5 +1,5 @@
 """S13: in a live kernel, `%barca get total pipeline.py` on the S1 project when everything is
-cached (target 30 ms).
+cached (target 10 ms, spec/performance.md).
 
 Needs the `%barca` magic (barca.jupyter.magics) and jupyter_client + ipykernel. Until the magic
 exists this prints "S13 skipped: %barca magic not available". Each figure is the round trip of
