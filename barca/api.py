@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from barca import events as ev
+from barca import warm
 from barca.errors import StepFailed, UsageError
 from barca.listing import list_nodes  # noqa: F401  (part of the API)
 from barca.outputs import node_output
@@ -165,6 +166,13 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
     start = time.perf_counter()
     settings = settings_of(settings, **flags)
     _check_flags(target, refresh, no_cascade)
+    ask = None
+    if warm.Ask.wanted(files, settings, refresh, refresh_all, no_cascade, partition):
+        ask = warm.Ask(target, files, command, settings, load_values)
+        served = ask.serve(on_event, start)  # the same state as a call before: its outcome
+        if served is not None:
+            return served
+        on_event = ask.listen(on_event)
     sess = Session(files, write=False, settings=settings)
     try:
         only_tasks = _only_tasks(sess.graph, target, command, files)
@@ -186,6 +194,8 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         sess.store = store
         sess.ctx.store = sess.store
         sess.ctx.defcache.conn = sess.store.conn
+        if ask is not None:
+            ask.generation = store.generation()
         runner = Runner(sess.ctx, targets, execute=True, refresh=refresh_ids,
                         cascade=not no_cascade, refresh_all=refresh_all, selection=selection,
                         on_event=on_event, verify_all=load_values)
@@ -235,6 +245,8 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
                 f"{result.skipped_downstream} downstream steps skipped",
                 "Fix the cause and run the same command again: finished keys are cached.",
                 result=result, node=failures[0][0], traceback=failures[0][2])
+        if ask is not None:
+            ask.keep(sess.ctx, runner, label, result)
         return result
     finally:
         sess.close()

@@ -206,9 +206,13 @@ def evict(store: Store, budget: int | None, target: int, keep: set[str] = frozen
 def note_reads(store: Store, paths: set[str]) -> None:
     """What this command read or produced, for "least recently read"."""
     if paths and store.conn is not None:
-        at = time.time()
-        store._write("INSERT OR REPLACE INTO reads (path, at) VALUES (?, ?)",
-                     [(p, at) for p in paths])
+        store._write_all([reads_write(paths)])
+
+
+def reads_write(paths: set[str]) -> tuple[str, list[tuple[Any, ...]]]:
+    """The write that notes ``paths`` as read now."""
+    at = time.time()
+    return "INSERT OR REPLACE INTO reads (path, at) VALUES (?, ?)", [(p, at) for p in paths]
 
 
 def _estimate(store: Store) -> float | None:

@@ -295,6 +295,8 @@ def run_cli(argv: list[str] | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
+    from barca import warm
+    warm.keeping = False  # one command per process: nothing would ask twice
     try:
         code = run_cli(argv)
         sys.stdout.flush()

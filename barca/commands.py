@@ -210,8 +210,24 @@ def _version() -> Any:
     return Version(__version__)
 
 
+_PARSED: dict[tuple[str, ...], argparse.Namespace] = {}
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
-    """The command line as a namespace; flags may come before or after targets and files."""
+    """The command line as a namespace; flags may come before or after targets and files.
+    A line parsed before is not parsed again (a kernel runs the same magic many times)."""
+    got = _PARSED.get(tuple(argv))
+    if got is None:
+        got = _parse(argv)
+        if len(_PARSED) > 64:
+            _PARSED.clear()
+        _PARSED[tuple(argv)] = got
+    # a copy: a caller may change the namespace or its lists
+    return argparse.Namespace(**{k: list(v) if isinstance(v, list) else v
+                                 for k, v in vars(got).items()})
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
     at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
     if at is None:
         parser().parse_args(argv)  # --help / --version exit here; else an error below

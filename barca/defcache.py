@@ -21,6 +21,15 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def listing(folder: Path) -> str:
+    """A folder's listing as module resolution sees it (hidden names left out), hashed."""
+    try:
+        names = sorted(n for n in os.listdir(folder) if not n.startswith("."))
+    except OSError:
+        names = ["<missing>"]
+    return _sha("\0".join(names).encode("utf-8", "surrogatepass"))
+
+
 def _part_file(name: str) -> str | None:
     """``helper:pkg/util.py:norm`` -> ``pkg/util.py``; ``module:x.py`` -> ``x.py``."""
     kind, _, rest = name.partition(":")
@@ -63,11 +72,7 @@ class DefinitionCache:
 
     def _dir(self, rel: str) -> str:
         if rel not in self._dirs:
-            try:
-                names = sorted(n for n in os.listdir(self.root / rel) if not n.startswith("."))
-            except OSError:
-                names = ["<missing>"]
-            self._dirs[rel] = _sha("\0".join(names).encode("utf-8", "surrogatepass"))
+            self._dirs[rel] = listing(self.root / rel)
         return self._dirs[rel]
 
     def get(self, node: NodeModel, fm: FileModel) -> dict[str, str] | None:

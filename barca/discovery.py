@@ -27,11 +27,15 @@ _IMPORTS_BARCA = re.compile(r"^\s*(from\s+barca[\s.]|import\s+barca\b)", re.M)
 
 def find_root(start: str | os.PathLike[str] | None = None) -> Path:
     """The nearest directory at or above ``start`` holding ``barca.toml``, else ``start``."""
-    here = Path(start or os.getcwd()).resolve()
-    for d in (here, *here.parents):
-        if (d / "barca.toml").is_file():
-            return d
-    return here
+    here = os.path.realpath(start or os.getcwd())  # Path.resolve's answer, without pathlib
+    d = here
+    while True:
+        if os.path.isfile(os.path.join(d, "barca.toml")):
+            return Path(d)
+        up = os.path.dirname(d)
+        if up == d:
+            return Path(here)
+        d = up
 
 
 class InputRef(Fields):

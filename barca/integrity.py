@@ -40,20 +40,10 @@ class Integrity:
             self.small.pop(path, None)
 
     def intact(self, s: StepState) -> bool:
-        import hashlib
         import os
-
-        from barca.artifacts import file_sha256
         where = os.path.join(self.root, s.path or "")
         try:
-            # a big artifact is hashed in blocks: a lazy consumer of a 2 GB table must not
-            # cost the coordinator 2 GB
-            with open(where, "rb") as f:
-                data: bytes | None = f.read(SMALL_BYTES + 1)
-            if len(data) > SMALL_BYTES:  # type: ignore[arg-type]
-                data = None
-            digest = hashlib.sha256(data).hexdigest() if data is not None else (
-                file_sha256(Path(where)) if s.sha256 else "")
+            digest, data = read_digest(where, bool(s.sha256))
         except IsADirectoryError:
             path = Path(where)
             aside = path.with_name(f"{path.name}.moved-aside-{int(time.time())}")
@@ -81,3 +71,20 @@ class Integrity:
         if data is not None and s.path:  # small: shown as the run's output, read once
             self.small[s.path] = data
         return True
+
+
+def read_digest(where: str, hashed: bool = True) -> tuple[str, bytes | None]:
+    """An artifact's SHA-256 (``""`` if not ``hashed`` and too big to keep) and its bytes if it
+    is small. Raises OSError (IsADirectoryError, FileNotFoundError) as ``open`` does."""
+    import hashlib
+
+    from barca.artifacts import file_sha256
+    # a big artifact is hashed in blocks: a lazy consumer of a 2 GB table must not cost the
+    # coordinator 2 GB
+    with open(where, "rb") as f:
+        data: bytes | None = f.read(SMALL_BYTES + 1)
+    if len(data) > SMALL_BYTES:  # type: ignore[arg-type]
+        data = None
+    digest = hashlib.sha256(data).hexdigest() if data is not None else (
+        file_sha256(Path(where)) if hashed else "")
+    return digest, data

@@ -29,17 +29,19 @@ SOURCES: dict[str, tuple[str, str, str]] = {
     "fsync": ("BARCA_FSYNC", "", ""),     # results fsync'ed before they count; no flag, no key
 }
 
-_FILES: dict[Path, tuple[float, dict[str, dict[str, Any]]]] = {}
+_FILES: dict[Path, tuple[tuple[int, ...], dict[str, dict[str, Any]]]] = {}
 
 
 def project_file(root: Path) -> dict[str, dict[str, Any]]:
-    """``root/barca.toml``, checked; read again only when the file changes."""
+    """``root/barca.toml``, checked; read again only when the file changes (its inode, size,
+    mtime or ctime: an edit that keeps the mtime still moves the ctime)."""
     from barca.config import FILE, load
     path = root / FILE
     try:
-        stamp = path.stat().st_mtime_ns
+        st = path.stat()
     except OSError:
         return {}
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     got = _FILES.get(root)
     if got is None or got[0] != stamp:
         got = _FILES[root] = (stamp, load(root))

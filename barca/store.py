@@ -461,16 +461,26 @@ class Store:
                     [(cone, key, value)])
 
     # ---------------------------------------------------------------- writes
+    _BEGIN_RUN = ("INSERT INTO runs (run_id, command, target, status, started_at, pool_size) "
+                  "VALUES (?, ?, ?, 'running', ?, ?)")
+    _END_RUN = ("UPDATE runs SET status=?, finished_at=?, steps_run=?, steps_cached=?, "
+                "steps_failed=?, error=? WHERE run_id=?")
+
     def begin_run(self, run_id: str, command: str, target: str, pool_size: int) -> None:
-        self._write("INSERT INTO runs (run_id, command, target, status, started_at, pool_size) "
-                    "VALUES (?, ?, ?, 'running', ?, ?)",
-                    [(run_id, command, target, time.time(), pool_size)])
+        self._write(self._BEGIN_RUN, [(run_id, command, target, time.time(), pool_size)])
 
     def end_run(self, run_id: str, status: str, run: int, cached: int, failed: int,
                 error: str | None = None) -> None:
-        self._write("UPDATE runs SET status=?, finished_at=?, steps_run=?, steps_cached=?, "
-                    "steps_failed=?, error=? WHERE run_id=?",
-                    [(status, time.time(), run, cached, failed, error, run_id)])
+        self._write(self._END_RUN, [(status, time.time(), run, cached, failed, error, run_id)])
+
+    def served_run(self, run_id: str, command: str, target: str, pool_size: int, cached: int,
+                   also: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        """A run served whole from what a process kept (barca.warm): begun and finished, with
+        ``also`` (what it read), in one transaction."""
+        now = time.time()
+        self._write_all([(self._BEGIN_RUN, [(run_id, command, target, now, pool_size)]),
+                         (self._END_RUN, [("success", now, 0, cached, 0, None, run_id)]),
+                         *also])
 
     def record(self, rows: Iterable[dict[str, Any]],
                lines: list[tuple[str, str, str, float, str, str]] = ()) -> None:  # type: ignore[assignment]

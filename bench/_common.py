@@ -53,7 +53,7 @@ TARGETS: dict[str, str] = {
     "S12 first": "≤ 30 s",
     "S12 cached": "≤ 0.9 s",
     "S12 add key": "≤ 2 s",
-    "S13": "≤ 30 ms",
+    "S13": "≤ 10 ms",
     "S14 help": "≤ 60 ms",
     "S14 list": "≤ 80 ms",
 }
