@@ -26,7 +26,8 @@ from barca.results import (
     StatusReport,
 )
 from barca.runlog import history  # noqa: F401  (part of the API)
-from barca.runner import Runner, Selection, check_selection, new_run_id, resolve_refresh, walk_order
+from barca.runner import Runner, new_run_id
+from barca.selection import Selection, check_selection, resolve_refresh, walk_order
 from barca.settings import Settings, settings_of
 from barca.store import Store
 from barca.topology import Graph, load_graph, plan_warnings

@@ -12,7 +12,7 @@ from typing import Any
 from barca.hashing import run_hash, run_hashes, snapshot_digest
 from barca.inputs import InputPlan, all_parts, raise_missing, source_dim
 from barca.states import NodeState, StepState
-from barca.store import NodeHistory
+from barca.storeview import NodeHistory
 from barca.types import NodeId, step_id
 
 PART_ORDER = ("code", "decorator", "helper:", "module:", "env:", "input:", "key", "value")

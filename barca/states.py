@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from barca.hashing import combined_digest
-from barca.store import NodeHistory, Row
+from barca.store import Row
+from barca.storeview import NodeHistory
 from barca.types import NodeId, step_id
 
 AVAILABLE = ("cached", "ran", "run")   # a step whose value exists, or will in a prediction

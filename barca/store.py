@@ -76,110 +76,6 @@ class Row(NamedTuple):
         return json.loads(self.parts) if self.parts else {}
 
 
-class NodeHistory:
-    """What the store knows of one node: the newest row per key (any status, and successful),
-    and successful rows looked up by run hash.
-
-    Lazy: a planner that needs a handful of rows asks for them one by one (an indexed query
-    each); the newest row of every key is read in one query on first use of ``latest`` /
-    ``latest_success``, or once point queries stop being few."""
-
-    POINT_QUERIES = 64
-
-    def __init__(self, store: Store | None, asset: str) -> None:
-        self.store, self.asset = store, asset
-        self._latest: dict[str, Row] | None = None if store is not None else {}
-        self._latest_success: dict[str, Row] = {}
-        self._by_hash: dict[str, Row | None] = {}
-        self._older = False
-        self._points = 0
-        self._where: dict[str, tuple[str, str, str, str]] | None = None
-        self._where_points = 0
-
-    def _load(self) -> None:
-        assert self.store is not None
-        latest, latest_success, older = self.store.newest_rows(self.asset)
-        self._latest, self._latest_success, self._older = latest, latest_success, older
-        for r in latest_success.values():
-            self._by_hash.setdefault(r.run_hash, r)
-
-    @property
-    def latest(self) -> dict[str, Row]:
-        """partition -> newest row of any status."""
-        if self._latest is None:
-            self._load()
-        return self._latest  # type: ignore[return-value]
-
-    @property
-    def latest_success(self) -> dict[str, Row]:
-        """partition -> newest successful row."""
-        if self._latest is None:
-            self._load()
-        return self._latest_success
-
-    def _point(self) -> bool:
-        """Whether to ask for one row (rather than read every key's newest rows at once)."""
-        if self._latest is not None or self.store is None:
-            return False
-        self._points += 1
-        if self._points > self.POINT_QUERIES:
-            self._load()
-            return False
-        return True
-
-    def newest_success(self, key: str) -> Row | None:
-        if self._point():
-            return self.store.newest_row(self.asset, key, True)  # type: ignore[union-attr]
-        return self.latest_success.get(key)
-
-    def newest(self, key: str) -> Row | None:
-        if self._point():
-            return self.store.newest_row(self.asset, key, False)  # type: ignore[union-attr]
-        return self.latest.get(key)
-
-    def success(self, run_hash: str) -> Row | None:
-        """A successful row with this run hash (the newest), if any."""
-        if run_hash in self._by_hash:
-            return self._by_hash[run_hash]
-        if self.store is None:
-            return None
-        if self._point():
-            row = self.store.success_row(self.asset, run_hash)
-        elif run_hash in self._by_hash:  # every key's newest rows were just read
-            return self._by_hash[run_hash]
-        else:  # a miss among the newest rows is a miss, unless older successes exist
-            row = self.store.success_row(self.asset, run_hash) if self._older else None
-        self._by_hash[run_hash] = row
-        return row
-
-    def locate(self, where: dict[str, tuple[str, str, str, str]]) -> None:
-        """Every successful row's location, read for many nodes at once (see StoreView)."""
-        if self._where is None:
-            self._where = where
-
-    def resolve(self, run_hash: str) -> tuple[str, str, str, str] | None:
-        """(path, format, sha256, shape) of the newest successful row with this run hash:
-        a point query each for a few, then every successful row's four columns in one read
-        (not whole rows: a 200,000-key target resolves all of its keys)."""
-        row = self._by_hash.get(run_hash)
-        if row is not None:
-            return row.path, row.format, row.sha256, row.shape  # type: ignore[return-value]
-        if self._where is None and self.store is not None:
-            self._where_points += 1
-            if self._where_points <= self.POINT_QUERIES:
-                row = self.store.success_row(self.asset, run_hash)
-                return None if row is None else (
-                    row.path, row.format, row.sha256, row.shape)  # type: ignore[return-value]
-            self._where = self.store.success_locations(self.asset)
-        return (self._where or {}).get(run_hash)
-
-    def all_success(self) -> list[Row]:
-        """Every successful row, oldest first (small nodes only: sensors)."""
-        if self.store is None:
-            return []
-        return self.store.rows(self.asset, "status='success'")
-
-
 class Store:
     def __init__(self, root: Path, create: bool = True, prefix: str = ".barca") -> None:
         self.root = root
@@ -250,10 +146,6 @@ class Store:
             return list(map(Row._make, cur))
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
-
-    def history(self, asset: str) -> NodeHistory:
-        """The node's history, read lazily (see NodeHistory)."""
-        return NodeHistory(self if self.conn is not None else None, asset)
 
     def newest_rows(self, asset: str) -> tuple[dict[str, Row], dict[str, Row], bool]:
         """The newest row per key (any status), the newest successful row per key, and whether

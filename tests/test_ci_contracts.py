@@ -1,6 +1,6 @@
 """The contracts `.ci/run` checks before the tests (`.ci/lint`): ruff, design.md's layers as an
-import-linter contract, and one copy of the manual. Each is shown to fail on a copy of the
-checkout with one violation planted. And the inner loop stays fast."""
+import-linter contract, one copy of the manual, no module past 520 lines. Each is shown to fail on
+a copy of the checkout with one violation planted. And the inner loop stays fast."""
 from __future__ import annotations
 
 import os
@@ -69,6 +69,16 @@ def test_a_second_copy_of_the_manual_fails_ci(tmp_path: Path) -> None:
     shutil.copy(copy / "barca" / "docs" / "partitions.md", copy / "docs" / "partitions.md")
     r = _lint(copy)
     assert r.returncode != 0 and "a second copy of the manual: docs/partitions.md" in r.stderr, \
+        r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_a_module_past_its_size_fails_ci(tmp_path: Path) -> None:
+    copy = _checkout(tmp_path)
+    runner = copy / "barca" / "runner.py"
+    runner.write_text(runner.read_text() + "".join(f"# {i}\n" for i in range(600)))
+    r = _lint(copy)
+    assert r.returncode != 0 and "a module past 520 lines: barca/runner.py" in r.stderr, \
         r.stdout + r.stderr
 
 
