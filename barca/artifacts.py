@@ -135,14 +135,20 @@ def discard(tmp: str) -> None:
         os.unlink(tmp)
 
 
-def write_atomic(path: Path, data: bytes, fsync: bool = False) -> None:
-    """Temp file in the same directory, then rename: a reader sees all or nothing."""
+def write_atomic(path: Path, data: bytes | Path, fsync: bool = False) -> None:
+    """Temp file in the same directory, then rename: a reader sees all or nothing. ``data``:
+    the bytes, or a file copied in blocks (a result larger than memory)."""
     import tempfile
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if isinstance(data, bytes):
+                f.write(data)
+            else:
+                import shutil
+                with open(data, "rb") as src:
+                    shutil.copyfileobj(src, f, 1 << 20)
         commit(tmp, path, fsync)
     except BaseException:
         discard(tmp)

@@ -113,10 +113,7 @@ class Remote:
         which appears when complete) on object stores. ``source``: the bytes, or a file."""
         if self.local:
             from barca.artifacts import write_atomic
-            if isinstance(source, bytes):
-                write_atomic(Path(target), source)
-            else:
-                _copy_atomic(source, Path(target))
+            write_atomic(Path(target), source)
             return
         self.fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
         if isinstance(source, bytes):
@@ -307,20 +304,3 @@ def human_bytes(n: int) -> str:
             return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"  # pragma: no cover
-
-
-def _copy_atomic(source: Path, dest: Path) -> None:
-    """``source`` copied in blocks to a temp file beside ``dest``, renamed into place."""
-    import shutil
-    import tempfile
-
-    from barca.artifacts import commit, discard
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
-    try:
-        with open(source, "rb") as f, os.fdopen(fd, "wb") as out:
-            shutil.copyfileobj(f, out, 1 << 20)
-    except BaseException:
-        discard(tmp)
-        raise
-    commit(tmp, dest)
