@@ -107,7 +107,12 @@ class Settings(Record):
     _origin: Mapping[str, str]  # setting -> where its value came from (see ``where``)
 
     def __hash__(self) -> int:
-        return hash(self._values()[:-1])
+        return hash(self.values())
+
+    def values(self) -> tuple[Any, ...]:
+        """Every setting's value, without where each came from: what a memo of a command's
+        outcome is keyed on (barca.settle, barca.warm)."""
+        return self._values()[:-1]
 
     @classmethod
     def resolve(cls, root: Path | None = None, environ: Mapping[str, str] | None = None,

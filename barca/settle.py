@@ -43,7 +43,7 @@ def _own() -> str:
 
 class Settle:
     """The settle record of one walk: looked up before it, written after it."""
-    __slots__ = ("ctx", "order", "cone", "key", "hit", "_generation")
+    __slots__ = ("ctx", "order", "cone", "key", "hit", "generation")
 
     def __init__(self, ctx: Any, order: list[NodeId], forced: set[NodeId],
                  selection: Any) -> None:
@@ -51,17 +51,17 @@ class Settle:
         self.cone: str | None = None
         self.key: str | None = None
         self.hit = False
-        self._generation: int | None = None
+        self.generation: int | None = None
         if not _eligible(ctx, order, forced, selection):
             return
-        self._generation = ctx.store.generation()
-        if self._generation is None:
+        self.generation = ctx.store.generation()
+        if self.generation is None:
             return
         graph = ctx.graph
         # the command's resolved settings (flags, BARCA_*, barca.toml): passed, not read again
-        settings = repr(ctx.settings._values()[:-1])  # without where each value came from
+        settings = repr(ctx.settings.values())
         self.cone = sha(_VERSION, str(graph.root), *order)
-        self.key = sha(self.cone, _own(), str(self._generation), settings,
+        self.key = sha(self.cone, _own(), str(self.generation), settings,
                        *(f"{rel}\x00{ctx.defcache.fingerprint(fm)}"
                          for rel, fm in sorted(graph.files.items())))
 
@@ -104,7 +104,7 @@ class Settle:
             return
         snaps = sha(*(states[n].ident for n in self.order))
         try:
-            if ctx.store.generation() != self._generation:
+            if ctx.store.generation() != self.generation:
                 return
             ctx.store.put_settle_record(self.cone, self.key, json.dumps(
                 {"files": deps[0], "dirs": deps[1], "snaps": snaps}, sort_keys=True))

@@ -100,7 +100,7 @@ class Ask:
         self.settings = settings
         self.generation: int | None = None
         self.events: list[Any] | None = []
-        self.key = (command, repr(target), files, os.getcwd(), settings._values()[:-1],
+        self.key = (command, repr(target), files, os.getcwd(), settings.values(),
                     load_values)
 
     @staticmethod
@@ -196,7 +196,7 @@ class Ask:
 
         from barca.settle import Settle
         settle = Settle(ctx, w.order, set(), None)  # this state's record, as a walk names it
-        if settle.key is None or settle._generation != self.generation:
+        if settle.key is None or settle.generation != self.generation:
             return None  # not covered by a record, or the store moved since the walk began
         got = ctx.store.settle_record(settle.cone)
         if got is None or got[0] != settle.key:
