@@ -3,7 +3,8 @@
 Only the decorators and errors are imported eagerly, so ``import barca`` stays cheap in worker
 processes and notebooks; the engine's functions load on first use.
 """
-from barca.decorators import (
+from barca.core.errors import BarcaError, Cancelled, InfrastructureError, StepFailed, UsageError
+from barca.model.decorators import (
     Always,
     Manual,
     Schedule,
@@ -15,7 +16,6 @@ from barca.decorators import (
     sink,
     task,
 )
-from barca.errors import BarcaError, Cancelled, InfrastructureError, StepFailed, UsageError
 
 __version__ = "0.1.0"
 
@@ -34,12 +34,12 @@ def __getattr__(name: str) -> object:
         from barca import api
         return getattr(api, name)
     if name == "StatusWidget":
-        from barca.jupyter.widget import StatusWidget
+        from barca.faces.jupyter.widget import StatusWidget
         return StatusWidget
     raise AttributeError(f"module 'barca' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython: object) -> None:
     """``%load_ext barca``: register the ``%barca`` magics."""
-    from barca.jupyter.magics import load_ipython_extension as load
+    from barca.faces.jupyter.magics import load_ipython_extension as load
     load(ipython)

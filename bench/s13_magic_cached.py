@@ -1,7 +1,7 @@
 """S13: in a live kernel, `%barca get total pipeline.py` on the S1 project when everything is
 cached (target 10 ms, spec/performance.md).
 
-Needs the `%barca` magic (barca.jupyter.magics) and jupyter_client + ipykernel. Until the magic
+Needs the `%barca` magic (faces.jupyter.magics) and jupyter_client + ipykernel. Until the magic
 exists this prints "S13 skipped: %barca magic not available". Each figure is the round trip of
 one cell execution as a client sees it (execute request -> reply and kernel idle), after
 `%load_ext barca` and a warm-up; each is preceded by an empty cell (`pass`), whose median round
@@ -27,7 +27,7 @@ CELL = "%barca get total pipeline.py"
 def magic_available() -> str | None:
     """None if the magic imports, else why not."""
     try:
-        importlib.import_module("barca.jupyter.magics")
+        importlib.import_module("barca.faces.jupyter.magics")
     except Exception as e:  # noqa: BLE001 - any import failure means "not available"
         return f"{type(e).__name__}: {e}"
     try:

@@ -1,4 +1,4 @@
-"""The contracts `.ci/run` checks before the tests (`.ci/lint`): ruff, design.md's layers as an
+"""The contracts `.ci/run` checks before the tests (`.ci/lint`): ruff, docs/design.md's layers as an
 import-linter contract, one copy of the manual, no module past 520 lines. Each is shown to fail on
 a copy of the checkout with one violation planted. And the inner loop stays fast."""
 from __future__ import annotations
@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from barca.errors import StepFailed
+from barca.core.errors import StepFailed
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = tomllib.loads((REPO / "pyproject.toml").read_text())
-FRONT_ENDS = ("barca", "barca.__main__", "barca.cli", "barca.commands", "barca.jupyter")
 
 
 def _checkout(tmp_path: Path) -> Path:
@@ -45,7 +44,7 @@ def test_the_checkout_keeps_every_contract(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_lint_error_fails_ci(tmp_path: Path) -> None:
     copy = _checkout(tmp_path)
-    with (copy / "barca" / "render.py").open("a") as f:
+    with (copy / "barca" / "core" / "render.py").open("a") as f:
         f.write("\nimport os\n")                      # F401: imported, never used
     r = _lint(copy)
     assert r.returncode != 0 and "F401" in r.stdout + r.stderr, r.stdout + r.stderr
@@ -54,13 +53,14 @@ def test_a_lint_error_fails_ci(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_an_import_that_breaks_a_layer_fails_ci(tmp_path: Path) -> None:
     copy = _checkout(tmp_path)
-    store = copy / "barca" / "store.py"
+    store = copy / "barca" / "store" / "metadata.py"
     store.write_text(store.read_text() + "\n\ndef _show() -> None:\n"
-                     "    from barca.jupyter import widget  # noqa: F401\n")
+                     "    from barca.faces.jupyter import widget  # noqa: F401\n")
     r = _lint(copy)
     out = r.stdout + r.stderr
     assert r.returncode != 0, out
-    assert "not allowed to import" in out and "barca.store -> barca.jupyter.widget" in out, out
+    assert "not allowed to import" in out, out
+    assert "barca.store.metadata -> barca.faces.jupyter.widget" in out, out
 
 
 @pytest.mark.slow
@@ -75,10 +75,10 @@ def test_a_second_copy_of_the_manual_fails_ci(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_module_past_its_size_fails_ci(tmp_path: Path) -> None:
     copy = _checkout(tmp_path)
-    runner = copy / "barca" / "runner.py"
+    runner = copy / "barca" / "engine" / "runner.py"
     runner.write_text(runner.read_text() + "".join(f"# {i}\n" for i in range(600)))
     r = _lint(copy)
-    assert r.returncode != 0 and "a module past 520 lines: barca/runner.py" in r.stderr, \
+    assert r.returncode != 0 and "a module past 520 lines: barca/engine/runner.py" in r.stderr, \
         r.stdout + r.stderr
 
 
@@ -95,25 +95,22 @@ def test_the_fast_subset_runs_in_under_a_minute() -> None:
     assert elapsed < 60, f"the fast subset took {elapsed:.0f} s"
 
 
-def test_every_module_is_under_a_layer_contract() -> None:
-    """A new module of barca/ must be placed in design.md's layers (pyproject.toml), or the
-    import contract would silently not look at it."""
-    contracts = CONFIG["tool"]["importlinter"]["contracts"]
-    engine = set(next(c for c in contracts if c["name"].startswith("nothing from the API down"))
-                 ["source_modules"])
-    modules = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
-               for p in (REPO / "barca").rglob("*.py")}
-    def placed(m: str, names: set[str] | tuple[str, ...]) -> bool:
-        return any(m == n or m.startswith(n + ".") for n in names if n != "barca")
-
-    unplaced = sorted(m for m in modules
-                      if m != "barca" and not placed(m, FRONT_ENDS) and not placed(m, engine))
-    assert not unplaced, f"add these to [tool.importlinter] in pyproject.toml: {unplaced}"
+def test_every_module_is_in_a_layer() -> None:
+    """barca/ is its layers (docs/design.md): every subpackage is one layer of the contract, and
+    beside them stand only the package's own entry points and its manual."""
+    contract = next(c for c in CONFIG["tool"]["importlinter"]["contracts"]
+                    if c["type"] == "layers")
+    assert contract["containers"] == ["barca"] and contract["exhaustive"] is True
+    entries = {p.name for p in (REPO / "barca").iterdir() if p.name != "__pycache__"}
+    subpackages = {p.name for p in (REPO / "barca").iterdir() if (p / "__init__.py").is_file()}
+    assert subpackages == set(contract["layers"]), subpackages ^ set(contract["layers"])
+    assert entries - subpackages == {"__init__.py", "__main__.py", "docs"}, entries - subpackages
+    assert len(entries) <= 15, sorted(entries)
 
 
 def test_an_error_shows_itself_without_the_notebook_front_end() -> None:
     """Outside a kernel with %barca loaded, IPython asks the error itself: the step's traceback,
-    the message and the fix, with no import of barca.jupyter (the engine's errors are a leaf)."""
+    the message and the fix, with no import of faces.jupyter (the engine's errors are a leaf)."""
     err = StepFailed("step 'sales' failed: RuntimeError: no feed", "Fix the cause.",
                      traceback='Traceback (most recent call last):\n  File "p.py", line 3, in '
                                'sales\nRuntimeError: no feed')

@@ -447,8 +447,8 @@ RULES = [
 
 def _parts(root: Path, files: dict[str, str], pipeline: str = "pipeline.py",
            step: str = "step") -> dict[str, str]:
-    from barca.hashing import DefinitionHasher
-    from barca.topology import load_graph
+    from barca.identity.hashing import DefinitionHasher
+    from barca.model.topology import load_graph
 
     for name, text in files.items():
         p = root / name
@@ -497,7 +497,7 @@ def test_modules_outside_the_root_are_not_followed(tmp_path: Path) -> None:
 def test_each_module_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import ast as ast_mod
 
-    from barca import cone
+    from barca.identity import cone
 
     calls: list[str] = []
     real = ast_mod.parse
@@ -513,8 +513,8 @@ def test_each_module_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
              "lib.py": "import helpers\n\ndef g():\n    return 1\n"}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    from barca.hashing import DefinitionHasher
-    from barca.topology import load_graph
+    from barca.identity.hashing import DefinitionHasher
+    from barca.model.topology import load_graph
     graph = load_graph([str(tmp_path / "pipeline.py")], root=tmp_path.resolve())
     monkeypatch.setattr(cone.ast, "parse", counting)
     hasher = DefinitionHasher(graph.root, graph.files)

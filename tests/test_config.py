@@ -150,7 +150,7 @@ PRECEDENCE = [  # setting, variable, barca.toml text, file value, variable value
 def test_each_setting_flag_then_variable_then_file_then_default(
         tmp_path: Path, name: str, var: str | None, text: str | None, in_file: object,
         in_var: str | None, flag: object) -> None:
-    from barca.settings import Settings
+    from barca.core.settings import Settings
     default = Settings(tmp_path)
     got = Settings.resolve(tmp_path, environ={})
     assert getattr(got, name) == getattr(default, name)  # nothing set: the default
@@ -170,7 +170,7 @@ def test_each_setting_flag_then_variable_then_file_then_default(
 
 
 def test_settings_read_barca_toml_once_and_remote_off_wins(tmp_path: Path) -> None:
-    from barca.settings import Settings
+    from barca.core.settings import Settings
     (tmp_path / "barca.toml").write_text('[remote]\nuri = "file:///f"\n')
     off = Settings.resolve(tmp_path, environ={"BARCA_REMOTE": "off",
                                               "BARCA_REMOTE_URI": "file:///v"})
@@ -187,7 +187,7 @@ def test_api_keywords_choose_the_store_and_the_executor_per_call(seed: Project) 
     import sys
     code = """
 import os, barca
-from barca.errors import UsageError
+from barca.core.errors import UsageError
 a = barca.get("report", "pipeline.py", env="a")
 b = barca.get("report", "pipeline.py", env="b", executor="local", pool_size=1)
 print(a["tickers"], b["tickers"], sorted(os.listdir(".barca/envs")),

@@ -412,7 +412,7 @@ def test_get_on_a_file_of_tasks_suggests_run(project: Project) -> None:
 # ------------------------------------------------------------------ help
 
 def test_help_lists_every_command_and_each_has_its_own(project: Project) -> None:
-    from barca.commands import COMMANDS
+    from barca.faces.commands import COMMANDS
     r = project.barca("--help")
     assert r.code == 0, r.err
     for cmd in COMMANDS:

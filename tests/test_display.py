@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from barca.journal import History, RunRow
-from barca.render import COLOURS, short_names
-from barca.results import (
+from barca.core.render import COLOURS, short_names
+from barca.present.journal import History, RunRow
+from barca.present.results import (
     Listing,
     ListRow,
     Plan,

@@ -283,7 +283,7 @@ def test_cached_get_imports_no_heavy_library(seed: Project) -> None:
     assert seed.barca("get", "report", "pipeline.py", "--json").code == 0
     code = """
 import sys, json, io, contextlib
-from barca.cli import run_cli
+from barca.faces.cli import run_cli
 buf = io.StringIO()
 with contextlib.redirect_stdout(buf):
     rc = run_cli(['get', 'report', 'pipeline.py', '--json'])

@@ -194,7 +194,7 @@ def test_cached_get_of_frames_imports_no_table_library(project: Project) -> None
     assert project.barca("get", "readers,lazy_all", "pipeline.py", "--json").code == 0
     code = """
 import sys, json, io, contextlib
-from barca.cli import run_cli
+from barca.faces.cli import run_cli
 buf = io.StringIO()
 with contextlib.redirect_stdout(buf):
     rc = run_cli(['get', 'readers,lazy_all', 'pipeline.py', '--json'])

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 from conftest import Project
 
-from barca.keyexpr import NotPure, pure_value
+from barca.model.keyexpr import NotPure, pure_value
 
 MODULE = textwrap.dedent("""
     import os

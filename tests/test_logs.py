@@ -178,7 +178,7 @@ def test_the_widget_shows_the_selected_nodes_last_lines(project: Project, monkey
     assert project.barca("get", "sales", "pipeline.py").code == 1
     last = project.barca("logs", "--step", "sales", "--pretty").out.splitlines()[-10:]
     monkeypatch.chdir(project.path)
-    from barca.jupyter.widget import StatusWidget
+    from barca.faces.jupyter.widget import StatusWidget
     w = StatusWidget("pipeline.py", poll_interval=60)
     try:
         w.select("sales")

@@ -113,7 +113,7 @@ def test_failed_step_shows_its_traceback_once_from_the_users_frame(project: Proj
     tb = re.sub(r"\x1b\[[0-9;]*m", "", coloured)
     # once, in the error box, from the user's frame (no worker frames), with its source
     assert tb.count('raise RuntimeError("amer feed not ready")') == 1, tb
-    assert "barca/executors" not in tb and "worker.py" not in tb, tb
+    assert "barca/engine/executors" not in tb and "worker.py" not in tb, tb
     assert re.search(r"File .*pipeline\.py:12, in sales", tb), tb
     assert re.search(r"----> 12 +check\(region\)", tb), tb
     assert re.search(r"File .*pipeline\.py:7, in check", tb), tb

@@ -177,7 +177,7 @@ def test_a_cached_run_in_a_terminal_never_imports_rich(seed: Project) -> None:
     assert seed.barca("get", "report", "pipeline.py", "--json").code == 0
     master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k != "BARCA_OUTPUT"}
-    code = ("import sys, barca.cli\ntry:\n    barca.cli.run_cli(['get', 'report', "
+    code = ("import sys, barca.faces.cli\ntry:\n    barca.faces.cli.run_cli(['get', 'report', "
             "'pipeline.py', '--pretty'])\nfinally:\n    print('rich' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=seed.path, stdout=subprocess.PIPE,
                           stderr=slave, env=env, timeout=120, text=True)

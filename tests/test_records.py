@@ -1,4 +1,4 @@
-"""Result objects, events and step records are plain slotted classes (barca._record), not
+"""Result objects, events and step records are plain slotted classes (barca.core.record), not
 dataclasses: they must still build, compare, show, freeze, copy and pickle like the dataclasses
 they replaced."""
 from __future__ import annotations
@@ -8,12 +8,12 @@ import pickle
 
 import pytest
 
-from barca import events as ev
-from barca import results
-from barca._record import Fields, Record
-from barca.discovery import NodeModel
-from barca.executors.job import StepJob, StepRecord
-from barca.runner import Walk
+from barca.core import events as ev
+from barca.core.record import Fields, Record
+from barca.engine.executors.job import StepJob, StepRecord
+from barca.engine.runner import Walk
+from barca.model.discovery import NodeModel
+from barca.present import results
 
 
 def _records() -> list[type[Record]]:
@@ -117,9 +117,9 @@ def test_fresh_default_lists_per_instance() -> None:
 
 def test_every_executor_is_an_executor(tmp_path) -> None:
     """The runner talks to the ``Executor`` protocol only; both executors are one."""
-    from barca.executors import Executor, start
-    from barca.executors.dask import DaskExecutor
-    from barca.settings import Settings
+    from barca.core.settings import Settings
+    from barca.engine.executors import Executor, start
+    from barca.engine.executors.dask import DaskExecutor
     pool = start(Settings(tmp_path, pool_size=2), lambda path: None)  # starts no process yet
     try:
         assert isinstance(pool, Executor) and pool.size == 2

@@ -332,7 +332,7 @@ def test_two_machines_racing_on_one_run_hash_leave_one_good_copy(tmp_path: Path,
 def test_readers_never_see_a_half_written_result(tmp_path: Path) -> None:
     """Writers race on one run hash with different bytes while a reader fetches: it gets one
     writer's bytes whole, or nothing, never a mix."""
-    from barca.remote import Remote
+    from barca.store.remote import Remote
     remote = Remote(f"file://{tmp_path / 'store'}")
     rel = ".barca/artifacts/pipeline.py--v/" + "a" * 64 + ".json"
     values = [json.dumps({"w": i, "pad": str(i) * 300000}).encode() for i in range(2)]
@@ -364,7 +364,7 @@ def test_readers_never_see_a_half_written_result(tmp_path: Path) -> None:
 @pytest.mark.parametrize("raw", [b"", b"{", b"[]", b"null", b'{"v": 1}', "é".encode("latin-1"),
                                  b'{"v": 1, "path": 3}', b"\x80\x04K\x01."])
 def test_a_malformed_manifest_is_a_bad_copy_never_an_error(tmp_path: Path, raw: bytes) -> None:
-    from barca.remote import Remote
+    from barca.store.remote import Remote
     remote = Remote(f"file://{tmp_path / 'store'}")
     rel = ".barca/artifacts/pipeline.py--v/" + "a" * 64 + ".json"
     remote.upload(tmp_path, rel, "pipeline.py:v", "", b'{"v": 1}')
@@ -382,7 +382,7 @@ def test_a_fetch_streams_the_bytes_and_leaves_nothing_behind_on_a_bad_copy(
     large one does not hold it in memory; a bad copy leaves no file (and no temp file)."""
     import tracemalloc
 
-    from barca.remote import Remote
+    from barca.store.remote import Remote
     remote = Remote(f"file://{tmp_path / 'store'}")
     rel = ".barca/artifacts/pipeline.py--big/" + "b" * 64 + ".pkl"
     data = os.urandom(24 << 20)
@@ -398,7 +398,7 @@ def test_a_fetch_streams_the_bytes_and_leaves_nothing_behind_on_a_bad_copy(
     assert (tmp_path / "r" / rel).read_bytes() == data
     import hashlib
 
-    from barca import manifest
+    from barca.store import manifest
     blob = tmp_path / "store" / manifest.blob_path(rel[len(".barca/"):],
                                                    hashlib.sha256(data).hexdigest())
     blob.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # one bit flipped in the store
@@ -415,7 +415,7 @@ def test_an_upload_streams_a_result_from_its_file(tmp_path: Path) -> None:
     result, under a manifest that checks."""
     import tracemalloc
 
-    from barca.remote import Remote
+    from barca.store.remote import Remote
     rel = ".barca/artifacts/pipeline.py--big/" + "c" * 64 + ".pkl"
     data = os.urandom(24 << 20)
     (tmp_path / "w" / rel).parent.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""The settle record (barca.settle): a fully cached command settles its whole cone from one
+"""The settle record (barca.engine.settle): a fully cached command settles its whole cone from one
 record, and nothing it depends on can change without the next command deciding again.
 
 Each test brings a project up to date, runs the same command once more (which writes the

@@ -1,4 +1,4 @@
-"""Warm state (barca.warm): a fully cached ``%barca get`` / ``barca.get`` in a live kernel is
+"""Warm state (barca.api.warm): a fully cached ``%barca get`` / ``barca.get`` in a live kernel is
 served from what the kernel kept, and after every change it depends on -- a helper module, the
 pipeline file, barca.toml, another process writing the store, a deleted or corrupt target, a
 different ``env=`` -- the next ask gives exactly what a cold process gives.
@@ -39,7 +39,7 @@ SETUP = '''
 import glob, json, os, subprocess, sys, time
 import barca
 import barca.api as api
-import barca.warm as warm
+import barca.api.warm as warm
 
 warm.RACY_NS = 300_000_000  # the window, shortened so the test need not wait 2 s per step
 made = []
@@ -220,10 +220,10 @@ def test_the_cli_keeps_nothing(project: Project) -> None:
     for _ in range(3):
         res = project.barca("get", "total", "pipeline.py", "--json")
         assert res.code == 0, res.err
-    code = ("import sys, barca.cli, barca.warm as w\n"
+    code = ("import sys, barca.faces.cli, barca.api.warm as w\n"
             "w.RACY_NS = 0\n"
             "sys.argv = ['barca', 'get', 'total', 'pipeline.py', '--json']\n"
-            "try:\n    barca.cli.main()\n"
+            "try:\n    barca.faces.cli.main()\n"
             "except SystemExit:\n    pass\n"
             "assert not w._ENTRIES and not w._STORES, (w._ENTRIES, w._STORES)\n")
     import subprocess

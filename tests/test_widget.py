@@ -21,7 +21,7 @@ import pytest
 from conftest import Project
 from nbtools import error, execute, notebook, result
 
-from barca.render import COLOURS
+from barca.core.render import COLOURS
 
 pytestmark = pytest.mark.slow  # real kernels, JupyterLab and a browser
 
@@ -100,8 +100,8 @@ def test_dag_svg_of_the_seed(seed: Project, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_dag_picture_live_states_and_layout() -> None:
-    from barca.dag import DagPicture
-    from barca.results import StatusReport, StatusRow
+    from barca.present.results import StatusReport, StatusRow
+    from barca.queries.picture import DagPicture
 
     def row(i: str, state: str, deps: tuple[str, ...] = ()) -> StatusRow:
         return StatusRow(i, "asset", state, "", "", "-", "-", deps, deps)
@@ -248,7 +248,7 @@ def test_widget_failed_node_and_clickable_picture(project: Project,
             raise RuntimeError("not today")
     """)
     monkeypatch.chdir(project.path)
-    from barca.jupyter.widget import StatusWidget
+    from barca.faces.jupyter.widget import StatusWidget
     w = StatusWidget("broken", "pipeline.py", poll_interval=60)
     try:
         w._run("get", "pipeline.py:broken")
@@ -280,7 +280,7 @@ def test_widget_polling_ends_with_the_widget(seed: Project, monkeypatch: pytest.
     import weakref
 
     monkeypatch.chdir(seed.path)
-    from barca.jupyter.widget import StatusWidget
+    from barca.faces.jupyter.widget import StatusWidget
     w = StatusWidget("report", "pipeline.py", poll_interval=0.05)
     assert w.selector.value == "pipeline.py:report"
     poller, ref = w._poller, weakref.ref(w)
@@ -304,7 +304,7 @@ def test_widget_for_a_named_environment(seed: Project, monkeypatch: pytest.Monke
     assert r.code == 0, r.err
     monkeypatch.chdir(seed.path)
     monkeypatch.delenv("BARCA_ENV", raising=False)
-    from barca.jupyter.widget import StatusWidget
+    from barca.faces.jupyter.widget import StatusWidget
     staging = StatusWidget("pipeline.py", env="staging", poll_interval=60)
     default = StatusWidget("pipeline.py", poll_interval=60)
     try:
@@ -327,7 +327,7 @@ def test_widget_for_a_named_environment(seed: Project, monkeypatch: pytest.Monke
         assert {row.name: row.state for row in staging.report.rows}["report"] == "cached"
         # the magic's line opens it the same way, and it keeps those settings: a later
         # BARCA_ENV in the kernel does not move it to another store
-        from barca.jupyter.magics import run_magic
+        from barca.faces.jupyter.magics import run_magic
         magic = run_magic("status pipeline.py --widget --env staging")
         try:
             monkeypatch.setenv("BARCA_ENV", "elsewhere")

@@ -1,0 +1,441 @@
+"""The Python API: get / run / status / plan / list_nodes / history. Composes the engine and
+returns result objects (or values); decides nothing itself.
+
+Every function takes the command's settings as keyword arguments (``env="dev"``,
+``executor="dask"``, ``pool_size=4``, ``remote_uri=...``, ``cache_max_size=...``: the flags of
+``barca.core.settings.SOURCES``), or a resolved ``settings=Settings(...)`` with them on top; they
+apply to that call alone."""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from barca.api import warm
+from barca.core import events as ev
+from barca.core.errors import StepFailed, UsageError
+from barca.core.settings import Settings, settings_of
+from barca.core.types import NodeId, key_preview, short_name
+from barca.engine.planner import Context
+from barca.engine.runner import Runner, new_run_id
+from barca.engine.selection import Selection, check_selection, resolve_refresh, walk_order
+from barca.model.topology import Graph, load_graph, plan_warnings
+from barca.present.outputs import node_output
+from barca.present.results import (
+    PhasePlan,
+    Plan,
+    RunResult,
+    StatusReport,
+)
+from barca.present.verdicts import plan_row, run_result, status_row
+from barca.queries.listing import list_nodes  # noqa: F401  (part of the API)
+from barca.queries.runlog import history  # noqa: F401  (part of the API)
+from barca.store.metadata import Store
+
+if TYPE_CHECKING:
+    from barca.present.results import SqlResult
+    from barca.queries.picture import DagPicture
+
+def _files(files: Iterable[str]) -> tuple[str, ...]:
+    return tuple(str(f) for f in files if f is not None)
+
+
+def _names(value: str | list[str] | tuple[str, ...] | None) -> list[str]:
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else list(value)
+    return [n.strip() for item in items for n in item.split(",") if n.strip()]
+
+
+def _check_flags(target: str | list[str] | None, refresh: str | list[str] | None,
+                 no_cascade: bool) -> None:
+    """Usage errors a command line can have before any file is read."""
+    if target is not None and not _names(target):
+        raise UsageError("The target is empty: it names no asset.",
+                         "Name an asset (`barca list` shows them), or leave the target out to "
+                         "bring every asset up to date.")
+    if no_cascade and not _names(refresh):
+        raise UsageError("--no-cascade applies only with --refresh: it keeps the refreshed "
+                         "assets' dependants as they are.",
+                         "Add --refresh NAME (the assets to recompute), or drop --no-cascade.")
+
+
+def _only_tasks(graph: Graph, target: str | list[str] | None, command: str,
+                files: tuple[str, ...]) -> str | None:
+    """``barca get FILE`` on a file that defines only tasks: nothing to get, which is not an
+    error; the note says how to run them."""
+    if command != "get" or _names(target) or graph.available("get"):
+        return None
+    tasks = graph.available("run")
+    if not tasks:
+        return None
+    where = " ".join(files) or "the project"
+    names = ", ".join(short_name(t) for t in tasks)
+    run = f"barca run {short_name(tasks[0])}" + (f" {' '.join(files)}" if files else "")
+    return f"{where} defines only tasks ({names}): nothing to get. Run a task with `{run}`."
+
+
+def _targets(graph: Graph, target: str | list[str] | None, command: str) -> list[NodeId]:
+    names = _names(target)
+    if not names:
+        found = graph.available(command)
+        if not found:
+            what = "task" if command == "run" else "asset or sensor"
+            where = ', '.join(sorted(graph.files)) or 'the project'
+            raise UsageError(f"No {what} found in {where}",
+                             "Decorate a function with @asset, @sensor or @task, or pass the "
+                             "pipeline file.")
+        return found
+    out = []
+    for name in names:
+        nid = graph.resolve(name, "Task" if command == "run" else "Asset", command)
+        kind = graph.nodes[nid].kind
+        if command == "get" and kind == "task":
+            raise UsageError(f"'{name}' is a task: tasks always run and are not cached.",
+                             f"Run it with: barca run {name}")
+        if command == "run" and kind != "task":
+            raise UsageError(f"'{name}' is an {kind}, not a task.",
+                             f"Bring it up to date with: barca get {name}")
+        out.append(nid)
+    return out
+
+
+def parse_partition(spec: str | dict[str, Any] | None) -> Selection | None:
+    """``region=emea``, ``region=emea,amer``, ``day=d1,region=amer`` or a JSON object."""
+    if spec is None or spec == "" or spec == {}:
+        return None
+    if isinstance(spec, str) and spec.strip().startswith("{"):
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--partition: not valid JSON ({exc.msg})",
+                             'Write --partition region=emea or --partition \'{"region": "emea"}\'.'
+                             ) from None
+    dims: dict[str, list[str]] = {}
+    if isinstance(spec, dict):
+        for d, v in spec.items():
+            vals = v if isinstance(v, list) else [v]
+            dims[str(d)] = [str(x) for x in vals]
+        return Selection(dims)
+    current = None
+    for token in str(spec).split(","):
+        token = token.strip()
+        if "=" in token:
+            current, _, value = token.partition("=")
+            current = current.strip()
+            if not current:
+                raise UsageError(f"--partition: '{token}' names no dimension",
+                                 "Write --partition DIM=VALUE[,VALUE], e.g. region=emea.")
+            dims.setdefault(current, []).append(value.strip())
+        elif current is not None and token:
+            dims[current].append(token)
+        else:
+            raise UsageError(f"--partition: '{spec}' is not DIM=VALUE",
+                             "Write --partition DIM=VALUE[,VALUE], e.g. region=emea.")
+    return Selection(dims)
+
+
+class Session:
+    """One command's view of a project: graph, store and planner context."""
+
+    def __init__(self, files: Iterable[str] = (), write: bool = True, memo: bool = True,
+                 settings: Settings | None = None) -> None:
+        self.settings = settings or Settings.resolve()
+        self.graph = load_graph(_files(files), self.settings)
+        self.store = Store(self.graph.root, create=write, prefix=self.settings.store_prefix)
+        self.ctx = Context(self.graph, self.store, self.settings, memo=memo)  # memo: see Context
+        from barca.model.discovery import PSEUDO_ABSPATH
+        if any(fm.abspath == PSEUDO_ABSPATH for fm in self.graph.files.values()):
+            from barca.model.notebook import adopt_renamed  # a renamed notebook keeps its results
+            adopt_renamed(self.store, [n for n, m in self.graph.nodes.items()
+                                       if self.graph.files[m.file].abspath == PSEUDO_ABSPATH])
+
+    def close(self) -> None:
+        self.store.close()
+
+
+# ---------------------------------------------------------------------------- get / run
+
+def materialize(target: str | list[str] | None = None, *files: str, command: str = "get",
+                refresh: str | list[str] | None = None, refresh_all: bool = False,
+                no_cascade: bool = False, partition: str | dict[str, Any] | None = None,
+                on_event: ev.EventCallback = ev.ignore, load_values: bool = False,
+                settings: Settings | None = None, **flags: Any) -> RunResult:
+    """Bring targets up to date (or run a task); the RunResult, raising StepFailed on failure."""
+    start = time.perf_counter()
+    settings = settings_of(settings, **flags)
+    _check_flags(target, refresh, no_cascade)
+    ask = None
+    if warm.Ask.wanted(files, settings, refresh, refresh_all, no_cascade, partition):
+        ask = warm.Ask(target, files, command, settings, load_values)
+        served = ask.serve(on_event, start)  # the same state as a call before: its outcome
+        if served is not None:
+            return served
+        on_event = ask.listen(on_event)
+    sess = Session(files, write=False, settings=settings)
+    try:
+        only_tasks = _only_tasks(sess.graph, target, command, files)
+        if only_tasks is not None:
+            on_event(ev.Note(only_tasks))
+            return RunResult(command, new_run_id(), "success", time.perf_counter() - start,
+                             0, 0, 0, (), (), (only_tasks,))
+        targets = _targets(sess.graph, target, command)
+        label = ",".join(short_name(t) for t in targets) if target else "all"
+        order = walk_order(sess.ctx, targets)
+        refresh_ids = resolve_refresh(sess.ctx, order, _names(refresh), label)
+        selection = parse_partition(partition)
+        if selection is not None:
+            check_selection(sess.ctx, order, selection, label)
+        # read-only until now: usage errors leave no .barca/ behind. The writer opens before
+        # the reader closes: the last connection to close checkpoints the WAL, once is enough
+        store = Store(sess.graph.root, create=True, prefix=settings.store_prefix)
+        sess.store.close()
+        sess.store = store
+        sess.ctx.store = sess.store
+        sess.ctx.defcache.conn = sess.store.conn
+        if ask is not None:
+            ask.generation = store.generation()
+        runner = Runner(sess.ctx, targets, execute=True, refresh=refresh_ids,
+                        cascade=not no_cascade, refresh_all=refresh_all, selection=selection,
+                        on_event=on_event, verify_all=load_values)
+        runner.run_id = new_run_id()
+        runner.prepare_remote()
+        from barca.engine.executors import default_pool_size
+        sess.store.begin_run(runner.run_id, command, label, default_pool_size(settings))
+        status = "cancelled"
+        try:
+            w = runner.run()
+            status = "failed" if w.failed else "success"
+        finally:
+            wd = runner.w
+            sess.store.end_run(runner.run_id, status, wd.done, wd.cached, wd.failed)
+            sess.ctx.defcache.flush(sess.store)
+        cache = _keep_under_limit(sess, runner, on_event)
+        elapsed = time.perf_counter() - start
+        warnings = list(w.notes)  # the run's notes and warnings, as stderr showed them
+        if cache is not None:
+            warnings.append(cache.line())
+        if refresh_ids and no_cascade:
+            kept = _kept_dependants(sess.graph, w, refresh_ids, order)
+            if kept:
+                warnings.append("--no-cascade: cached dependants were not refreshed: "
+                                + ", ".join(short_name(n) for n in kept))
+                on_event(ev.Note(warnings[-1], "warning"))
+        warnings.extend(runner.remote_notes())
+        if w.done:
+            on_event(ev.RunEnded(w.done, w.total, elapsed, bool(w.failed)))
+        outputs = tuple(node_output(sess.graph, sess.settings, sess.store.prefix, w.states[t],
+                                    load_values, runner.small) for t in targets
+                        if t not in w.skipped_fanins)
+        if w.infra:
+            from barca.core.errors import InfrastructureError
+            raise InfrastructureError(
+                f"barca could not write its own files: {w.infra[0]}"
+                + (f" (+{len(w.infra) - 1} more)" if len(w.infra) > 1 else ""),
+                "Check free disk space and the permissions of the project's .barca/ folder, "
+                "then run again: finished steps are kept.")
+        result = run_result(sess.ctx, runner, command, elapsed, outputs, warnings,
+                            cache.to_json() if cache is not None else None)
+        failures = result.failures
+        if failures:
+            more = f" (+{len(failures) - 1} more failed)" if len(failures) > 1 else ""
+            raise StepFailed(  # the CLI contract's line: N downstream steps, 0 included
+                f"step '{failures[0][0]}' failed: {failures[0][1]}{more}; "
+                f"{result.skipped_downstream} downstream steps skipped",
+                "Fix the cause and run the same command again: finished keys are cached.",
+                result=result, node=failures[0][0], traceback=failures[0][2])
+        if ask is not None:
+            ask.keep(sess.ctx, runner, label, result)
+        return result
+    finally:
+        sess.close()
+
+
+def _keep_under_limit(sess: Session, runner: Runner, on_event: ev.EventCallback) -> Any:
+    """After a run: note what it read and wrote; if it made ``.barca/`` grow past the cache
+    size limit, evict down to it (one line on stderr). The report, or None."""
+    from barca.store import cachelimit
+    touched = runner.produced | runner.integrity.verified
+    cachelimit.note_reads(sess.store, touched)
+    if not runner.w.done:
+        return None  # nothing was written: the cache did not grow
+    manual = {n for n, m in sess.graph.nodes.items() if m.freshness == "manual"}
+    report = cachelimit.after_run(sess.store, sess.settings, touched, manual,
+                                  runner.produced_bytes)
+    if report is None or not report.evicted:
+        return None
+    on_event(ev.Note(report.line(), "info"))
+    return report
+
+
+def _kept_dependants(graph: Graph, w: Any, refreshed: list[NodeId], order: list[NodeId]
+                     ) -> list[NodeId]:
+    """Under ``--no-cascade``: the dependants of the refreshed assets that were served from
+    cache (a dependant that ran anyway, for its own reasons, is not named)."""
+    below = graph.downstream_cone(refreshed, set(order)) - set(refreshed)
+    out = []
+    for nid in sorted(below):
+        ns = w.states.get(nid)
+        if ns is not None and ns.keys is not None:
+            t = ns.tally()
+            if t.total and t.count("cached") == t.total:
+                out.append(nid)
+    return out
+
+
+def get(target: str | list[str] | None = None, *files: str, refresh: str | list[str] | None = None,
+        refresh_all: bool = False, no_cascade: bool = False,
+        partition: str | dict[str, Any] | None = None, dry_run: bool = False,
+        on_event: ev.EventCallback = ev.ignore, as_type: str | None = None,
+        env: str | None = None, executor: str | None = None,
+        settings: Settings | None = None, **flags: Any) -> Any:
+    """Bring ``target`` up to date and return its value (a dict of key -> value for a
+    partitioned target); with ``dry_run=True``, the Plan instead. A stored table comes back
+    in the type it was written, or in ``as_type`` (pandas, polars, lazy, pyarrow, duckdb).
+    ``env``, ``executor`` (and any other setting) are the ``--env`` and ``--executor`` of this
+    call alone."""
+    if as_type is not None:
+        from barca.store.frames import check_type
+        check_type(as_type)
+    settings = settings_of(settings, env=env, executor=executor, **flags)
+    settings.store_prefix  # noqa: B018 - not a plain folder name: a usage error, first
+    if dry_run:
+        return plan_run(target, *files, refresh=refresh, refresh_all=refresh_all,
+                        no_cascade=no_cascade, partition=partition, settings=settings)
+    result = materialize(target, *files, refresh=refresh, refresh_all=refresh_all,
+                         no_cascade=no_cascade, partition=partition, on_event=on_event,
+                         load_values=True, settings=settings)
+    return result.value(as_type)
+
+
+def run(task: str, *files: str, refresh: str | list[str] | None = None, refresh_all: bool = False,
+        partition: str | dict[str, Any] | None = None, dry_run: bool = False,
+        on_event: ev.EventCallback = ev.ignore, env: str | None = None,
+        executor: str | None = None, settings: Settings | None = None, **flags: Any) -> Any:
+    """Run a task (always) and its cone (cache-aware); its return value."""
+    settings = settings_of(settings, env=env, executor=executor, **flags)
+    settings.store_prefix  # noqa: B018 - not a plain folder name: a usage error, first
+    if dry_run:
+        return plan_run(task, *files, command="run", refresh=refresh,
+                        refresh_all=refresh_all, partition=partition, settings=settings)
+    result = materialize(task, *files, command="run", refresh=refresh,
+                         refresh_all=refresh_all, partition=partition, on_event=on_event,
+                         load_values=True, settings=settings)
+    return result.value()
+
+
+# ---------------------------------------------------------------------------- predictions
+
+def _predict(sess: Session, targets: list[NodeId], **kw: Any) -> Any:
+    runner = Runner(sess.ctx, targets, execute=False, **kw)
+    return runner.run()
+
+
+def plan_run(target: str | list[str] | None = None, *files: str, command: str = "get",
+             refresh: str | list[str] | None = None, refresh_all: bool = False,
+             no_cascade: bool = False, partition: str | dict[str, Any] | None = None,
+             settings: Settings | None = None, **flags: Any) -> Plan:
+    """``--dry-run``: what a run would do. Runs nothing, writes nothing."""
+    settings = settings_of(settings, **flags)
+    _check_flags(target, refresh, no_cascade)
+    sess = Session(files, write=False, settings=settings)
+    try:
+        targets = _targets(sess.graph, target, command)
+        label = ",".join(short_name(t) for t in targets) if target else "all"
+        order = walk_order(sess.ctx, targets)
+        refresh_ids = resolve_refresh(sess.ctx, order, _names(refresh), label)
+        selection = parse_partition(partition)
+        if selection is not None:
+            check_selection(sess.ctx, order, selection, label)
+        w = _predict(sess, targets, refresh=refresh_ids, cascade=not no_cascade,
+                     refresh_all=refresh_all, selection=selection)
+        cmd = f"barca {command}" + (f" {','.join(_names(target))}" if target else "")
+        return Plan(cmd, label, tuple(plan_row(sess.ctx, w.states[n]) for n in w.order))
+    finally:
+        sess.close()
+
+
+def looks_like_file(arg: str) -> bool:
+    return arg.endswith(".py") or Path(arg).is_dir() or Path(arg).is_file()
+
+
+def status(target: str | None = None, *files: str, settings: Settings | None = None,
+           **flags: Any) -> StatusReport:
+    """One row per node: state, why, last run, shape. Read-only. ``target`` may be omitted:
+    ``barca.status("pipeline.py")`` reads the file's every node."""
+    settings = settings_of(settings, **flags)
+    if target is not None and target.strip() and looks_like_file(target):
+        target, files = None, (target, *files)
+    _check_flags(target, None, False)
+    sess = Session(files, write=False, settings=settings)
+    try:
+        if target:
+            targets = [sess.graph.resolve(n, "Asset", "status") for n in _names(target)]
+        else:
+            targets = list(sess.graph.order)
+        w = _predict(sess, targets)
+        order = [n for n in sess.graph.order if n in w.states]
+        return StatusReport(tuple(status_row(sess.ctx, w.states[n]) for n in order))
+    finally:
+        sess.close()
+
+
+def plan(*files: str, target: str | None = None, settings: Settings | None = None,
+         **flags: Any) -> PhasePlan:
+    """The execution plan: phases, one entry per step (per key), and the pool size."""
+    from barca.engine.executors import default_pool_size
+    settings = settings_of(settings, **flags)
+    sess = Session(files, write=False, settings=settings)
+    try:
+        targets = _targets(sess.graph, target, "get") if target else list(sess.graph.order)
+        w = _predict(sess, targets)
+        graph = sess.graph
+        phases: dict[int, list[dict[str, Any]]] = {}
+        nodes: list[dict[str, Any]] = []
+        for n in w.order:
+            ns = w.states[n]
+            for s in ns.steps.values():
+                phases.setdefault(graph.phase[n], []).append(
+                    {"id": s.id, "node": n, "kind": graph.nodes[n].kind,
+                     "action": s.action, "reason": s.reason, "run_hash": s.run_hash})
+            t = ns.tally()
+            known = graph.nodes[n].partitioned and ns.keys is not None
+            keys = list(ns.keys) if known else []  # type: ignore[arg-type]
+            nodes.append({"id": n, "kind": graph.nodes[n].kind, "phase": graph.phase[n],
+                          "partitioned": graph.nodes[n].partitioned,
+                          "keys": len(keys) if known else None,
+                          "key_preview": key_preview(keys), "will_run": t.count("run"),
+                          "cached": t.count("cached"), "unknown": t.count("unknown")})
+        order = sorted(phases)
+        return PhasePlan(default_pool_size(settings), tuple(tuple(phases[k]) for k in order),
+                         tuple(dict(d, phase=order.index(d["phase"]) + 1) for d in nodes),
+                         tuple(plan_warnings(graph, w.order)))
+    finally:
+        sess.close()
+
+
+def sql_result(query: str, *files: str, limit: int | None = 100,
+               settings: Settings | None = None, **flags: Any) -> SqlResult:
+    """``barca sql``: the query's columns and rows (at most ``limit``; None for all)."""
+    from barca.present.results import SqlResult
+    from barca.queries.sql import query as run_query
+    sess = Session(files, write=False, settings=settings_of(settings, **flags))
+    try:
+        columns, rows, total = run_query(sess.ctx, query, limit)
+        return SqlResult(query, tuple(columns), tuple(tuple(r) for r in rows), total)
+    finally:
+        sess.close()
+
+
+def sql(query: str, *files: str, settings: Settings | None = None, **flags: Any) -> Any:
+    """Query cached results with DuckDB; a pandas DataFrame of every row."""
+    return sql_result(query, *files, limit=None, settings=settings, **flags).to_pandas()
+
+
+def graph(*files: str, settings: Settings | None = None, **flags: Any) -> DagPicture:
+    """The DAG picture: every node laid out by dependency and coloured by its status state
+    (SVG in its mime bundle). Read-only."""
+    from barca.queries.picture import DagPicture
+    return DagPicture.from_status(status(None, *files, settings=settings, **flags))

@@ -1,0 +1,92 @@
+"""Progress events: the only way the engine reports progress to a front end.
+
+Frozen records (``barca.core.record.Record``): compared, hashed and shown by their fields."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from barca.core.record import Record
+
+_set = object.__setattr__
+
+
+class Importing(Record):
+    """A worker process imported a pipeline file."""
+    __slots__ = ("path",)
+    path: str
+
+    def __init__(self, path: str) -> None:
+        _set(self, "path", path)
+
+
+class StepCompleted(Record):
+    __slots__ = ("step", "elapsed", "done", "total", "output")
+    step: str
+    elapsed: float
+    done: int
+    total: int
+    output: str
+
+    def __init__(self, step: str, elapsed: float, done: int, total: int,
+                 output: str = "") -> None:
+        _set(self, "step", step)
+        _set(self, "elapsed", elapsed)
+        _set(self, "done", done)
+        _set(self, "total", total)
+        _set(self, "output", output)
+
+
+class StepCached(Record):
+    """An unpartitioned node served from cache."""
+    __slots__ = ("step",)
+    step: str
+
+    def __init__(self, step: str) -> None:
+        _set(self, "step", step)
+
+
+class StepFailedEvent(Record):
+    __slots__ = ("step", "error", "traceback", "output")
+    step: str
+    error: str
+    traceback: str
+    output: str
+
+    def __init__(self, step: str, error: str, traceback: str = "", output: str = "") -> None:
+        _set(self, "step", step)
+        _set(self, "error", error)
+        _set(self, "traceback", traceback)
+        _set(self, "output", output)
+
+
+class Note(Record):
+    """A remark for the user (stderr in the CLI): skipped fan-ins, warnings."""
+    __slots__ = ("text", "level")
+    text: str
+    level: str   # "note" | "warning"
+
+    def __init__(self, text: str, level: str = "note") -> None:
+        _set(self, "text", text)
+        _set(self, "level", level)
+
+
+class RunEnded(Record):
+    __slots__ = ("done", "total", "elapsed", "failed")
+    done: int
+    total: int
+    elapsed: float
+    failed: bool
+
+    def __init__(self, done: int, total: int, elapsed: float, failed: bool) -> None:
+        _set(self, "done", done)
+        _set(self, "total", total)
+        _set(self, "elapsed", elapsed)
+        _set(self, "failed", failed)
+
+
+Event = Importing | StepCompleted | StepCached | StepFailedEvent | Note | RunEnded
+EventCallback = Callable[[Event], None]
+
+
+def ignore(_event: Event) -> None:
+    """The default callback: drop every event."""

@@ -1,0 +1,41 @@
+"""Where a project is: its root (the folder holding ``barca.toml``) and its store's folder
+under it, per environment."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+
+def find_root(start: str | os.PathLike[str] | None = None) -> Path:
+    """The nearest directory at or above ``start`` holding ``barca.toml``, else ``start``."""
+    here = os.path.realpath(start or os.getcwd())  # Path.resolve's answer, without pathlib
+    d = here
+    while True:
+        if os.path.isfile(os.path.join(d, "barca.toml")):
+            return Path(d)
+        up = os.path.dirname(d)
+        if up == d:
+            return Path(here)
+        d = up
+
+
+_ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def valid_env_name(name: str) -> bool:
+    return bool(_ENV_NAME.fullmatch(name)) and ".." not in name
+
+
+def store_prefix(env: str | None) -> str:
+    """The store's folder, relative to the project root: ``.barca``, or ``.barca/envs/<env>``
+    for a named environment (``Settings.env``: ``--env``, ``BARCA_ENV``, ``default_env``)."""
+    name = env or ""
+    if not name:
+        return ".barca"
+    if not valid_env_name(name):
+        from barca.core.errors import UsageError
+        raise UsageError(f"--env {name!r} is not a plain folder name.",
+                         "Name an environment with letters, digits, '.', '_' and '-' only "
+                         "(for example --env staging).")
+    return f".barca/envs/{name}"

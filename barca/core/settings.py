@@ -1,0 +1,218 @@
+"""A project's settings and the one rule that says which source wins: a flag, then an
+environment variable, then ``barca.toml``, then the default (``barca docs config``).
+
+A command resolves its ``Settings`` once, at its start, and passes the value down (API ->
+Session -> Context -> Runner -> executors, the store, the remote store, the cache limit): no
+module looks a setting up again, and nothing is written into ``os.environ``."""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from barca.core.errors import UsageError
+from barca.core.record import Record
+
+# setting -> (environment variable, barca.toml section, key)
+SOURCES: dict[str, tuple[str, str, str]] = {
+    "env": ("BARCA_ENV", "", "default_env"),
+    "remote_uri": ("BARCA_REMOTE_URI", "remote", "uri"),
+    "store_key_file": ("", "remote", "key_file"),  # BARCA_STORE_KEY (the key itself) wins
+    "cache_max_size": ("BARCA_CACHE_MAX_SIZE", "cache", "max_size"),
+    "pool_size": ("BARCA_POOL_SIZE", "run", "pool_size"),
+    "executor": ("BARCA_EXECUTOR", "run", "executor"),
+    "include": ("", "discovery", "include"),
+    "exclude": ("", "discovery", "exclude"),
+    "output": ("BARCA_OUTPUT", "", ""),   # --json / --pretty; no barca.toml key
+    "fsync": ("BARCA_FSYNC", "", ""),     # results fsync'ed before they count; no flag, no key
+}
+
+_FILES: dict[Path, tuple[tuple[int, ...], dict[str, dict[str, Any]]]] = {}
+
+
+def project_file(root: Path) -> dict[str, dict[str, Any]]:
+    """``root/barca.toml``, checked; read again only when the file changes (its inode, size,
+    mtime or ctime: an edit that keeps the mtime still moves the ctime)."""
+    from barca.core.config import FILE, load
+    path = root / FILE
+    try:
+        st = path.stat()
+    except OSError:
+        return {}
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    got = _FILES.get(root)
+    if got is None or got[0] != stamp:
+        got = _FILES[root] = (stamp, load(root))
+    return got[1]
+
+
+def value(name: str, root: Path | None = None, flag: Any = None,
+          environ: Mapping[str, str] | None = None) -> Any:
+    """The setting ``name``: ``flag`` if given, else its environment variable (if set and not
+    empty), else ``barca.toml`` at ``root`` (the project root), else None."""
+    env = os.environ if environ is None else environ
+    return _winner(name, flag, env, lambda: project_file(root or _root()))[0]
+
+
+def _root() -> Path:
+    from barca.core.root import find_root
+    return find_root()
+
+
+def _winner(name: str, flag: Any, env: Mapping[str, str],
+            file: Any) -> tuple[Any, str | None]:
+    """The one precedence rule, and where the winner came from: a flag, else the environment
+    variable (``BARCA_REMOTE=off`` switches the remote store off, wherever it is set), else
+    ``barca.toml`` (``file()``, read only when asked), else (None, None)."""
+    if flag is not None:
+        return flag, "flag"
+    var, section, key = SOURCES[name]
+    if name == "remote_uri" and remote_off(env):
+        return None, "BARCA_REMOTE=off"
+    if var and env.get(var, "").strip():
+        return env[var].strip(), var
+    if key:
+        got = file().get(section, {})
+        if key in got:
+            return got[key], (f"[{section}] {key}" if section else key)
+    return None, None
+
+
+class Settings(Record):
+    """Every setting of one command, each the winner of its sources (``value``): frozen, and a
+    ``Record`` rather than a dataclass, which would import ``inspect`` on the cached path.
+    Values are as written; what checks them (``--env`` a folder name, a pool size a number, an
+    executor known) does so where the value is used, naming the source it came from
+    (``where``), so a bad setting fails only the commands that use it."""
+
+    __slots__ = ("root", "env", "executor", "pool_size", "remote_uri", "store_key_file",
+                 "output", "cache_max_size", "fsync", "include", "exclude", "_origin")
+    _defaults: ClassVar[dict[str, Any]] = {
+        "env": None, "executor": None, "pool_size": None, "remote_uri": None,
+        "store_key_file": None, "output": None, "cache_max_size": None, "fsync": False,
+        "include": (), "exclude": (), "_origin": {}}
+    root: Path
+    env: str | None             # a named environment's store; None: .barca
+    executor: str | None        # local, dask or a scheduler address; None: local
+    pool_size: str | int | None  # None: one worker per core
+    remote_uri: str | None      # the remote store; None: none (or BARCA_REMOTE=off)
+    store_key_file: str | None  # BARCA_STORE_KEY (the key itself) wins; see manifest
+    output: str | None          # json, pretty; None: pretty on a terminal, else json
+    cache_max_size: str | int | None  # None: 10% of the filesystem
+    fsync: bool
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+    _origin: Mapping[str, str]  # setting -> where its value came from (see ``where``)
+
+    def __hash__(self) -> int:
+        return hash(self.values())
+
+    def values(self) -> tuple[Any, ...]:
+        """Every setting's value, without where each came from: what a memo of a command's
+        outcome is keyed on (barca.engine.settle, barca.api.warm)."""
+        return self._values()[:-1]
+
+    @classmethod
+    def resolve(cls, root: Path | None = None, environ: Mapping[str, str] | None = None,
+                project: bool = True, **flags: Any) -> Settings:
+        """The settings of a command run at ``root`` (default: the project root found from the
+        working directory) with these flags (``env="dev"``, ``executor="dask"``, ...; None
+        is no flag). ``barca.toml`` is read once here; ``project=False`` reads no file."""
+        unknown = set(flags) - set(SOURCES)
+        if unknown:
+            raise TypeError(f"unknown setting(s): {', '.join(sorted(unknown))} "
+                            f"(settings: {', '.join(SOURCES)})")
+        env = os.environ if environ is None else environ
+        if root is None:
+            from barca.core.root import find_root
+            root = find_root()
+        file = project_file(root) if project else {}
+        got: dict[str, Any] = {}
+        origin: dict[str, str] = {}
+        for name in SOURCES:
+            got[name], src = _winner(name, flags.get(name), env, lambda: file)
+            if src is not None:
+                origin[name] = src
+        for name in ("include", "exclude"):
+            got[name] = tuple(got.get(name) or ())
+        fsync = got.pop("fsync", None)
+        got["fsync"] = fsync not in (None, "", "0", False)
+        for name in ("env", "executor", "remote_uri", "output"):
+            if isinstance(got.get(name), str):
+                got[name] = got[name].strip() or None
+        return cls(root=root, _origin=origin, **got)
+
+    def where(self, name: str, default: str = "") -> str:
+        """Where ``name``'s value came from, for an error message: ``--FLAG``, the environment
+        variable, or the barca.toml key (``default`` when none set it)."""
+        src = self._origin.get(name)
+        if src == "flag":
+            return "--" + name.replace("_", "-")
+        return src or default or (SOURCES[name][0] or name)
+
+    @property
+    def store_prefix(self) -> str:
+        """The store's folder under the root: ``.barca`` or ``.barca/envs/<env>``."""
+        from barca.core.root import store_prefix
+        return store_prefix(self.env or "")
+
+    def replace(self, **flags: Any) -> Settings:
+        """These settings with ``flags`` (those not None) put on top, as flags."""
+        given = {k: v for k, v in flags.items() if v is not None}
+        if not given:
+            return self
+        unknown = set(given) - set(SOURCES)
+        if unknown:
+            raise TypeError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        if "include" in given or "exclude" in given:
+            given.update({k: tuple(given[k]) for k in ("include", "exclude") if k in given})
+        fields = {f: getattr(self, f) for f in self.__slots__}
+        fields.update(given, _origin={**self._origin, **dict.fromkeys(given, "flag")})
+        return Settings(**fields)
+
+
+def settings_of(settings: Settings | None = None, **flags: Any) -> Settings:
+    """The API's front door: the ``settings`` a caller resolved, else the ones resolved now;
+    keyword flags (``env="dev"``) on top either way."""
+    if settings is None:
+        return Settings.resolve(**{k: v for k, v in flags.items() if v is not None})
+    return settings.replace(**flags)
+
+
+def remote_off(environ: Mapping[str, str] | None = None) -> bool:
+    """``BARCA_REMOTE=off``: the configured store is not used by this command."""
+    env = os.environ if environ is None else environ
+    return env.get("BARCA_REMOTE", "").strip().lower() == "off"
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.I)
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_size(text: str | int, what: str, disk: int | None = None) -> int | None:
+    """A cache size: bytes, ``"500MB"``, ``"20GiB"``, ``"10%"`` of ``disk`` (the filesystem's
+    size), or ``"off"`` (None: no limit). Anything else is a usage error naming ``what``."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text >= 0:
+            return text
+    elif isinstance(text, str):
+        t = text.strip().lower()
+        if t == "off":
+            return None
+        if t.endswith("%"):
+            try:
+                pct = float(t[:-1])
+            except ValueError:
+                pct = -1.0
+            if 0 < pct <= 100:
+                return int((disk or 0) * pct / 100) if disk is not None else 0
+        else:
+            m = _SIZE.match(text)
+            if m:
+                return int(float(m.group(1)) * _UNITS[(m.group(2) or "b").lower()])
+    raise UsageError(f"{what} = {text!r} is not a size.",
+                     f'Write {what} as bytes, "500MB", "20GB", "20GiB", "10%" (of the disk) '
+                     'or "off".')

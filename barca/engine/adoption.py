@@ -1,0 +1,76 @@
+"""Results with no record: an artifact under a step's run hash with no row (a killed run, a
+deleted metadata.db). Its name is its run hash and it was written atomically, so once the
+decision says a step must run for want of any record, the runner looks for one -- in
+``.barca/artifacts/`` or in the remote store -- and adopts it instead of running the step."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from barca.core.types import NodeId
+from barca.engine.states import NodeState, StepState
+from barca.store.metadata import Row
+
+
+class Adoption:
+    """Looks for artifacts with no record, for one command (one listing of the artifacts
+    folder, not a stat per key). ``fetch``: copy one found in the remote store here (get/run),
+    or only read its manifest (predictions: cached only if the manifest checks, as a fetch
+    requires)."""
+
+    def __init__(self, store: Any, remote: Any, fetch: bool) -> None:
+        self.store, self.remote, self.fetch = store, remote, fetch
+        self._dirs: set[str] | None = None
+
+    def apply(self, ns: NodeState) -> list[StepState]:
+        """Adopt what can be among a node's steps the decision marked ``adoptable``."""
+        out = []
+        for s in ns.odd_steps():
+            if s.adoptable and s.action == "run" and s.run_hash is not None:
+                row = self.find(s.node, s.key, s.run_hash)
+                if row is not None:
+                    s.action, s.reason, s.detail = "cached", "materialized", "-"
+                    s.row, s.adopted = row, True
+                    out.append(s)
+        return out
+
+    def find(self, nid: NodeId, key: str, run_hash: str) -> Row | None:
+        from barca.store.artifacts import EXT, node_dir
+        d = node_dir(nid, key)
+        if self._dirs is None:
+            try:
+                self._dirs = set(os.listdir(self.store.dir / "artifacts"))
+            except OSError:
+                self._dirs = set()
+        local = d in self._dirs
+        if not local and self.remote is None:
+            return None
+        for fmt, ext in EXT.items():
+            rel = f"{self.store.prefix}/artifacts/{d}/{run_hash}.{ext}"
+            if (local and (self.store.root / rel).is_file()) or (
+                    self.remote is not None
+                    and rel in self.remote.listing(d, self.store.prefix)
+                    and (self.remote.fetch(self.store.root, rel) is not None if self.fetch
+                         else self.remote.vouches(rel))):
+                return Row(0, nid, nid, key, run_hash, rel, fmt, None, None, None, "success",
+                           None, None, None, 0.0, None, None)
+        return None
+
+
+def adopted_row(root: Any, nid: NodeId, s: StepState, run_id: str) -> dict[str, Any] | None:
+    """The row recording an adopted artifact (its SHA-256 read now, in blocks), or None if it
+    is gone."""
+    from barca.store.artifacts import file_sha256
+    where = root / (s.path or "")
+    try:
+        size, s.sha256 = where.stat().st_size, file_sha256(where)
+    except OSError:
+        return None
+    return {
+        "node": s.id, "asset": nid, "partition": s.key, "run_hash": s.run_hash,
+        "path": s.path, "format": s.format, "size": size, "sha256": s.sha256,
+        "parts": json.dumps(s.parts, sort_keys=True) if s.parts else None,
+        "status": "success", "error": None, "traceback": None, "elapsed": 0.0,
+        "run_id": run_id, "created_at": time.time(), "shape": None, "value_hash": None}

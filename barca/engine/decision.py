@@ -1,0 +1,286 @@
+"""The decision: for every step of a node (one per key), run / cached / unknown / skipped, with
+a reason and a detail -- behind ``get``, ``status`` and ``--dry-run``.
+
+One function decides (``decide``). It reads the upstream states, the node's definition and a
+read-only view of the store, and writes nothing; the snapshot (a whole node settled by one
+digest) and a key whose run hash equals the snapshot's are early exits of it, over the same
+data. Finding an artifact with no record, fetching and recording are the runner's work."""
+from __future__ import annotations
+
+from typing import Any
+
+from barca.core.types import NodeId, step_id
+from barca.engine.inputs import InputPlan, all_parts, raise_missing, source_dim
+from barca.engine.states import NodeState, StepState
+from barca.identity.hashing import run_hash, run_hashes, snapshot_digest
+from barca.store.view import NodeHistory
+
+PART_ORDER = ("code", "decorator", "helper:", "module:", "env:", "input:", "key", "value")
+
+
+def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+           forced: bool = False, predict: bool = False, settled: bool = False) -> NodeState:
+    """Decide every step of one node, given the states of its upstream nodes.
+
+    An asset whose snapshot digest (see identity) is unchanged is settled at once: every key
+    cached under the run hash the snapshot records, with no per-key work. ``settled`` says a
+    settle record (engine.settle) vouches that the whole cone is in a state whose full decision
+    found every digest unchanged: the digest is then not computed again. Otherwise each key's
+    run hash is computed (all at once when every key has its inputs; only the keys whose
+    upstream run hashes changed when the snapshot was made from the upstreams' snapshots, see
+    _delta); one equal to the snapshot's for that key is cached without reading its row, and
+    only the rest are looked up in the store's history."""
+    m = ctx.graph.nodes[nid]
+    view = ctx.view
+    hist = view.history(nid)
+    asset = m.kind == "asset"
+    evicted = view.evicted(nid) if asset else set()
+    # a node with evicted results is decided key by key: the snapshot does not know of them
+    snap = view.snapshot(nid) if asset and not forced and not evicted else None
+    if settled and snap is not None and len(snap[3]) == 64 * len(keys):
+        return NodeState.from_snapshot(nid, keys, snap[0], snap[1], split_hashes(snap[3]), hist)
+    ident = identity(ctx, nid, keys, states) if asset else None
+    prev: Any = None
+    if snap is not None:
+        hashes = split_hashes(snap[3])
+        if ident is not None and snap[0] == ident and len(hashes) == len(keys):
+            return NodeState.from_snapshot(nid, keys, ident, snap[1], hashes, hist)
+        prev = (snap[2], hashes)
+    def_hash, def_parts = ctx.definition(nid)
+    plan = InputPlan(ctx.graph, nid, states, ctx.input_name)
+    kind = m.kind
+    odd: dict[str, StepState] = {}
+
+    def one(key: str, rh: str, inputs: dict[str, str], value: str | None) -> str:
+        st = odd[key] = StepState(nid, key, run_hash=rh)
+        if kind == "task" or forced:
+            st.parts = all_parts(def_parts, inputs, key, value)
+            st.reason, st.detail = ("task", "tasks always run") if kind == "task" \
+                else ("refresh", "refresh")
+        else:
+            _settle(m, st, rh, hist, def_parts, inputs, value, evicted, predict)
+        return st.run_hash or ""
+
+    compared: list[int] | None = None  # positions not settled by the snapshot, key for key
+    if plan.clean and kind != "sensor":
+        delta = _delta(ctx, nid, keys, states, plan, snap) \
+            if prev is not None and m.freshness != "manual" else None
+        if delta is not None:
+            # the snapshot was made from the upstream run hashes its upstreams' snapshots
+            # hold: a key whose upstream run hash is still that one keeps its run hash
+            old = prev[1]
+            out = list(old)
+            cols = {n: c if isinstance(c, str) else [c[i] for i in delta]
+                    for n, c in plan.columns(keys).items()}
+            for i, h in zip(delta, run_hashes(def_hash, cols, [keys[i] for i in delta]),
+                            strict=True):
+                out[i] = h
+            todo: Any = [i for i in delta if out[i] != old[i]]
+            compared = todo
+        else:
+            # every key has its inputs: all run hashes at once, then only the keys whose run
+            # hash is not the one they were cached under at the last walk, one by one
+            out = run_hashes(def_hash, plan.columns(keys), keys, plan.value_column(keys))
+            if kind != "asset" or forced:
+                todo = range(len(keys))
+            else:
+                todo, positional = _differing(keys, out, prev)
+                compared = todo if positional else None
+        for i in todo:
+            key = keys[i]
+            out[i] = one(key, out[i], plan.inputs(key)[0], plan.value(key))  # type: ignore[arg-type]
+    else:
+        prev_get = dict(zip(prev[0].split("\x00"), prev[1], strict=False)).get \
+            if prev is not None else {}.get
+        out = []
+        for key in keys:
+            inputs, hold = plan.inputs(key)
+            if inputs is None:
+                odd[key] = _held(nid, key, hold, predict)  # type: ignore[arg-type]
+                out.append("")
+                continue
+            value = plan.value(key)
+            if kind == "sensor":
+                st = odd[key] = _sensor(nid, key, def_parts, inputs, value, hist, predict)
+                out.append(st.run_hash or "")
+                continue
+            rh = run_hash(def_hash, inputs, key, value)
+            if kind == "asset" and not forced and prev_get(key) == rh:
+                out.append(rh)  # cached at the last walk under this very run hash
+                continue
+            out.append(one(key, rh, inputs, value))
+    ns = NodeState.compact(nid, keys, out, odd, hist)
+    ns.ident = ident
+    if compared is not None:
+        ns.since = (snap[1], compared)  # type: ignore[index]
+    return ns
+
+
+def _differing(keys: list[str], hashes: list[str], prev: tuple[str, list[str]] | None
+               ) -> tuple[list[int], bool]:
+    """The positions of the keys whose run hash is not the one the last walk recorded for that
+    key (``prev``: the snapshot's keys joined by NUL, and their run hashes), and whether the
+    snapshot holds the same keys in the same order."""
+    if prev is None:
+        return list(range(len(keys))), False
+    old_keys, old = prev
+    if len(old) == len(keys) and old_keys == "\x00".join(keys):  # the same keys, in order
+        return [i for i, (a, b) in enumerate(zip(hashes, old, strict=True)) if a != b], True
+    got = dict(zip(old_keys.split("\x00"), old, strict=False)).get
+    return [i for i, (k, h) in enumerate(zip(keys, hashes, strict=True)) if got(k) != h], False
+
+
+def _delta(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+           plan: InputPlan, snap: tuple[str, str, str, str]) -> list[int] | None:
+    """The positions of the only keys whose run hash can differ from the snapshot's, when
+    every other part of the node is what the snapshot was made from: the snapshot digest,
+    made with each per-key upstream's combined digest as its own snapshot held it, is this
+    node's snapshot digest; then a key whose upstream run hashes are the ones those snapshots
+    hold (``NodeState.since``) has the snapshot's run hash. None: not so."""
+    if plan.source is not None or snap[2] != "\x00".join(keys):
+        return None
+    then: dict[NodeId, str] = {}
+    changed: set[int] = set()
+    for _, _, by_key, _, _ in plan.entries:
+        if by_key is None:
+            continue
+        up = by_key.state
+        if up.since is None or by_key.keys != keys:
+            return None
+        then[up.node] = up.since[0]
+        changed.update(up.since[1])
+    if not then:
+        return None
+    if identity(ctx, nid, keys, states, then) != snap[0]:
+        return None
+    return sorted(changed)
+
+
+def _held(nid: NodeId, key: str, hold: tuple[Any, Any, Any], predict: bool) -> StepState:
+    """A step with no inputs yet: skipped below a failure, unknown while keys or a sensor's
+    value are not known (a real run has every value by now: anything else is a bug)."""
+    blocked, keys_unknown, unknown = hold
+    st = StepState(nid, key)
+    if blocked is not None:
+        st.action, st.reason = "skipped", "upstream_failed"
+        st.detail = f"upstream {blocked.id} failed" if blocked.action == "failed" \
+            else f"upstream {blocked.id} skipped"
+    elif keys_unknown is not None:
+        st.action, st.reason, st.detail = "unknown", "partitions_unknown", keys_unknown
+    else:
+        if not predict:
+            raise_missing(unknown, step_id(nid, key))
+        # a prediction never runs a sensor: without its value, no run hash is knowable
+        st.action, st.reason, st.detail = "unknown", "sensor_output_unknown", unknown
+    return st
+
+
+def _sensor(nid: NodeId, key: str, def_parts: dict[str, str], inputs: dict[str, str],
+            value: str | None, hist: NodeHistory, predict: bool) -> StepState:
+    """A sensor always runs; a prediction shows its last recorded value, if its code is
+    unchanged."""
+    st = StepState(nid, key, "run", "sensor", "sensors always re-run")
+    st.parts = all_parts(def_parts, inputs, key, value)
+    if predict:
+        for row in reversed(hist.all_success()):
+            rp = row.part_digests()
+            if all(rp.get(k) == v for k, v in def_parts.items()):
+                st.run_hash, st.row = row.run_hash, row
+                break
+    return st
+
+
+def _settle(m: Any, st: StepState, rh: str, hist: NodeHistory, def_parts: dict[str, str],
+            inputs: dict[str, str], value: str | None, evicted: set[str] = frozenset(),  # type: ignore[assignment]
+            predict: bool = False) -> None:
+    """An asset step whose run hash is not the snapshot's: cached if a successful row has it
+    (or, for a manual asset, any row), else to run -- with the part that changed. A step with
+    no successful row at all is ``adoptable``: the runner looks for an artifact under its run
+    hash before running it."""
+    key = st.key
+    row = hist.success(rh)
+    old = hist.newest_success(key) if row is None else None
+    if row is None and m.freshness == "manual" and old is not None:
+        row = old
+    if row is not None and row.path in evicted:
+        # evicted by the cache size limit: a prediction says it runs; a run computes it
+        # again only if something reads it (as for any missing artifact)
+        st.row, st.run_hash = row, row.run_hash
+        st.reason, st.detail = "evicted", "evicted by the cache size limit"
+        st.action = "run" if predict else "cached"
+        if predict:
+            st.parts = all_parts(def_parts, inputs, key, value)
+        return
+    if row is not None:  # an artifact that went missing is recomputed when it is read
+        st.action, st.reason, st.detail = "cached", "materialized", "-"
+        st.row = row
+        st.run_hash = row.run_hash
+        return
+    st.action = "run"
+    st.parts = all_parts(def_parts, inputs, key, value)
+    if old is not None:
+        st.reason, st.detail = "changed", explain(st.parts, old.part_digests())
+        return
+    st.adoptable = True
+    last = hist.newest(key)
+    if last is not None and last.status == "failed":
+        st.reason, st.detail = "failed", f"last run failed: {last.error}"
+    else:
+        st.reason, st.detail = "no_record", "never run"
+
+
+def explain(parts: dict[str, str], old: dict[str, str]) -> str:
+    """``changed: input pipeline.py:signal`` -- the first part that differs, ``(+N more)``."""
+    names = [n for n in set(parts) | set(old) if parts.get(n) != old.get(n)]
+
+    def order(n: str) -> tuple[int, str]:
+        for i, p in enumerate(PART_ORDER):
+            if n == p or (p.endswith(":") and n.startswith(p)):
+                return i, n
+        return len(PART_ORDER), n
+
+    names.sort(key=order)
+    if not names:
+        return "changed"
+    first = names[0]
+    kind, _, rest = first.partition(":")
+    text = f"changed: {kind} {rest}" if rest else f"changed: {kind}"
+    return text + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
+
+
+def identity(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+             then: dict[NodeId, str] | None = None) -> str | None:
+    """The digest every run hash of an asset node is a function of: its definition, its keys,
+    and the combined run hashes of what it reads (a dict source: the SHA-256 of its output).
+    None while something it reads is not wholly available, or a key holds a NUL. ``then``:
+    another combined digest for some upstreams, read key by key (see _delta)."""
+    graph = ctx.graph
+    m = graph.nodes[nid]
+    if "\x00".join(keys).count("\x00") != len(keys) - 1:
+        return None
+    inputs: list[str] = []
+    for inp in sorted(m.inputs, key=lambda i: i.param):
+        up = states.get(inp.target)  # type: ignore[arg-type]
+        if up is None or up.combined is None:
+            return None
+        combined = up.combined if then is None or inp.collect else then.get(up.node, up.combined)
+        inputs.append(f"input:{inp.param}:{'all' if inp.collect else 'key'}:{combined}")
+    source = None
+    src = source_dim(graph, nid)
+    if src is not None:
+        up = states.get(src[0])
+        if up is None or up.combined is None:
+            return None
+        if src[1]:  # keys (and values) from an output: what that output holds
+            step = up.step("")
+            if step is None or not step.sha256:
+                return None
+            source = step.sha256
+        else:
+            source = up.combined if then is None else then.get(up.node, up.combined)
+    return snapshot_digest(ctx.definition(nid)[0], m.freshness or "", keys, inputs, source)
+
+
+def split_hashes(text: str) -> list[str]:
+    """A snapshot's run hashes, stored concatenated (64 hex digits each)."""
+    return [text[i:i + 64] for i in range(0, len(text), 64)]

@@ -1,0 +1,127 @@
+"""A persistent memo of definition parts (``.barca/metadata.db``, table ``definitions``).
+
+Following a node's dependency cone means parsing and analysing source; for a cached run that
+is most of barca's own work. The parts of a node are a pure function of the files they were
+read from, so they are stored with a fingerprint of those files — the pipeline file's text,
+every project module a part names, and the listing of each folder that module resolution
+searched — and reused while the fingerprint holds. Any doubt is a miss: recompute."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from barca.model.discovery import FileModel, NodeModel
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def listing(folder: Path) -> str:
+    """A folder's listing as module resolution sees it (hidden names left out), hashed."""
+    try:
+        names = sorted(n for n in os.listdir(folder) if not n.startswith("."))
+    except OSError:
+        names = ["<missing>"]
+    return _sha("\0".join(names).encode("utf-8", "surrogatepass"))
+
+
+def _part_file(name: str) -> str | None:
+    """``helper:pkg/util.py:norm`` -> ``pkg/util.py``; ``module:x.py`` -> ``x.py``."""
+    kind, _, rest = name.partition(":")
+    if kind == "helper":
+        return rest.rpartition(":")[0] or None
+    if kind == "module":
+        return rest or None
+    return None
+
+
+class DefinitionCache:
+    def __init__(self, conn: sqlite3.Connection | None, root: Path) -> None:
+        self.conn, self.root = conn, root
+        self._rows: dict[str, tuple[str, str, str]] | None = None
+        self._files: dict[str, str | None] = {}
+        self._dirs: dict[str, str] = {}
+        self._prints: dict[str, str] = {}
+        self._new: list[tuple[str, str, str, str]] = []
+        self._deps: dict[str, dict[str, dict[str, str | None]]] = {}  # of the parts handed out
+
+    def _load(self) -> dict[str, tuple[str, str, str]]:
+        if self._rows is None:
+            self._rows = {}
+            if self.conn is not None:
+                try:
+                    for node, file_sha, deps, parts in self.conn.execute(
+                            "SELECT node, file_sha, deps, parts FROM definitions"):
+                        self._rows[node] = (file_sha, deps, parts)
+                except sqlite3.DatabaseError:  # an older store without the table
+                    pass
+        return self._rows
+
+    def _file(self, rel: str) -> str | None:
+        if rel not in self._files:
+            try:
+                self._files[rel] = _sha((self.root / rel).read_bytes())
+            except OSError:
+                self._files[rel] = None
+        return self._files[rel]
+
+    def _dir(self, rel: str) -> str:
+        if rel not in self._dirs:
+            self._dirs[rel] = listing(self.root / rel)
+        return self._dirs[rel]
+
+    def get(self, node: NodeModel, fm: FileModel) -> dict[str, str] | None:
+        row = self._load().get(node.id)
+        if row is None or row[0] != self.fingerprint(fm):
+            return None
+        deps = json.loads(row[1])
+        if any(self._file(f) != h for f, h in deps["files"].items()):
+            return None
+        if any(self._dir(d) != h for d, h in deps["dirs"].items()):
+            return None
+        self._deps[node.id] = deps
+        return json.loads(row[2])
+
+    def deps_of(self, nodes: list[str]) -> tuple[dict[str, str | None], dict[str, str]] | None:
+        """The files and folders the parts of these nodes were read from, with their digests
+        as this command found them (None if one node's parts did not come through here)."""
+        files: dict[str, str | None] = {}
+        dirs: dict[str, str] = {}
+        for n in nodes:
+            deps = self._deps.get(n)
+            if deps is None:
+                return None
+            files.update(deps["files"])
+            dirs.update(deps["dirs"])  # type: ignore[arg-type]
+        return files, dirs
+
+    def fingerprint(self, fm: FileModel) -> str:
+        """The pipeline file's text, hashed once per command (not once per node)."""
+        got = self._prints.get(fm.path)
+        if got is None:
+            got = self._prints[fm.path] = _sha(fm.source.encode("utf-8", "surrogatepass"))
+        return got
+
+    def put(self, node: NodeModel, fm: FileModel, parts: dict[str, str]) -> None:
+        files = {f for f in map(_part_file, parts) if f and f != fm.path}
+        pipeline_dir = str(Path(fm.path).parent)
+        dirs = {pipeline_dir, "."} | {str(Path(f).parent) for f in files}
+        deps = {"files": {f: self._file(f) for f in sorted(files)},
+                "dirs": {d: self._dir(d) for d in sorted(dirs)}}
+        self._deps[node.id] = deps  # type: ignore[assignment]
+        self._new.append((node.id, self.fingerprint(fm), json.dumps(deps),
+                          json.dumps(parts, sort_keys=True)))
+
+    def flush(self, store: Any) -> None:
+        """Write what this command computed (only commands that write the store call this)."""
+        if self._new and store.conn is not None:
+            try:
+                store._write("INSERT OR REPLACE INTO definitions (node, file_sha, deps, parts) "
+                             "VALUES (?, ?, ?, ?)", self._new)
+            finally:
+                self._new = []

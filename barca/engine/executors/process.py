@@ -1,0 +1,215 @@
+"""The local executor: a pool of worker processes fed chunks of steps over pipes.
+
+Hand-written on top of ``multiprocessing`` rather than ``concurrent.futures`` because barca
+must survive a worker that dies (the step fails, the worker is replaced, the run goes on) and
+kill a step that overruns ``timeout_seconds``; a ``ProcessPoolExecutor`` breaks as a whole on
+the first death.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from barca.core.record import Fields
+from barca.engine.executors.job import StepJob, StepRecord
+
+
+def _context() -> Any:
+    """fork where it is safe (a plain CLI process); never fork a process with live threads,
+    such as a Jupyter kernel."""
+    method = os.environ.get("BARCA_START_METHOD")
+    if not method:
+        threaded = threading.active_count() > 1 or "ipykernel" in sys.modules
+        method = "forkserver" if threaded and sys.platform != "win32" else (
+            "fork" if sys.platform.startswith("linux") else "spawn")
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["barca.engine.executors.worker"])
+    return ctx
+
+
+def _worker_main(conn: Connection, settings: Any, parent: int | None) -> None:
+    try:  # die with the process that forked us (the coordinator, or its forkserver)
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    except Exception:
+        pass
+    if parent is not None and os.getppid() != parent:
+        os._exit(0)  # the coordinator died before prctl took effect
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with contextlib.suppress(OSError):
+        os.dup2(2, 1)  # a stray write to stdout must never mix with the command's result
+    os.chdir(settings.root)
+    from barca.engine.executors.worker import Worker
+
+    worker = Worker(settings, lambda kind, data: conn.send((kind, data)))
+    while True:
+        try:
+            chunk = conn.recv()
+        except (EOFError, OSError):
+            return
+        if chunk is None:
+            return
+        for task in chunk:
+            if task.timeout:
+                conn.send(("start", task.index))
+            conn.send(("record", worker.run(task)))
+        conn.send(("idle", None))
+
+
+class _Slot(Fields):
+    __slots__ = ("proc", "conn", "chunk", "done", "deadline", "running")
+
+    def __init__(self, proc: Any, conn: Connection, chunk: list[StepJob] | None = None,
+                 done: set[int] | None = None, deadline: float | None = None,
+                 running: int | None = None) -> None:
+        self.proc = proc
+        self.conn = conn
+        self.chunk = [] if chunk is None else chunk
+        self.done = set() if done is None else done
+        self.deadline = deadline
+        self.running = running
+
+
+class ProcessPool:
+    """Runs steps on ``size`` worker processes, started lazily and reused across calls."""
+
+    def __init__(self, settings: Any, size: int, on_import: Callable[[str], None]) -> None:
+        self.settings = settings  # what the workers are started with (remote store, fsync)
+        self.size = size
+        self.on_import = on_import
+        self.ctx = _context()
+        self.slots: list[_Slot] = []
+
+    def _spawn(self) -> _Slot:
+        parent, child = self.ctx.Pipe(duplex=True)
+        forked_from = os.getpid() if self.ctx.get_start_method() == "fork" else None
+        proc = self.ctx.Process(target=_worker_main, args=(child, self.settings, forked_from),
+                                daemon=True, name="barca-worker")
+        proc.start()
+        child.close()
+        slot = _Slot(proc, parent)
+        self.slots.append(slot)
+        return slot
+
+    def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None]) -> None:
+        """Run every task; ``on_record`` is called in the coordinator as each one finishes."""
+        if not tasks:
+            return
+        by_index = {t.index: t for t in tasks}
+        per_chunk = max(1, min(64, math.ceil(len(tasks) / (self.size * 4))))
+        queue: deque[list[StepJob]] = deque(
+            tasks[i:i + per_chunk] for i in range(0, len(tasks), per_chunk))
+        remaining = len(tasks)
+        while remaining:
+            for dead in [s for s in self.slots if not s.chunk and not s.proc.is_alive()]:
+                self._replace(dead)
+            idle = [s for s in self.slots if not s.chunk]
+            while queue and (idle or len(self.slots) < self.size):
+                slot = idle.pop() if idle else self._spawn()
+                slot.chunk = queue.popleft()
+                slot.done = set()
+                slot.deadline = None
+                slot.conn.send(slot.chunk)
+            busy = [s for s in self.slots if s.chunk]
+            timeout = None
+            deadlines = [s.deadline for s in busy if s.deadline is not None]
+            if deadlines:
+                timeout = max(0.0, min(deadlines) - time.monotonic())
+            wait([s.conn for s in busy] + [s.proc.sentinel for s in busy], timeout)
+            now = time.monotonic()
+            for slot in busy:
+                died = False
+                while slot.chunk:
+                    try:
+                        if not slot.conn.poll():
+                            break
+                        kind, data = slot.conn.recv()
+                    except (EOFError, OSError):
+                        died = True
+                        break
+                    if kind == "record":
+                        slot.done.add(data.index)
+                        slot.deadline, slot.running = None, None
+                        remaining -= 1
+                        on_record(data)
+                    elif kind == "start":
+                        slot.running = data
+                        slot.deadline = now + float(by_index[data].timeout or 0)
+                    elif kind == "importing":
+                        self.on_import(data)
+                    elif kind == "idle":
+                        slot.chunk = []
+                if slot.chunk and (died or not slot.proc.is_alive()):
+                    remaining -= self._fail_dead(slot, queue, on_record)
+                elif slot.chunk and slot.deadline is not None and now >= slot.deadline:
+                    remaining -= self._fail_timeout(slot, queue, on_record, by_index)
+
+    def _replace(self, slot: _Slot) -> None:
+        self.slots.remove(slot)
+        try:
+            slot.proc.kill()
+            slot.proc.join(1)
+        except Exception:
+            pass
+        slot.conn.close()
+
+    def _fail_dead(self, slot: _Slot, queue: deque[list[StepJob]],
+                   on_record: Callable[[StepRecord], None]) -> int:
+        slot.proc.join(1)
+        code = slot.proc.exitcode
+        if code is not None and code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        else:
+            how = f"exited with code {code}"
+        pending = [t for t in slot.chunk if t.index not in slot.done]
+        self._replace(slot)
+        if not pending:
+            return 0
+        first, rest = pending[0], pending[1:]
+        on_record(StepRecord(first.index, "failed", 0.0,
+                             error=f"WorkerDied: the worker process running {first.step} {how}"))
+        if rest:
+            queue.appendleft(rest)
+        return 1
+
+    def _fail_timeout(self, slot: _Slot, queue: deque[list[StepJob]],
+                      on_record: Callable[[StepRecord], None],
+                      by_index: dict[int, StepJob]) -> int:
+        pending = [t for t in slot.chunk if t.index not in slot.done]
+        running = by_index[slot.running] if slot.running is not None else pending[0]
+        self._replace(slot)
+        on_record(StepRecord(running.index, "failed", float(running.timeout or 0),
+                             error=f"Timeout: {running.step} did not finish within "
+                                   f"timeout_seconds={running.timeout:g}; its process was killed"))
+        rest = [t for t in pending if t.index != running.index]
+        if rest:
+            queue.appendleft(rest)
+        return 1
+
+    def close(self) -> None:
+        for slot in self.slots:
+            with contextlib.suppress(OSError, ValueError):
+                slot.conn.send(None)
+        deadline = time.monotonic() + 1.0
+        for slot in self.slots:
+            slot.proc.join(max(0.0, deadline - time.monotonic()))
+            if slot.proc.is_alive():
+                slot.proc.kill()
+                slot.proc.join(1)
+            slot.conn.close()
+        self.slots = []

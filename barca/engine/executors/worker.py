@@ -1,0 +1,330 @@
+"""The one worker entry point every executor uses: import the pipeline once, run steps, write
+artifacts (atomically), return small records."""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import time
+import traceback as tb
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from barca.core.types import key_strings
+from barca.engine.executors.capture import StepOutput, captured, user_traceback
+from barca.engine.executors.job import StepJob, StepRecord, pack_output
+from barca.identity.hashing import json_digests, sensor_run_hash, source_only, value_digest
+from barca.store import artifacts, frames
+
+
+class BadInput(Exception):
+    """An input artifact that is missing or does not match its recorded SHA-256."""
+
+    def __init__(self, path: str, what: str) -> None:
+        super().__init__(f"input artifact {what}: {path}")
+        self.path, self.what = path, what
+
+
+class Worker:
+    """State kept by one worker process across steps: imported modules, loaded inputs."""
+
+    def __init__(self, settings: Any, notify: Callable[[str, Any], None]) -> None:
+        self.settings = settings  # the command's, as the worker was started with them
+        root = str(settings.root)
+        self.root = Path(root)
+        self.notify = notify
+        self.functions: dict[tuple[str, str], Callable[..., Any]] = {}
+        self.values: dict[str, Any] = {}
+        self.remote: Any = None
+        source_only(root)  # run project modules from the source that was hashed, never a .pyc
+        for p in (root,):
+            if p not in sys.path:
+                sys.path.insert(0, p)
+
+    def function(self, task: StepJob) -> Callable[..., Any]:
+        key = (task.file, task.function)
+        if task.shipped is not None:  # a notebook function, sent by value
+            key = (task.file, hashlib.sha256(task.shipped).hexdigest())
+            fn = self.functions.get(key)
+            if fn is None:
+                import cloudpickle
+                fn = self.functions[key] = cloudpickle.loads(task.shipped)
+            return fn
+        fn = self.functions.get(key)
+        if fn is None:
+            mod = sys.modules.get(task.module)
+            if mod is None or os.path.abspath(getattr(mod, "__file__", "") or "") != task.file:
+                self.notify("importing", task.file)
+                d = os.path.dirname(task.file)
+                if d not in sys.path:
+                    sys.path.insert(0, d)
+                spec = importlib.util.spec_from_file_location(task.module, task.file)
+                assert spec is not None and spec.loader is not None
+                mod = importlib.util.module_from_spec(spec)
+                sys.modules[task.module] = mod
+                try:
+                    spec.loader.exec_module(mod)
+                except BaseException:
+                    sys.modules.pop(task.module, None)
+                    raise
+            fn = getattr(mod, task.function)
+            self.functions[key] = fn
+        return fn
+
+    def load(self, relpath: str, fmt: str, sha256: str | None = None,
+             reader: str | None = None) -> Any:
+        """An input's value, checked against its recorded SHA-256 as it is read: a missing or
+        corrupt input is reported to the coordinator (which computes it again), never passed
+        to the function and never blamed on this step. A table is read as ``reader`` asks
+        (see barca.model.readers); a lazy reader reads only what the step's query touches."""
+        table = fmt in frames.TABLE_FORMATS
+        key = (relpath, (reader or "pandas").rstrip("[]") if table else None)
+        if key in self.values:
+            return self.values[key]
+        if table:
+            if key[1] in frames.LAZY and not (self.root / relpath).is_file():
+                value = self._read_in_place(relpath, fmt, key[1], sha256)
+                if value is not None:
+                    return value
+            path = self.verified(relpath, sha256)
+            value = frames.read(path, fmt, reader or "pandas")
+            if key[1] in frames.LAZY:
+                return value  # cheap to make again; a relation belongs to its connection
+        else:
+            try:
+                data = (self.root / relpath).read_bytes()
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                data = self._fetch(relpath, sha256)  # a worker elsewhere: the shared store
+                if data is None:
+                    raise BadInput(relpath, "missing") from None
+            if sha256 and hashlib.sha256(data).hexdigest() != sha256:
+                raise BadInput(relpath, "corrupt")
+            value = artifacts.deserialize(data, fmt)
+        if len(self.values) > 512:
+            self.values.clear()
+        self.values[key] = value
+        if reader is not None and not table:  # a pickled table, in the type asked for
+            return frames.convert(value, reader)
+        return value
+
+    def verified(self, relpath: str, sha256: str | None) -> Path:
+        """A table file's path once its SHA-256 is checked, read in blocks (never whole)."""
+        path = self.root / relpath
+        if not path.is_file():
+            store = self._remote_store()  # a worker on another machine: the shared store
+            if store is None or store.fetch(self.root, relpath, sha256) is None:
+                raise BadInput(relpath, "missing")
+        if sha256 and artifacts.file_sha256(path) != sha256:
+            raise BadInput(relpath, "corrupt")
+        return path
+
+    def collected(self, items: list[tuple[Any, ...]], reader: str | None) -> Any:
+        """Every key of a partitioned upstream: one lazy frame (or relation) over all their
+        files, with a ``partition`` column, for a lazy annotation; else a list of values."""
+        if reader in frames.LAZY and items and all(i[1] in frames.TABLE_FORMATS for i in items):
+            return frames.read_keys([(i[3], self.verified(i[0], i[2]), i[1]) for i in items],
+                                    reader)
+        return [self.load(i[0], i[1], i[2], reader) for i in items]
+
+    def _remote_store(self) -> Any:
+        if self.remote is None:
+            from barca.store import remote
+            self.remote = remote.open_store(self.settings)
+        return self.remote
+
+    def _fetch(self, relpath: str, sha256: str | None) -> bytes | None:
+        store = self._remote_store()
+        if store is None or store.fetch(self.root, relpath, sha256) is None:
+            return None
+        return (self.root / relpath).read_bytes()
+
+    def _read_in_place(self, relpath: str, fmt: str, reader: str, sha256: str | None) -> Any:
+        """A lazy input missing here, read where the remote store holds it (byte ranges of
+        the columns and row groups the step's query touches), not downloaded whole. Its
+        SHA-256 is not checked: that would read it all."""
+        store = self._remote_store()
+        where = store.located(relpath, sha256) if store is not None else None
+        if where is None:
+            return None
+        return frames.read_remote(store.fs, where, fmt, reader)
+
+    def _upload(self, rel: str, rec: StepRecord, task: StepJob, data: bytes | None) -> None:
+        """Copy an artifact to the remote store, if one is configured; a failure is reported,
+        never fatal (the next command retries it)."""
+        if self.settings.remote_uri is None:
+            return
+        try:
+            store = self._remote_store()
+            store.upload(self.root, rel, task.node, task.key, data)
+            rec.uploaded = True
+        except Exception as exc:
+            rec.uploaded = False
+            rec.upload_error = f"{type(exc).__name__}: {exc}"
+
+    def kwargs(self, task: StepJob) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for param, spec in task.kwargs.items():
+            tag = spec[0]
+            if tag == "value":
+                out[param] = spec[1]
+            elif tag == "artifact":
+                out[param] = self.load(spec[1], spec[2], spec[3], spec[4])
+            elif tag == "collect":
+                out[param] = self.collected(spec[1], spec[2])
+            else:
+                out[param] = None
+        return out
+
+    def run(self, task: StepJob) -> StepRecord:
+        start = time.perf_counter()
+        out = StepOutput()
+        attempts = task.retries + 1
+        for attempt in range(attempts):
+            try:
+                with captured(out):
+                    fn = self.function(task)
+                    try:
+                        kwargs = self.kwargs(task)
+                    except BadInput as bad:
+                        return StepRecord(task.index, "input", time.perf_counter() - start,
+                                          error=str(bad), bad_input=bad.path)
+                    value = fn(**kwargs)
+                if task.kind == "sensor" and isinstance(value, tuple) and len(value) == 2 \
+                        and isinstance(value[0], bool):
+                    value = value[1]
+                out.finish()
+                return self.store(task, value, start, out)
+            except BaseException as exc:  # a user function's exception is data
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                out.finish()
+                trace = user_traceback(exc)
+                shown = out.text()  # the last traceback is shown as the error, not as output
+                out.add_traceback(trace)  # every failed attempt's traceback is in the log
+                if attempt + 1 < attempts:
+                    continue
+                return StepRecord(task.index, "failed", time.perf_counter() - start,
+                                  error=f"{type(exc).__name__}: {exc}", traceback=trace,
+                                  output=shown, lines=out.lines)
+        raise AssertionError("unreachable")
+
+    def store(self, task: StepJob, value: Any, start: float, out: StepOutput) -> StepRecord:
+        rec = StepRecord(task.index, "success", 0.0, output=out.text(), lines=out.lines)
+        if task.key_source:
+            problem = _key_source_problem(value, rec)
+            if problem:
+                rec.status, rec.error = "failed", problem
+                rec.elapsed = time.perf_counter() - start
+                return rec
+        value = frames.settle(value)  # a LazyFrame is collected when the step ends
+        tmp: str | None = None
+        data: bytes | None = None
+        try:
+            fmt = artifacts.choose_format(value, task.serializer)
+            if fmt in frames.TABLE_FORMATS:  # written straight into a file, never as bytes
+                folder = self.root / artifacts.artifact_relpath(
+                    task.node, task.key, "-", "-", task.store_prefix)
+                tmp, fmt, rec.warning, rec.shape = artifacts.write_table(value, fmt,
+                                                                         folder.parent)
+            else:
+                data = artifacts.serialize(value, fmt)
+        except Exception as exc:
+            rec.status = "failed"
+            rec.error = (f"cannot store the result of {task.step}: a {type(value).__name__} "
+                         f"is not serialisable ({type(exc).__name__}: {exc})")
+            rec.traceback = tb.format_exc()
+            rec.elapsed = time.perf_counter() - start
+            return rec
+        try:
+            return self._commit(task, rec, value, fmt, data, tmp, start)
+        finally:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)  # a step that failed after its table was written
+
+    def _commit(self, task: StepJob, rec: StepRecord, value: Any, fmt: str,
+                data: bytes | None, tmp: str | None, start: float) -> StepRecord:
+        """The written value takes its place in the store (after the step's sinks)."""
+        run_hash = task.run_hash
+        if task.kind == "sensor":
+            rec.value_hash = value_digest(value)
+            run_hash = rec.run_hash = sensor_run_hash(task.run_hash, rec.value_hash)
+        rel = artifacts.artifact_relpath(task.node, task.key, run_hash, artifacts.EXT[fmt],
+                                         task.store_prefix)
+        if task.sinks:  # before the artifact: a step whose sink failed leaves no result behind
+            from barca.store import sinks
+            try:
+                sinks.write(self.root, task.sinks, task.key, value)
+            except Exception as exc:  # a sink the user asked for failed: the step fails
+                rec.status = "failed"
+                rec.error = f"sink failed: {type(exc).__name__}: {exc}"
+                rec.traceback = tb.format_exc()
+                rec.elapsed = time.perf_counter() - start
+                return rec
+        fsync = self.settings.fsync
+        try:
+            if data is not None:
+                artifacts.write_atomic(self.root / rel, data, fsync=fsync)
+            else:
+                artifacts.commit(tmp, self.root / rel, fsync=fsync)  # type: ignore[arg-type]
+        except OSError as exc:
+            rec.status = "failed"
+            rec.infra = rec.error = f"cannot write {rel}: {exc.strerror or exc}"
+            rec.elapsed = time.perf_counter() - start
+            return rec
+        written = frames.kind(value) if fmt in frames.TABLE_FORMATS else None
+        if written != "duckdb":  # a relation is not kept: it belongs to the step's connection
+            self.values[(rel, written)] = value
+        self._upload(rel, rec, task, data)
+        rec.path, rec.format = rel, fmt
+        if data is not None:
+            rec.size, rec.sha256 = len(data), hashlib.sha256(data).hexdigest()
+            rec.shape = artifacts.shape(value)
+        else:
+            rec.size = (self.root / rel).stat().st_size
+            rec.sha256 = artifacts.file_sha256(self.root / rel)
+        rec.elapsed = time.perf_counter() - start
+        return rec
+
+
+def _key_source_problem(value: Any, rec: StepRecord) -> str | None:
+    try:
+        rec.keys, rec.key_values, rec.key_raw = pack_output(*source_keys(value))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def source_keys(value: Any) -> tuple[list[str], str | None, list[Any] | None]:
+    """The partition keys a source's output gives: a list's items, or a dict's keys, with (for a
+    dict) each key's value and the digests of those values, in key order (see SourceOutput).
+    ``ValueError`` names what is wrong."""
+    is_dict = isinstance(value, dict)
+    if not is_dict and not isinstance(value, (list, tuple)):
+        raise ValueError(f"returned a {type(value).__name__}, but its output gives partition "
+                         "keys: return a list of keys or a dict of key -> value")
+    if is_dict and {str}.issuperset(map(type, value)):
+        keys = list(value)  # a dict's string keys: already unique
+    else:
+        keys, problems = key_strings(value)
+        if problems:
+            k, earlier = problems[0]
+            if earlier is None:
+                raise ValueError(f"partition key {k!r} is a {type(k).__name__}; keys must be "
+                                 "strings")
+            raise ValueError(f"partition keys {earlier!r} and {k!r} collide (both become "
+                             f"{str(k)!r})")
+    if not is_dict:
+        return keys, None, None
+    raw = list(value.values())
+    try:
+        return keys, json_digests(raw), raw
+    except (TypeError, ValueError):
+        for s, v in zip(keys, raw, strict=True):  # name the first value that is not JSON
+            try:
+                json_digests([v])
+            except (TypeError, ValueError):
+                raise ValueError(f"the value of partition key {s!r} is not JSON-writable "
+                                 f"({type(v).__name__})") from None
+        raise

@@ -1,0 +1,303 @@
+"""Input planning: where each input of a node's steps comes from -- an upstream step's run hash,
+the combined digest of every key of a fan-in, a dict source's value -- or why a step cannot
+have one yet (an upstream failed, its keys or its value are not known). Read by the decision
+(run hashes) and by the runner (the arguments a worker passes)."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from barca.core.types import NodeId, parse_key, short_name, step_id
+from barca.engine.states import KeyIndex, NodeState, SourceOutput, StepState
+from barca.identity.hashing import combined_digest, digest
+from barca.model.topology import Graph
+
+# Why a step has no input yet: (blocked, keys_unknown, unknown) -- an upstream step that failed
+# or was skipped, why an upstream's keys are not known, why an upstream value is not known.
+Hold = tuple[StepState | None, str | None, str | None]
+NO_HOLD: Hold = (None, None, None)
+
+
+def source_dim(graph: Graph, nid: NodeId) -> tuple[NodeId, bool] | None:
+    """The partitions_from source of a node, and whether its keys come from its output."""
+    for d in graph.nodes[nid].dims:
+        if d.kind == "from" and d.source is not None:
+            return d.source, not graph.nodes[d.source].partitioned
+    return None
+
+
+def hold_of(graph: Graph, up: StepState | None, up_id: NodeId) -> Hold | None:
+    """Why an upstream step gives no run hash (None: it gives one)."""
+    if up is None:
+        raise_missing(up_id, "a downstream step")
+    assert up is not None
+    if up.action in ("failed", "skipped"):
+        return up, None, None
+    if up.action == "unknown" and up.reason == "partitions_unknown":
+        return None, up.detail, None
+    if up.run_hash is None:
+        if up.node in graph.nodes and graph.nodes[up.node].kind == "sensor":
+            return None, None, f"sensor '{short_name(up_id)}' has no recorded value"
+        return None, None, up.detail or f"'{short_name(up_id)}' is not known yet"
+    return None
+
+
+def merge(a: Hold, b: Hold) -> Hold:
+    """Two holds in input order: the first of each kind."""
+    return (a[0] or b[0],
+            b[1] if a[1] is None else (a[1] or b[1]) if b[1] is not None else a[1],
+            b[2] if a[2] is None else (a[2] or b[2]) if b[2] is not None else a[2])
+
+
+class InputPlan:
+    """The inputs of every key of one node, planned once from its upstream states.
+
+    Each input is *constant* (the same for every key: an unpartitioned upstream, a fan-in's
+    combined digest) or *per key* (a partitioned upstream: a key -> run hash map when every key
+    has one, else its NodeState, asked key by key). A hold on a constant input holds every key."""
+    __slots__ = ("graph", "nid", "entries", "const_hold", "source", "dim0", "clean",
+                 "missing_source")
+
+    def __init__(self, graph: Graph, nid: NodeId, states: dict[NodeId, NodeState],
+                 input_name: Any = None) -> None:
+        self.graph, self.nid = graph, nid
+        name_of = input_name or (lambda up: f"input:{up}")  # see Context.input_name
+        m = graph.nodes[nid]
+        # (name, constant run hash, key -> run hash, upstream NodeState asked per key, hold)
+        entries: list[tuple[str, str | None, ByKey | None, NodeState | None,
+                            Hold | None]] = []
+        hold: Hold = NO_HOLD
+        self.missing_source: NodeId | None = None
+        for inp in m.inputs:
+            up_id = inp.target
+            assert up_id is not None
+            name = name_of(up_id)
+            up_ns = states.get(up_id)
+            if up_ns is None:
+                entries.append((name, None, None, None, None))
+                self.missing_source = self.missing_source or up_id
+                continue
+            if up_ns.keys is None:
+                h: Hold | None = (None, up_ns.unknown_detail, None)
+                entries.append((name, None, None, None, h))
+                continue
+            if inp.collect:
+                entries.append((name, *self._collect(up_ns, up_id)))
+            elif graph.nodes[up_id].partitioned:
+                entries.append((name, *self._per_key(up_ns)))
+            else:
+                h = hold_of(graph, up_ns.step(""), up_id)
+                entries.append((name, None if h else up_ns.step("").run_hash,  # type: ignore[union-attr]
+                                None, None, h))
+        self.source: SourceOutput | None = None  # a dict source's output: each key's value
+        self.dim0 = m.dims[0].name if m.dims else ""
+        src = source_dim(graph, nid)
+        if src is not None:
+            src_id, dynamic = src
+            src_state = states.get(src_id)
+            if src_state is None:
+                self.missing_source = self.missing_source or src_id
+            elif dynamic:
+                out = src_state.output
+                self.source = out if out is not None and out.digests is not None else None
+            else:
+                entries.append((name_of(src_id), *self._per_key(src_state)))
+        for e in entries:
+            if e[4] is not None and e[3] is None:
+                hold = merge(hold, e[4])
+        self.const_hold = None if hold == NO_HOLD else hold
+        self.entries = entries
+        self.clean = self.const_hold is None and self.missing_source is None and all(
+            e[3] is None for e in entries)
+
+    def _collect(self, up_ns: NodeState, up_id: NodeId) -> tuple[Any, Any, Any, Any]:
+        if up_ns.combined is not None:  # every key available: their combined digest
+            return up_ns.combined, None, None, None
+        hold: Hold = NO_HOLD
+        ups = []
+        for k in sorted(up_ns.keys or ()):
+            u = up_ns.step(k)
+            h = hold_of(self.graph, u, up_id)
+            if h is not None:
+                hold = merge(hold, h)
+            ups.append(u)
+        if hold != NO_HOLD:
+            return None, None, None, hold
+        return combined_digest([u.key for u in ups], [u.run_hash for u in ups]), None, None, None
+
+    @staticmethod
+    def _per_key(up_ns: NodeState) -> tuple[Any, Any, Any, Any]:
+        hashes = up_ns.run_hashes()
+        if hashes is not None:
+            return None, ByKey(up_ns, hashes), None, None
+        return None, None, up_ns, None
+
+    def columns(self, keys: list[str]) -> dict[str, str | list[str]]:
+        """Every key's inputs at once, for a clean plan: name -> the run hash every key reads,
+        or a list of run hashes in key order (see hashing.run_hashes)."""
+        assert self.clean
+        out: dict[str, str | list[str]] = {}
+        for name, c, mp, _, _ in self.entries:
+            if mp is None:
+                out[name] = c  # type: ignore[assignment]
+                continue
+            try:
+                out[name] = mp.column(keys)
+            except KeyError:
+                missing = next(k for k in keys if k not in mp)
+                raise_missing(name.partition(":")[2], step_id(self.nid, missing))
+        return out
+
+    def value_column(self, keys: list[str]) -> Iterable[str | None] | None:
+        """``value`` of every key, in key order (None: the node reads no dict source)."""
+        src = self.source
+        if src is None:
+            return None
+        prefix = self.dim0 + "="
+        joined = "\x00".join(keys)
+        if "\\" not in joined and "," not in joined and joined.startswith(prefix) \
+                and joined.count("\x00") == joined.count("\x00" + prefix) == len(keys) - 1:
+            # every key is ``<dim>=<value>``, unescaped (as dim_value reads it)
+            n = len(prefix)
+            raw = [k[n:] for k in keys]
+            if raw == src.keys:  # the source's keys, in its order
+                return src.digest_column()
+            return [src.digest(r) for r in raw]
+        return [self.value(k) for k in keys]
+
+    def inputs(self, key: str) -> tuple[dict[str, str] | None, Hold | None]:
+        """One key's inputs by name, or why it has none."""
+        if self.missing_source is not None:
+            raise_missing(self.missing_source, step_id(self.nid, key))
+        if self.clean:
+            try:
+                return {n: (c if mp is None else mp[key])  # type: ignore[misc]
+                        for n, c, mp, _, _ in self.entries}, None
+            except KeyError:
+                missing = next(n for n, _, mp, _, _ in self.entries
+                               if mp is not None and key not in mp)
+                raise_missing(missing.partition(":")[2], step_id(self.nid, key))
+        inputs: dict[str, str] = {}
+        hold: Hold = NO_HOLD
+        for name, c, mp, up_ns, h in self.entries:
+            if up_ns is not None:
+                up = up_ns.step(key)
+                if up is None:
+                    raise_missing(up_ns.node, step_id(self.nid, key))
+                h = hold_of(self.graph, up, up_ns.node)
+                if h is None:
+                    inputs[name] = up.run_hash  # type: ignore[assignment, union-attr]
+            elif mp is not None:
+                if key not in mp:
+                    raise_missing(name.partition(":")[2], step_id(self.nid, key))
+                inputs[name] = mp[key]
+            elif c is not None:
+                inputs[name] = c
+            if h is not None:
+                hold = merge(hold, h)
+        return (None, hold) if hold != NO_HOLD else (inputs, None)
+
+    def value(self, key: str) -> str | None:
+        """A dict source's value digest for this key."""
+        return self.source.digest(dim_value(key, self.dim0)) if self.source is not None \
+            else None
+
+
+class ByKey:
+    """A partitioned upstream's run hashes: a list in its key order, looked up by key (see
+    KeyIndex); a downstream node with the same keys reads the list as it is."""
+    __slots__ = ("state", "keys", "hashes", "_index")
+
+    def __init__(self, state: NodeState, hashes: list[str]) -> None:
+        self.state, self.keys, self.hashes = state, state.keys or [], hashes
+        self._index = KeyIndex(self.keys)
+
+    def __getitem__(self, key: str) -> str:
+        i = self._index.get(key)
+        if i is None:
+            raise KeyError(key)
+        return self.hashes[i]
+
+    def __contains__(self, key: str) -> bool:
+        return self._index.get(key) is not None
+
+    def column(self, keys: list[str]) -> list[str]:
+        """The run hash of each of ``keys``, in that order (KeyError: one has none)."""
+        if keys == self.keys:
+            return self.hashes
+        return [self[k] for k in keys]
+
+
+def all_parts(def_parts: dict[str, str], inputs: dict[str, str], key: str,
+              value_digest: str | None) -> dict[str, str]:
+    """Each part's digest (stored with a result, compared to explain a miss)."""
+    parts = dict(def_parts)
+    parts.update({k: digest(v) for k, v in inputs.items()})
+    if key:
+        parts["key"] = digest(key)
+    if value_digest is not None:
+        parts["value"] = value_digest[:16]
+    return parts
+
+
+def dim_value(key: str, dim: str) -> str:
+    """The value of one dimension in a key (``day=d1`` -> ``d1``), without parsing a key of
+    one unescaped dimension."""
+    if key.startswith(dim) and key[len(dim):len(dim) + 1] == "=" and "\\" not in key \
+            and "," not in key:
+        return key[len(dim) + 1:]
+    return parse_key(key).get(dim, "")
+
+
+def raise_missing(up_id: str, consumer: str) -> None:
+    """Every upstream key must have a run hash before a consumer's cache is checked."""
+    from barca.core.errors import InfrastructureError
+    raise InfrastructureError(
+        f"missing run hash for {up_id}, an input of {consumer}: refusing to check the cache on a "
+        "partial input set", "This is a bug in barca's planner or executor; please report it.")
+
+
+def step_kwargs(ctx: Any, nid: NodeId, key: str, states: dict[NodeId, NodeState]
+                ) -> dict[str, Any]:
+    """What the worker passes to each parameter of one step (see barca.engine.executors.job):
+    built only for steps that are executed."""
+    from barca.store.frames import require
+    graph = ctx.graph
+    m = graph.nodes[nid]
+    params = {p for p, _ in m.params}
+    kwargs: dict[str, Any] = {}
+    for inp in m.inputs:
+        up_ns = states[inp.target]  # type: ignore[index]
+        if inp.param.startswith("_"):
+            kwargs[inp.param] = ("none",)
+            continue
+        reader = m.readers.get(inp.param)
+        if reader is not None:
+            require(reader, f"parameter '{inp.param}' of {nid}")  # not installed: exit 2
+        if inp.collect:
+            ups = [up_ns.step(k) for k in sorted(up_ns.keys or ())]
+            kwargs[inp.param] = ("collect", [(u.path, u.format, u.sha256, u.key) for u in ups],
+                                 reader)
+        else:
+            u = up_ns.step(key if graph.nodes[inp.target].partitioned else "")  # type: ignore[index]
+            kwargs[inp.param] = ("artifact", u.path, u.format, u.sha256, reader)
+    src = source_dim(graph, nid)
+    if src is not None:
+        src_id, dynamic = src
+        src_fn = graph.nodes[src_id].function
+        if src_fn in params:
+            src_state = states[src_id]
+            if dynamic:
+                out = src_state.output
+                if out is not None and out.raw is not None:  # a dict source: this key's value
+                    kwargs[src_fn] = ("value", out.value(dim_value(key, m.dims[0].name)))
+            else:
+                u = src_state.step(key)
+                kwargs[src_fn] = ("artifact", u.path, u.format, u.sha256,  # type: ignore[union-attr]
+                                  m.readers.get(src_fn))
+    dim_params = [d.name for d in m.dims if d.name in params]
+    if dim_params:
+        kv = parse_key(key)
+        for d in dim_params:
+            kwargs[d] = ("value", kv.get(d, ""))
+    return kwargs

@@ -1,0 +1,90 @@
+"""Integrity of cached results: before a value is read or returned, its artifact is checked
+against the SHA-256 recorded with it (a missing one is fetched from the remote store if there
+is one). A step whose artifact is missing, a directory or corrupt is computed again."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from barca.engine.states import StepState
+
+SMALL_BYTES = 2048   # an artifact this small is kept in memory once verified (a preview)
+
+
+class Integrity:
+    """What this command has verified (each path read once), and the small artifacts read on
+    the way (shown as the run's output without reading them again)."""
+
+    def __init__(self, root: Path, remote: Any, warn: Callable[[str], None]) -> None:
+        self.root, self.remote, self.warn = root, remote, warn
+        self.verified: set[str] = set()
+        self.small: dict[str, bytes] = {}
+
+    def broken(self, steps: list[StepState]) -> list[StepState]:
+        """The steps whose artifact is not intact (each marked with why)."""
+        out = []
+        for s in steps:
+            if s.path and s.path not in self.verified:
+                if self.intact(s):
+                    self.verified.add(s.path)
+                else:
+                    out.append(s)
+        return out
+
+    def forget(self, paths: set[str]) -> None:
+        """These artifacts must be read again (a worker found them wrong)."""
+        self.verified -= paths
+        for path in paths:
+            self.small.pop(path, None)
+
+    def intact(self, s: StepState) -> bool:
+        import os
+        where = os.path.join(self.root, s.path or "")
+        try:
+            digest, data = read_digest(where, bool(s.sha256))
+        except IsADirectoryError:
+            path = Path(where)
+            aside = path.with_name(f"{path.name}.moved-aside-{int(time.time())}")
+            path.rename(aside)
+            self.warn(f"{s.path} was a directory; moved it aside to {aside.name} and computing "
+                      f"{s.id} again")
+            s.reason = "artifact_missing"
+            return False
+        except FileNotFoundError:
+            if (self.remote is not None and s.path
+                    and self.remote.fetch(self.root, s.path, s.sha256) is not None):
+                return self.intact(s)
+            if s.reason == "evicted":
+                self.warn(f"{s.path} was evicted by the cache size limit; computing {s.id} "
+                          "again")
+                return False
+            self.warn(f"artifact missing: {s.path}; computing {s.id} again")
+            s.reason = "artifact_missing"
+            return False
+        if s.sha256 and digest != s.sha256:
+            self.warn(f"artifact corrupt (SHA-256 differs from the one recorded): {s.path}; "
+                      f"computing {s.id} again")
+            s.reason = "artifact_corrupt"
+            return False
+        if data is not None and s.path:  # small: shown as the run's output, read once
+            self.small[s.path] = data
+        return True
+
+
+def read_digest(where: str, hashed: bool = True) -> tuple[str, bytes | None]:
+    """An artifact's SHA-256 (``""`` if not ``hashed`` and too big to keep) and its bytes if it
+    is small. Raises OSError (IsADirectoryError, FileNotFoundError) as ``open`` does."""
+    import hashlib
+
+    from barca.store.artifacts import file_sha256
+    # a big artifact is hashed in blocks: a lazy consumer of a 2 GB table must not cost the
+    # coordinator 2 GB
+    with open(where, "rb") as f:
+        data: bytes | None = f.read(SMALL_BYTES + 1)
+    if len(data) > SMALL_BYTES:  # type: ignore[arg-type]
+        data = None
+    digest = hashlib.sha256(data).hexdigest() if data is not None else (
+        file_sha256(Path(where)) if hashed else "")
+    return digest, data

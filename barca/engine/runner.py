@@ -1,0 +1,447 @@
+"""Runs a plan: walks the cone node by node in phase order, decides each node's steps
+(engine.decision), adopts artifacts found with no record (engine.adoption), sends the steps that
+must run to the executor, records results in the store.
+
+The same walk, without executing, predicts the state of every node for ``status`` and
+``--dry-run``."""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from barca.core import events as ev
+from barca.core.errors import Cancelled
+from barca.core.record import Fields
+from barca.core.types import NodeId, one_dim_keys, short_name, step_id
+from barca.engine.adoption import Adoption, adopted_row
+from barca.engine.decision import decide
+from barca.engine.executors.job import StepJob, StepRecord, unpack_output
+from barca.engine.inputs import source_dim, step_kwargs
+from barca.engine.integrity import Integrity
+from barca.engine.planner import Context, keys_from_row
+from barca.engine.selection import Selection, walk_order
+from barca.engine.states import NodeState, SourceOutput, StepState
+from barca.model.discovery import PSEUDO_ABSPATH
+
+if TYPE_CHECKING:
+    from barca.engine.executors import Executor
+
+
+class Walk(Fields):
+    """The outcome of walking a cone: one NodeState per node, in walk order."""
+    __slots__ = ("order", "states", "forced", "skipped_fanins", "total", "done", "failed",
+                 "cached", "phases", "notes", "infra")
+
+    def __init__(self, order: list[NodeId], states: dict[NodeId, NodeState],
+                 forced: set[NodeId], skipped_fanins: list[NodeId] | None = None, total: int = 0,
+                 done: int = 0, failed: int = 0, cached: int = 0, phases: int = 0,
+                 notes: list[str] | None = None, infra: list[str] | None = None) -> None:
+        self.order = order
+        self.states = states
+        self.forced = forced
+        self.skipped_fanins = [] if skipped_fanins is None else skipped_fanins
+        self.total = total
+        self.done = done
+        self.failed = failed
+        self.cached = cached
+        self.phases = phases
+        self.notes = [] if notes is None else notes
+        self.infra = [] if infra is None else infra   # barca's own writes that failed
+
+
+class Runner:
+    """One walk over a cone, executing (``get``/``run``) or predicting (``status``/dry run)."""
+
+    def __init__(self, ctx: Context, targets: list[NodeId], *, execute: bool,
+                 refresh: list[NodeId] = (), cascade: bool = True, refresh_all: bool = False,
+                 selection: Selection | None = None, on_event: ev.EventCallback = ev.ignore,
+                 verify_all: bool = False) -> None:
+        self.ctx = ctx
+        self.verify_all = verify_all  # every target key's value will be read (Python get)
+        self.graph = ctx.graph
+        self.execute = execute
+        self.on_event = on_event
+        self.selection = selection
+        self.settings = ctx.settings  # the command's: executor, pool size, remote store
+        order = walk_order(ctx, targets)
+        forced: set[NodeId] = set(order) if refresh_all else set(refresh)
+        if refresh and cascade:
+            forced = self.graph.downstream_cone(list(refresh), set(order))
+        self.w = Walk(order, {}, forced)
+        self.w.phases = len({self.graph.phase[n] for n in order})
+        self._pool: Executor | None = None
+        self._rows: list[dict[str, Any]] = []
+        self._lines: list[tuple[str, str, str, float, str, str]] = []  # what steps wrote
+        self.produced: set[str] = set()  # artifacts this command wrote (the cache limit keeps them)
+        self.produced_bytes = 0
+        self._last_flush = time.monotonic()
+        self.run_id = ""
+        self.targets = list(targets)
+        self._snapshots: list[tuple[str, str, str, str, str]] = []  # written after the rows
+        from barca.store import remote
+        self.remote = remote.open_store(self.settings, self._warn)
+        # a prediction reads the store's listings (what `get` would fetch), never its files
+        self.adoption = Adoption(ctx.store, self.remote, fetch=execute)
+        self.integrity = Integrity(self.graph.root, self.remote, self._warn)
+        self.upload_errors: list[str] = []
+        self._settled = False  # a settle record vouches for the whole cone (barca.engine.settle)
+
+    @property
+    def small(self) -> dict[str, bytes]:
+        """Verified artifacts small enough to preview, by path."""
+        return self.integrity.small
+
+    # ------------------------------------------------------------------ keys
+    def _keys(self, nid: NodeId) -> tuple[list[str] | None, str]:
+        """The node's keys now, or None with the reason they are not known."""
+        src = source_dim(self.graph, nid)
+        if src is not None and not src[1]:  # the keys of a partitioned upstream, as walked
+            up = self.w.states[src[0]]
+            if up.keys is None:
+                return None, up.unknown_detail
+            keys = list(up.keys)
+        elif src is None:
+            keys = self.ctx.static_keys(nid)
+        else:
+            src_state = self.w.states[src[0]]
+            step = src_state.step("")
+            if src_state.output is None and step is not None and step.row is not None and (
+                    step.action == "cached" or not self.execute):  # a sensor's last value
+                src_state.output = keys_from_row(self.ctx, step.row)
+            if src_state.output is None:
+                return None, (f"partition keys come from the output of "
+                              f"'{short_name(src[0])}', which is not available until it runs")
+            dim = self.graph.nodes[nid].dims[0].name
+            keys = one_dim_keys(dim, src_state.output.keys)
+        assert keys is not None
+        if self.selection is not None:
+            keys = [k for k in keys if self.selection.admits(k)]
+        return keys, ""
+
+    def _static_count(self, nid: NodeId) -> int:
+        keys = self.ctx.static_keys(nid)
+        if keys is None:  # keys from an output: one step until they are known
+            return 1
+        if self.selection is not None:
+            keys = [k for k in keys if self.selection.admits(k)]
+        return len(keys)
+
+    def _narrowed(self, nid: NodeId) -> bool:
+        if self.selection is None:
+            return False
+        dims = {d.name for d in self.graph.nodes[nid].dims}
+        return bool(dims & set(self.selection.dims))
+
+    # ------------------------------------------------------------------ the walk
+    def run(self) -> Walk:
+        w = self.w
+        skip_below: set[NodeId] = set()
+        if self.selection is not None:
+            for nid in w.order:
+                m = self.graph.nodes[nid]
+                if any(i.collect and self._narrowed(i.target) for i in m.inputs):  # type: ignore[arg-type]
+                    w.skipped_fanins.append(nid)
+            skip_below = self.graph.downstream_cone(w.skipped_fanins, set(w.order))
+            if w.skipped_fanins:
+                names = ", ".join(short_name(n) for n in w.skipped_fanins)
+                w.notes.append(f"--partition skips a fan-in that reads every key: {names}. "
+                               "Run without --partition to update it.")
+        from barca.engine.settle import Settle
+        settle = Settle(self.ctx, w.order, w.forced, self.selection)
+        self.ctx.view.load_snapshots([n for n in w.order if n not in w.forced
+                                      and self.graph.nodes[n].kind == "asset"])
+        self._settled = settle.check(self.ctx.view.snapshots_loaded)
+        w.total = sum(self._static_count(n) for n in w.order if n not in skip_below)
+        if self.execute:
+            for note in w.notes:
+                self.on_event(ev.Note(note))
+        try:
+            for batch in self._batches():
+                ready = []
+                for nid in batch:
+                    if nid in skip_below:
+                        ns = NodeState(nid, [""])
+                        ns.steps[""] = StepState(
+                            nid, "", action="skipped", reason="partition_selection",
+                            detail="--partition skips a fan-in that reads every key")
+                        w.states[nid] = ns
+                        continue
+                    todo = self._walk_node(nid)
+                    if todo is not None:
+                        ready.append((nid, todo))
+                if ready:  # independent nodes: their steps go to the pool together
+                    self._execute_many([(n, t) for n, t in ready if t])
+                    for nid, _ in ready:
+                        self._finish_node(nid)
+            if self.execute:  # a value we return (or show) must be intact too
+                verify = [t for t in self.targets if t in w.states
+                          and (self.verify_all or len(w.states[t].keys or ()) <= 1000)]
+                self.ctx.view.locate([t for t in verify if w.states[t].settled
+                                      and len(w.states[t].keys or ()) <= 64])
+                self._ensure_steps([s for t in verify
+                                    for s in w.states[t].steps.values() if s.action == "cached"])
+                settle.record(w.states)  # after a repair, the generation moved: no record
+        except KeyboardInterrupt:
+            raise Cancelled("cancelled: the run was interrupted; finished steps are recorded",
+                            "Run the same command again: it computes only what did not finish."
+                            ) from None
+        finally:
+            self.ctx.view.load_snapshots(None)
+            self._flush()
+            if self._snapshots:
+                snaps, self._snapshots = self._snapshots, []
+                # a snapshot only saves work next time: never fail for it
+                with contextlib.suppress(Exception):
+                    self.ctx.store.put_snapshots(snaps)
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+        return w
+
+    def _batches(self) -> list[list[NodeId]]:
+        """The walk order cut into batches of nodes that do not read each other (each node one
+        level below the deepest of what it reads, within its phase): a batch's steps run on the
+        pool together, so 500 independent assets are one round of work, not 500."""
+        w, graph = self.w, self.graph
+        level: dict[NodeId, int] = {}
+        for nid in w.order:
+            ups = [level[u] for u in graph.upstream[nid] if u in level]
+            level[nid] = 1 + max(ups, default=-1)
+        batches: dict[tuple[int, int], list[NodeId]] = {}
+        for nid in w.order:
+            batches.setdefault((graph.phase[nid], level[nid]), []).append(nid)
+        return [batches[k] for k in sorted(batches)]
+
+    def _walk_node(self, nid: NodeId) -> list[StepState] | None:
+        """Decide one node; the steps to execute (None: nothing more to do for it)."""
+        w = self.w
+        keys, why = self._keys(nid)
+        if keys is None:
+            src = source_dim(self.graph, nid)
+            src_state = w.states.get(src[0]) if src else None
+            src_step = src_state.step("") if src_state else None
+            ns = NodeState(nid, None, unknown_detail=why)
+            if src_step is not None and src_step.action in ("failed", "skipped"):
+                ns.keys = [""]
+                ns.steps[""] = StepState(nid, "", action="skipped", reason="upstream_failed",
+                                         detail=f"upstream {src_step.id} failed")
+            else:
+                ns.steps[""] = StepState(nid, "", action="unknown", reason="partitions_unknown",
+                                         detail=why)
+            w.states[nid] = ns
+            return None
+        if self.ctx.static_keys(nid) is None:  # keys known now from an output: the total grows
+            w.total += len(keys) - 1
+        ns = decide(self.ctx, nid, keys, w.states, forced=nid in w.forced,
+                    predict=not self.execute, settled=self._settled)
+        w.states[nid] = ns
+        self.adoption.apply(ns)
+        partitioned = self.graph.nodes[nid].partitioned
+        if not self.execute:
+            ns.seal()
+            return None
+        tally = ns.tally()  # a compact node: only its odd steps are looked at one by one
+        w.cached += tally.implicit
+        if tally.implicit and not partitioned:
+            self.on_event(ev.StepCached(step_id(nid, "")))
+        for s in tally.explicit("cached"):
+            w.cached += 1
+            if s.adopted:
+                self._adopt(nid, s)
+            if not partitioned:
+                self.on_event(ev.StepCached(s.id))
+        return tally.steps("run")  # workers check each input's SHA-256 (see Worker.load)
+
+    def _finish_node(self, nid: NodeId) -> None:
+        """After a node's steps ran: its combined digest, its snapshot, a key source's keys."""
+        ns = self.w.states[nid]
+        ns.seal()
+        if not ns.settled and ns.ident is not None and ns.combined is not None \
+                and ns.keys is not None:
+            self._snapshots.append((nid, ns.ident, ns.combined, "\x00".join(ns.keys),
+                                    "".join(ns.run_hashes() or ())))
+        if nid in self.ctx.key_sources:
+            step = ns.step("")
+            if step is not None and step.action == "cached" and ns.output is None:
+                ns.output = keys_from_row(self.ctx, step.row)
+
+    # ------------------------------------------------------------------ integrity
+    def _ensure_steps(self, steps: list[StepState]) -> None:
+        """Compute again, under the same run hash, every step whose artifact is not intact."""
+        broken: dict[NodeId, list[StepState]] = {}
+        for s in self.integrity.broken(steps):
+            broken.setdefault(s.node, []).append(s)
+        for nid in [n for n in self.w.order if n in broken]:
+            repair = broken[nid]
+            for s in repair:
+                s.action = "run"
+                self.w.cached -= 1
+            self._execute(nid, repair)
+            for s in repair:
+                if s.action == "ran" and s.path:
+                    self.integrity.verified.add(s.path)
+
+    def _warn(self, text: str) -> None:
+        self.w.notes.append(text)
+        self.on_event(ev.Note(text, "warning"))
+
+    def _adopt(self, nid: NodeId, s: StepState) -> None:
+        """Record an artifact found under its run hash with no row (see barca.engine.adoption)."""
+        row = adopted_row(self.graph.root, nid, s, self.run_id)
+        if row is not None:
+            self.integrity.verified.add(s.path or "")
+            self._rows.append(row)
+
+    # ------------------------------------------------------------------ the remote store
+    def prepare_remote(self) -> None:
+        from barca.store import remotesync
+        remotesync.prepare(self.remote, self.ctx.store)
+
+    def remote_notes(self) -> list[str]:
+        from barca.store import remotesync
+        return remotesync.notes(self.remote, self.upload_errors, self.on_event)
+
+    # ------------------------------------------------------------------ executing
+    def pool(self) -> Executor:
+        """The executor, started on first use (chosen by barca.engine.executors.start)."""
+        if self._pool is None:
+            from barca.engine.executors import start
+            on_import = lambda path: self.on_event(ev.Importing(path))  # noqa: E731
+            self._pool = start(self.settings, on_import)
+        return self._pool
+
+    def _execute(self, nid: NodeId, steps: list[StepState], attempt: int = 0) -> None:
+        self._execute_many([(nid, steps)], attempt)
+
+    def _execute_many(self, groups: list[tuple[NodeId, list[StepState]]],
+                      attempt: int = 0) -> None:
+        """Run the steps of one or more nodes on the executor, recording each as it lands."""
+        tasks: list[StepJob] = []
+        where: list[tuple[NodeId, StepState]] = []
+        nodes: dict[NodeId, tuple[Any, dict[str, str], NodeState]] = {}
+        for nid, steps in groups:
+            m = self.graph.nodes[nid]
+            fm = self.graph.files[m.file]
+            def_hash, def_parts = self.ctx.definition(nid)
+            nodes[nid] = (m, def_parts, self.w.states[nid])
+            shipped = None
+            if fm.abspath == PSEUDO_ABSPATH:
+                from barca.model.notebook import function_for, ship
+                shipped = ship(function_for(m.function))  # type: ignore[arg-type]
+            for s in steps:
+                if s.kwargs is None:
+                    s.kwargs = step_kwargs(self.ctx, nid, s.key, self.w.states)
+                tasks.append(StepJob(
+                    index=len(tasks), step=s.id, node=nid, key=s.key, kind=m.kind,
+                    file=fm.abspath, module=fm.module, function=m.function,
+                    run_hash=def_hash if m.kind == "sensor" else s.run_hash,  # type: ignore[arg-type]
+                    serializer=m.serializer if m.serializer != "expr" else None,
+                    kwargs=s.kwargs, key_source=nid in self.ctx.key_sources,
+                    timeout=m.timeout, retries=m.retries, sinks=m.sinks, shipped=shipped,
+                    store_prefix=self.ctx.store.prefix))
+                where.append((nid, s))
+
+        bad_inputs: dict[NodeId, list[tuple[StepState, StepRecord]]] = {}
+
+        def on_record(rec: StepRecord) -> None:
+            nid, s = where[rec.index]
+            m, def_parts, ns = nodes[nid]
+            s.elapsed = rec.elapsed
+            if rec.warning:
+                self._warn(f"{s.id}: {rec.warning}")
+            if rec.status == "input" and attempt == 0:  # repaired below, then run again
+                bad_inputs.setdefault(nid, []).append((s, rec))
+                return
+            if rec.status == "success":
+                s.action = "ran"
+                s.path, s.format, s.sha256, s.shape = rec.path, rec.format, rec.sha256, rec.shape
+                if s.path:
+                    self.produced.add(s.path)
+                    self.produced_bytes += rec.size or 0
+                if m.kind == "sensor":
+                    s.run_hash, s.value_hash = rec.run_hash, rec.value_hash
+                    s.parts = dict(def_parts, value=(rec.value_hash or "")[:16])
+                if rec.keys is not None:
+                    ns.output = SourceOutput(*unpack_output(rec.keys, rec.key_values, rec.key_raw))
+                self.w.done += 1
+                self.on_event(ev.StepCompleted(s.id, rec.elapsed, self.w.done, self.w.total,
+                                               rec.output))
+            else:
+                s.action, s.error, s.traceback = "failed", rec.error, rec.traceback
+                if rec.infra:
+                    self.w.infra.append(rec.infra)
+                self.w.failed += 1
+                self.on_event(ev.StepFailedEvent(s.id, rec.error or "", rec.traceback or "",
+                                                 rec.output))
+            self._rows.append(self._row(nid, s, rec))
+            if rec.lines:
+                self._lines.extend((self.run_id, nid, s.id, ts, stream, line)
+                                   for ts, stream, line in rec.lines)
+            if rec.uploaded is False:
+                self.upload_errors.append(f"{s.path}: {rec.upload_error}")
+            if len(self._rows) >= 500 or time.monotonic() - self._last_flush > 0.5:
+                self._flush()
+
+        if tasks:
+            self.pool().run(tasks, on_record)
+        self._flush()
+        for nid, _ in groups:
+            self.ctx.view.forget(nid)
+        for nid, bad in bad_inputs.items():
+            self._repair_inputs(nid, bad)
+
+    def _repair_inputs(self, nid: NodeId, bad: list[tuple[StepState, StepRecord]]) -> None:
+        """Steps whose worker found an input missing or corrupt: compute those inputs again
+        (under the same run hash), then run the steps once more."""
+        producers: dict[str, StepState] = {}
+        for _, rec in bad:
+            prod = self._producer(rec.bad_input or "")
+            if prod is not None and prod.action == "cached":
+                producers[prod.path or ""] = prod
+        self.integrity.forget(set(producers))
+        # a worker names the first bad input it meets; the others (several keys evicted or
+        # deleted at once) are found here, so the second attempt has them all
+        for inp in self.graph.nodes[nid].inputs:
+            up = self.w.states.get(inp.target)  # type: ignore[arg-type]
+            if up is not None:
+                for st in up.steps.values():
+                    if st.action == "cached" and st.path:
+                        producers.setdefault(st.path, st)
+        self._ensure_steps(list(producers.values()))
+        self._execute(nid, [s for s, _ in bad], attempt=1)
+
+    def _producer(self, path: str) -> StepState | None:
+        """The cached step behind an artifact: its file is named by its run hash."""
+        run_hash = path.rsplit("/", 1)[-1].split(".", 1)[0]
+        for ns in self.w.states.values():
+            for s in ns.steps.values():
+                if s.run_hash == run_hash and s.path == path:
+                    return s
+        return None
+
+    def _row(self, nid: NodeId, s: StepState, rec: StepRecord) -> dict[str, Any]:
+        import json
+        return {
+            "node": s.id, "asset": nid, "partition": s.key,
+            "run_hash": s.run_hash or "", "path": s.path, "format": s.format,
+            "size": rec.size, "sha256": s.sha256,
+            "parts": json.dumps(s.parts, sort_keys=True) if s.parts else None,
+            "status": "success" if rec.status == "success" else "failed",
+            "error": rec.error, "traceback": rec.traceback, "elapsed": rec.elapsed,
+            "run_id": self.run_id, "created_at": time.time(), "shape": rec.shape,
+            "value_hash": rec.value_hash,
+            "remote": None if rec.uploaded is None else int(rec.uploaded),
+        }
+
+    def _flush(self) -> None:
+        if (self._rows or self._lines) and self.execute:
+            rows, self._rows = self._rows, []
+            lines, self._lines = self._lines, []
+            self.ctx.store.record(rows, lines)
+        self._last_flush = time.monotonic()
+
+
+def new_run_id() -> str:
+    return f"{int(time.time() * 1000) & 0xFFFFFFFF:08x}{os.urandom(2).hex()}"

@@ -1,0 +1,71 @@
+"""What a command walks: the upstream cone of its targets in phase order, the assets
+``--refresh`` names and the keys ``--partition`` narrows it to, checked before anything runs."""
+from __future__ import annotations
+
+from barca.core.errors import UsageError, did_you_mean
+from barca.core.record import Fields
+from barca.core.types import NodeId, ids_named, parse_key, short_name
+from barca.engine.planner import Context
+
+
+class Selection(Fields):
+    """``--partition``: the keys a run is narrowed to, by dimension."""
+    __slots__ = ("dims",)
+
+    def __init__(self, dims: dict[str, list[str]]) -> None:
+        self.dims = dims
+
+    def admits(self, key: str) -> bool:
+        kv = parse_key(key)
+        return all(kv[d] in vals for d, vals in self.dims.items() if d in kv)
+
+
+def walk_order(ctx: Context, targets: list[NodeId]) -> list[NodeId]:
+    cone = ctx.graph.upstream_cone(targets)
+    index = {n: i for i, n in enumerate(ctx.graph.order)}
+    return sorted(cone, key=lambda n: (ctx.graph.phase[n], index[n]))
+
+
+def resolve_refresh(ctx: Context, order: list[NodeId], names: list[str], target_label: str
+                    ) -> list[NodeId]:
+    out: list[NodeId] = []
+    assets = [n for n in order if ctx.graph.nodes[n].kind != "task"]
+    for name in names:
+        match = ids_named(name, assets)
+        if len(match) != 1:
+            short = [short_name(n) for n in assets]
+            hint = did_you_mean(name, short)
+            raise UsageError(
+                f"--refresh: no upstream asset named '{name}' in the cone of '{target_label}'."
+                + hint,
+                f"Upstream assets you can refresh: {', '.join(short)}\n"
+                f"Pass several as a comma-separated list: --refresh {','.join(short[:2])}",
+                tight=True)
+        out.append(match[0])
+    return out
+
+
+def check_selection(ctx: Context, order: list[NodeId], sel: Selection, target_label: str) -> None:
+    dims: dict[str, set[str] | None] = {}
+    for n in order:
+        for d in ctx.graph.nodes[n].dims:
+            keys = ctx.static_keys(n)
+            vals = None if keys is None else {parse_key(k).get(d.name, "") for k in keys}
+            if dims.get(d.name, set()) is not None:
+                dims[d.name] = None if vals is None else (dims.get(d.name) or set()) | vals
+    for d, wanted in sel.dims.items():
+        if d not in dims:
+            raise UsageError(
+                f"--partition: no dimension named '{d}' in the cone of '{target_label}'."
+                + did_you_mean(d, list(dims)),
+                "Dimensions you can select: "
+                f"{', '.join(sorted(dims)) or '(none: nothing is partitioned)'}"
+                f"\nWrite --partition {next(iter(sorted(dims)), 'dim')}=<key>.")
+        valid = dims[d]
+        if valid is not None:
+            bad = [v for v in wanted if v not in valid]
+            if bad:
+                raise UsageError(
+                    f"--partition: {', '.join(repr(b) for b in bad)} is not a key of dimension "
+                    f"'{d}'." + did_you_mean(bad[0], sorted(valid)),
+                    f"Valid values: {', '.join(sorted(valid))}")

@@ -1,0 +1,117 @@
+"""The settle record: one row per cone (``settle_records``) saying "in this exact state, every
+node of the cone was settled by its snapshot", so that the next command in the same state
+settles each node without hashing its definition again.
+
+The state is everything a node's identity (engine.decision) is a function of: the text of every
+pipeline file, the files and folders its definition parts were read from (the definition
+cache's own dependencies), the command's settings (flags, ``BARCA_*``, ``barca.toml``), the
+walk order, and the store's generation (moved by every write of a result, snapshot, eviction
+or definition, see Store.generation). The snapshots themselves are checked too: the record
+holds a digest of the ones the full decision matched.
+
+The record is only an early exit of ``decide`` (its ``settled`` argument); anything else --
+a sensor or a task in the cone, keys that come from an output or from importing a module, env
+values read live, a notebook, evicted results, ``--refresh``, ``--partition``, memo layers off
+-- is decided the normal way, and so is every command whose state does not match. On a match
+the keys are the ones the snapshots were made of: they were evaluated from the same text."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from barca.core.types import NodeId
+from barca.identity.hashing import sha
+from barca.model.discovery import PSEUDO_ABSPATH
+
+_VERSION = "settle-1"
+
+
+def _own() -> str:
+    """barca's one memo salt (barca.core.salt): a changed barca is a miss."""
+    from barca.core.salt import salt
+    return salt()
+
+
+class Settle:
+    """The settle record of one walk: looked up before it, written after it."""
+    __slots__ = ("ctx", "order", "cone", "key", "hit", "generation")
+
+    def __init__(self, ctx: Any, order: list[NodeId], forced: set[NodeId],
+                 selection: Any) -> None:
+        self.ctx, self.order = ctx, order
+        self.cone: str | None = None
+        self.key: str | None = None
+        self.hit = False
+        self.generation: int | None = None
+        if not _eligible(ctx, order, forced, selection):
+            return
+        self.generation = ctx.store.generation()
+        if self.generation is None:
+            return
+        graph = ctx.graph
+        # the command's resolved settings (flags, BARCA_*, barca.toml): passed, not read again
+        settings = repr(ctx.settings.values())
+        self.cone = sha(_VERSION, str(graph.root), *order)
+        self.key = sha(self.cone, _own(), str(self.generation), settings,
+                       *(f"{rel}\x00{ctx.defcache.fingerprint(fm)}"
+                         for rel, fm in sorted(graph.files.items())))
+
+    def check(self, snapshots: dict[NodeId, Any] | None) -> bool:
+        """True when the record matches this state: every node may be settled by its snapshot."""
+        if self.key is None or snapshots is None:
+            return False
+        got = self.ctx.store.settle_record(self.cone)
+        if got is None or got[0] != self.key:
+            return False
+        try:
+            value = json.loads(got[1])
+            files, dirs, snaps = value["files"], value["dirs"], value["snaps"]
+        except (ValueError, KeyError, TypeError):
+            return False
+        defcache = self.ctx.defcache
+        if any(defcache._file(f) != h for f, h in files.items()):
+            return False
+        if any(defcache._dir(d) != h for d, h in dirs.items()):
+            return False
+        got_snaps = [snapshots.get(n) for n in self.order]
+        if any(s is None for s in got_snaps):
+            return False
+        self.hit = snaps == sha(*(s[0] for s in got_snaps))  # type: ignore[index]
+        if self.hit:  # the keys each digest was made of: no key expression evaluated again
+            for n, snap in zip(self.order, got_snaps, strict=True):
+                self.ctx.settled_keys(n, snap[2].split("\x00"))  # type: ignore[index]
+        return self.hit
+
+    def record(self, states: dict[NodeId, Any]) -> None:
+        """After a walk that settled every node by its snapshot, in a store nothing wrote to
+        meanwhile: the record of this state (never fails a command)."""
+        if self.key is None or self.hit or self.cone is None:
+            return
+        ctx = self.ctx
+        if ctx.imported or any(not getattr(states.get(n), "settled", False) for n in self.order):
+            return
+        deps = ctx.defcache.deps_of(self.order)
+        if deps is None:
+            return
+        snaps = sha(*(states[n].ident for n in self.order))
+        try:
+            if ctx.store.generation() != self.generation:
+                return
+            ctx.store.put_settle_record(self.cone, self.key, json.dumps(
+                {"files": deps[0], "dirs": deps[1], "snaps": snaps}, sort_keys=True))
+        except Exception:  # noqa: BLE001 - a record only saves work next time
+            return
+
+
+def _eligible(ctx: Any, order: list[NodeId], forced: set[NodeId], selection: Any) -> bool:
+    if not ctx.memo or forced or selection is not None or not order:
+        return False
+    graph = ctx.graph
+    for n in order:
+        m = graph.nodes[n]
+        if m.kind != "asset" or m.env or graph.files[m.file].abspath == PSEUDO_ABSPATH:
+            return False
+        if n in ctx.key_sources:
+            return False
+    evicted = ctx.store.evicted_assets()
+    return not (evicted and evicted & set(order))

@@ -1,0 +1,333 @@
+"""The state of a step (one key of one node) and of a node (all its keys), as decided and then
+as run: what the runner, the results and the views read."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from barca.core.types import NodeId, step_id
+from barca.identity.hashing import combined_digest
+from barca.store.metadata import Row
+from barca.store.view import NodeHistory
+
+AVAILABLE = ("cached", "ran", "run")   # a step whose value exists, or will in a prediction
+
+
+class _Lazy:
+    """A field of a StepState that a cached step reads from the store on first use (its
+    ``_resolve``); setting it makes the value explicit."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, st: Any, owner: type | None = None) -> Any:
+        if st is None:
+            return self
+        if st._hist is not None:
+            st._resolve()
+        return getattr(st, self.slot)
+
+    def __set__(self, st: Any, value: Any) -> None:
+        st._hist = st._src = None
+        setattr(st, self.slot, value)
+
+
+class StepState:
+    """One key of one node as the planner and the executor see it.
+
+    A step found cached by its run hash alone (in the node's snapshot) reads its row -- path,
+    format, SHA-256, shape -- from the store only when one of those is first asked for."""
+    __slots__ = ("node", "key", "action", "reason", "detail", "run_hash", "parts", "value_hash",
+                 "error", "traceback", "elapsed", "kwargs", "adopted", "adoptable", "_path",
+                 "_format",
+                 "_sha256", "_shape", "_row", "_hist", "_src")
+
+    def __init__(self, node: NodeId, key: str, action: str = "run", reason: str = "",
+                 detail: str = "", run_hash: str | None = None) -> None:
+        self.node, self.key = node, key
+        self.action = action          # run | cached | unknown | skipped | ran | failed
+        self.reason, self.detail, self.run_hash = reason, detail, run_hash
+        self.parts: dict[str, str] | None = None
+        self.value_hash: str | None = None
+        self.error: str | None = None
+        self.traceback: str | None = None
+        self.elapsed: float | None = None
+        self.kwargs: dict[str, Any] | None = None   # built when the step is executed
+        self.adopted = False          # an artifact on disk under this run hash with no record
+        self.adoptable = False        # to run, unless such an artifact is found (the runner looks)
+        self._path: str | None = None
+        self._format: str | None = None
+        self._sha256: str | None = None
+        self._shape: str | None = None
+        self._row: Row | None = None
+        self._hist: NodeHistory | None = None   # where path/format/sha256/shape are read
+        self._src: NodeHistory | None = None    # where the whole row is read, if asked for
+
+    @classmethod
+    def cached(cls, node: NodeId, key: str, run_hash: str, hist: NodeHistory) -> StepState:
+        """A step whose run hash is known to have a successful row (read on demand)."""
+        st = cls(node, key, "cached", "materialized", "-", run_hash)
+        st._hist = hist
+        return st
+
+    def _resolve(self) -> None:
+        hist, self._hist = self._hist, None
+        got = hist.resolve(self.run_hash or "") if hist is not None else None
+        if got is not None:
+            self._path, self._format, self._sha256, self._shape = got
+        self._src = hist
+
+    @property
+    def row(self) -> Row | None:
+        hist = self._hist or self._src
+        if self._row is None and hist is not None:
+            self._hist = self._src = None
+            row = hist.success(self.run_hash or "")
+            if row is not None:
+                self.row = row
+        return self._row
+
+    @row.setter
+    def row(self, row: Row | None) -> None:
+        self._hist = self._src = None
+        self._row = row
+        if row is not None:
+            self._path, self._format, self._sha256 = row.path, row.format, row.sha256
+            self._shape = row.shape
+
+    path = _Lazy()
+    format = _Lazy()
+    sha256 = _Lazy()
+    shape = _Lazy()
+
+    @property
+    def id(self) -> str:
+        return step_id(self.node, self.key)
+
+    def __repr__(self) -> str:
+        return (f"StepState({self.id!r}, action={self.action!r}, reason={self.reason!r}, "
+                f"run_hash={self.run_hash!r})")
+
+
+class KeyIndex:
+    """The position of a key in a list of keys: found by a scan while only a few are asked for
+    (one key of 200,000 changed), then by a dict of them all, made once."""
+    __slots__ = ("keys", "_map", "_scans")
+
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = keys
+        self._map: dict[str, int] | None = None
+        self._scans = 0
+
+    def get(self, key: str) -> int | None:
+        if self._map is None:
+            self._scans += 1
+            if self._scans <= 16:
+                try:
+                    return self.keys.index(key)
+                except ValueError:
+                    return None
+            self._map = {k: i for i, k in enumerate(self.keys)}
+        return self._map.get(key)
+
+
+class SourceOutput:
+    """A key source's output, as its step returned it (or the runner read it back): its keys,
+    in order, and for a dict source each key's value and that value's digest. The digests are
+    one string, 64 hex digits per key in key order: one object to keep, not one per key."""
+    __slots__ = ("keys", "digests", "raw", "_index")
+
+    def __init__(self, keys: list[str], digests: str | None = None,
+                 raw: list[Any] | str | None = None) -> None:
+        self.keys, self.digests, self.raw = keys, digests, raw
+        self._index = KeyIndex(keys)
+
+    def digest(self, key: str) -> str | None:
+        """A dict source's digest of this key's value (None: no such key, or a list source)."""
+        i = self._index.get(key) if self.digests is not None else None
+        return None if i is None else self.digests[64 * i:64 * i + 64]  # type: ignore[index]
+
+    def value(self, key: str) -> Any:
+        """A dict source's value for this key."""
+        if isinstance(self.raw, str):  # as a worker sent them (see executors.job.pack_output)
+            import json
+            self.raw = json.loads(self.raw)
+        i = self._index.get(key) if self.raw is not None else None
+        return None if i is None else self.raw[i]  # type: ignore[index]
+
+    def digest_column(self) -> Iterator[str]:
+        """Every key's digest, in key order."""
+        d = self.digests or ""
+        return (d[i:i + 64] for i in range(0, len(d), 64))
+
+
+class NodeState:
+    """Every step of one node, in one of two forms.
+
+    *Compact* (what ``decide`` makes): every key's run hash, in key order, plus the steps that
+    are not simply cached (to run, unknown, skipped, cached from an older row, ...); a cached
+    step's StepState is made only when something asks for it (``step``), and ``steps`` turns
+    the node into the *full* form, a StepState per key (as the runner builds a node it cannot
+    decide). A *settled* node (its snapshot matched) is compact with nothing but cached keys."""
+    __slots__ = ("node", "keys", "unknown_detail", "output", "ident", "combined", "settled",
+                 "since", "_steps", "_hashes", "_odd", "_made", "_hist", "_map")
+
+    def __init__(self, node: NodeId, keys: list[str] | None, unknown_detail: str = "") -> None:
+        self.node, self.keys, self.unknown_detail = node, keys, unknown_detail
+        self.output: SourceOutput | None = None   # a key source's output (its keys, ...)
+        self.ident: str | None = None      # the digest its snapshot is keyed by (see identity)
+        self.combined: str | None = None   # digest of every key's run hash, once all are known
+        self.settled = False
+        # against its snapshot: the snapshot's combined digest, and the positions of the keys
+        # whose run hash may not be the snapshot's (None: not compared key by key)
+        self.since: tuple[str, list[int]] | None = None
+        self._steps: dict[str, StepState] | None = {}
+        self._hashes: list[str] | None = None        # compact: every key's run hash
+        self._odd: dict[str, StepState] = {}         # compact: the steps not simply cached
+        self._made: dict[str, StepState] = {}        # compact: cached StepStates made so far
+        self._hist: NodeHistory | None = None
+        self._map: KeyIndex | None = None          # compact: where each key is in keys
+
+    @classmethod
+    def compact(cls, node: NodeId, keys: list[str], hashes: list[str],
+                odd: dict[str, StepState], hist: NodeHistory) -> NodeState:
+        ns = cls(node, keys)
+        ns._steps, ns._hashes, ns._odd, ns._hist = None, hashes, odd, hist
+        return ns
+
+    @classmethod
+    def from_snapshot(cls, node: NodeId, keys: list[str], ident: str, combined: str,
+                      hashes: list[str], hist: NodeHistory) -> NodeState:
+        ns = cls.compact(node, keys, hashes, {}, hist)
+        ns.ident, ns.combined, ns.settled = ident, combined, True
+        ns.since = (combined, [])
+        return ns
+
+    @property
+    def lazy(self) -> bool:
+        """Compact (see Tally): StepStates only for the odd steps, and those asked for."""
+        return self._steps is None
+
+    def step(self, key: str) -> StepState | None:
+        """One key's step, without making the others."""
+        if self._steps is not None:
+            return self._steps.get(key)
+        got = self._odd.get(key) or self._made.get(key)
+        if got is None:
+            i = self._index(key)
+            if i is None:
+                return None
+            got = self._made[key] = StepState.cached(
+                self.node, key, self._hashes[i], self._hist)  # type: ignore[index, arg-type]
+        return got
+
+    def _index(self, key: str) -> int | None:
+        if self._map is None:
+            self._map = KeyIndex(self.keys or [])
+        return self._map.get(key)
+
+    def odd_steps(self) -> list[StepState]:
+        """Every step that is not simply cached, in key order (all steps of a full node)."""
+        if self._steps is not None:
+            return list(self._steps.values())
+        return [self._odd[k] for k in (self.keys or ()) if k in self._odd] \
+            if len(self._odd) > 1 else list(self._odd.values())
+
+    @property
+    def steps(self) -> dict[str, StepState]:
+        if self._steps is None:
+            hist, cached, odd, made = self._hist, StepState.cached, self._odd, self._made
+            assert self.keys is not None and self._hashes is not None and hist is not None
+            self._steps = {k: odd.get(k) or made.get(k) or cached(self.node, k, h, hist)
+                           for k, h in zip(self.keys, self._hashes, strict=False)}
+            self._odd, self._made = {}, {}
+        return self._steps
+
+    def run_hashes(self) -> list[str] | None:
+        """Every key's run hash in key order, or None while one is unknown or unavailable."""
+        if self.keys is None:
+            return None
+        if self._steps is None:
+            if not self._odd:
+                return self._hashes
+            out = list(self._hashes or ())
+            for k, s in self._odd.items():  # an odd step's run hash as it is now (a sensor ran)
+                if s.run_hash is None or s.action not in AVAILABLE:
+                    return None
+                out[self._index(k)] = s.run_hash  # type: ignore[index]
+            return out
+        steps, out = self._steps, []
+        for k in self.keys:
+            s = steps.get(k)
+            if s is None or s.run_hash is None or s.action not in AVAILABLE:
+                return None
+            out.append(s.run_hash)
+        return out
+
+    def located(self, where: dict[str, tuple[str, str, str, str]]) -> Any:
+        """A compact node's (key, path, format, ran) per key with a value, in key order; a
+        cached key's path and format from ``where`` (run hash -> Store.success_locations)."""
+        odd = self._odd
+        for k, h in zip(self.keys or (), self._hashes or (), strict=False):
+            s = odd.get(k)
+            if s is not None and s.action != "cached":
+                if s.path:
+                    yield k, s.path, s.format, s.action == "ran"
+                continue
+            got = where.get(h)
+            if got is not None:
+                yield k, got[0], got[1], False
+
+    def seal(self) -> None:
+        """Once every step is decided (and run): the combined digest, if every key has a run
+        hash -- what a fan-in reading all keys, or a downstream snapshot, depends on."""
+        if self.combined is None and self.keys is not None:
+            hashes = self.run_hashes()
+            if hashes is not None:
+                self.combined = combined_digest(self.keys, hashes)
+
+    def tally(self) -> Tally:
+        return Tally(self)
+
+
+class Tally:
+    """A node's steps grouped by action, in key order (a compact node's cached keys are
+    counted, not made)."""
+    __slots__ = ("ns", "total", "implicit", "_by")
+
+    def __init__(self, ns: NodeState) -> None:
+        self.ns = ns
+        by: dict[str, list[StepState]] = {}
+        if ns.lazy:
+            odd = ns.odd_steps()
+            self.total, self.implicit = len(ns.keys or ()), len(ns.keys or ()) - len(odd)
+        else:
+            odd = list(ns.steps.values())
+            self.total, self.implicit = len(odd), 0
+        for s in odd:
+            by.setdefault(s.action, []).append(s)
+        self._by = by
+
+    def count(self, action: str) -> int:
+        return len(self._by.get(action, ())) + (self.implicit if action == "cached" else 0)
+
+    def first(self, *actions: str) -> StepState | None:
+        """A step of the first of ``actions`` that has any (all cached steps read alike)."""
+        for a in actions:
+            got = self._by.get(a)
+            if got:
+                return got[0]
+            if a == "cached" and self.implicit:
+                ns = self.ns
+                k = next(k for k in (ns.keys or ()) if k not in ns._odd)
+                return ns.step(k)
+        return None
+
+    def explicit(self, action: str) -> list[StepState]:
+        """The steps of ``action`` that exist as StepStates (a compact node's odd steps)."""
+        return self._by.get(action, [])
+
+    def steps(self, action: str) -> list[StepState]:
+        if action == "cached" and self.implicit:
+            return [s for s in self.ns.steps.values() if s.action == "cached"]
+        return self._by.get(action, [])

@@ -1,0 +1,311 @@
+"""The ``barca`` command: parse, call the engine through ``faces.commands``, render the result.
+
+Heavy libraries are never imported here; a fully cached ``barca get`` touches only the
+standard library and barca's core."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from typing import Any, TextIO
+
+from barca.core.errors import BarcaError, Cancelled, InfrastructureError, StepFailed
+
+
+def _mode(settings: Any) -> str:
+    """The ``output`` setting (``--json``/``--pretty``, then ``BARCA_OUTPUT``), else the human
+    form for a terminal, JSON for a pipe; any other value is a usage error."""
+    mode = str(settings.output or "").lower()
+    if mode in ("json", "pretty"):
+        return mode
+    if mode:
+        from barca.core.errors import UsageError
+        raise UsageError(f"BARCA_OUTPUT={settings.output!r} is not an output mode.",
+                         "Set BARCA_OUTPUT to json or pretty, or unset it.")
+    return "pretty" if sys.stdout.isatty() else "json"
+
+
+def _safe_mode(mode: str | None) -> str:
+    """The mode to report an error in, even when the settings could not be resolved (an
+    invalid barca.toml) or ``BARCA_OUTPUT`` itself is the error."""
+    if mode is not None:
+        return mode
+    from barca.core.settings import value
+    env = str(value("output") or "").lower()  # its one source besides the flags: no file read
+    return env if env in ("json", "pretty") else ("pretty" if sys.stdout.isatty() else "json")
+
+
+def _json_doc(res: Any) -> str:
+    """A run's JSON document: one compact line on a pipe (``tail -1 | jq`` and grep work), the
+    indented form in a terminal."""
+    if sys.stdout.isatty():
+        return res.json_text()
+    return json.dumps(res.to_json(), separators=(",", ":"), default=str, ensure_ascii=False)
+
+
+LIVE_AFTER = 0.5  # seconds into a run before the live bar appears: a quick run needs none
+
+
+class EventPrinter:
+    """Renders progress events on stderr: one line per event (--agent), or a live bar and the
+    end line (people), or nothing but errors (JSON)."""
+
+    def __init__(self, mode: str, agent: bool, stream: TextIO = sys.stderr) -> None:
+        import time
+
+        from barca.core import events
+        self.ev = events
+        self.mode, self.agent, self.out = mode, agent, stream
+        self.live = stream.isatty() and not agent and mode == "pretty"
+        self._bar = False
+        self._drawn = 0.0   # when the bar was last drawn: at most ~20 times a second
+        self._start = time.monotonic()
+        self._rich: Any = None  # the live bar, once a run lasts long enough to want one
+
+    def _line(self, text: str) -> None:
+        if self._rich is not None:
+            self._rich.stop()  # transient: the bar leaves the screen, the line takes its place
+            self._rich = None
+        if self._bar:
+            self.out.write("\r\033[K")
+            self._bar = False
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def _step_output(self, step: str, output: str) -> None:
+        if output and self.mode == "pretty" or (output and self.agent):
+            for line in output.rstrip("\n").splitlines():
+                self._line(f"[{step}] {line}")
+
+    def _draw(self, e: Any) -> None:
+        """The live bar: rich's progress (percentage, N/M steps, elapsed, ETA, rate, the step
+        just finished), started only once the run has lasted ``LIVE_AFTER`` -- a cached run
+        never imports rich -- and a plain text bar where rich is not installed."""
+        import time
+        now = time.monotonic()
+        if now - self._start < LIVE_AFTER:
+            return
+        if self._rich is None and not self._bar:
+            self._rich = live_bar(self.out, now - self._start)
+            self._bar = self._rich is None
+        if self._rich is not None:
+            self._rich.update(e.done, e.total, e.step)
+        elif now - self._drawn >= 0.05 or e.done == e.total:
+            self._drawn = now
+            self.out.write("\r\033[K" + progress_line(e.done, e.total, e.step))
+            self.out.flush()
+
+    def __call__(self, e: Any) -> None:
+        ev = self.ev
+        if isinstance(e, ev.Importing):
+            if self.agent:
+                self._line(f"[barca] importing {e.path}")
+        elif isinstance(e, ev.StepCompleted):
+            self._step_output(e.step, e.output)
+            if self.agent:
+                self._line(f"[barca] step:{e.step} completed {e.elapsed:.1f}s ({e.done}/{e.total})")
+            elif self.live:
+                self._draw(e)
+        elif isinstance(e, ev.StepCached):
+            if self.agent:
+                self._line(f"[barca] step:{e.step} cached")
+        elif isinstance(e, ev.StepFailedEvent):
+            self._step_output(e.step, e.output)
+            if self.agent or self.mode == "pretty":
+                self._line(f"[barca] step:{e.step} failed: {e.error}")
+        elif isinstance(e, ev.Note):  # notes and warnings reach stderr in every mode
+            self._line(f"[barca] {e.text}" if e.level == "info"
+                       else f"[barca] {e.level}: {e.text}")
+        elif isinstance(e, ev.RunEnded) and (self.agent or self.mode == "pretty"):
+            word = "failed" if e.failed else "done"
+            self._line(f"[barca] {e.done}/{e.total} steps | {word} in {e.elapsed:.1f}s")
+
+
+def live_bar(stream: TextIO, elapsed: float) -> Any:
+    """A rich progress bar on ``stream`` that began ``elapsed`` seconds ago, or None without
+    rich."""
+    try:
+        from barca.faces.richbar import RichBar
+    except ImportError:
+        return None
+    return RichBar(stream, elapsed)
+
+
+def progress_line(done: int, total: int, step: str, width: int = 24) -> str:
+    """The live line in a terminal without rich: ``[barca] [#########......] 9/24 steps |
+    <step>`` (the step id cut to keep the line on one 100-column row)."""
+    filled = width * done // total if total else width
+    line = f"[barca] [{'#' * filled}{'.' * (width - filled)}] {done}/{total} steps | "
+    room = max(10, 99 - len(line))
+    return line + (step if len(step) <= room else step[:room - 1] + "…")
+
+
+def _value_text(res: Any, indent: int | None) -> str:
+    """The targets' value as JSON (``-o value``); a value JSON cannot print is a usage
+    problem: the result is cached, and ``-o path`` or ``barca.get()`` reach it."""
+    from barca.identity.hashing import is_json_value
+    value = res.value()
+
+    def default(v: Any) -> Any:
+        from barca.store import frames
+        if frames.kind(v) is not None:  # a table: a list of row objects
+            return frames.to_rows(v)
+        if hasattr(v, "to_dict"):
+            try:
+                return v.to_dict(orient="records")
+            except TypeError:
+                return v.to_dict()
+        raise TypeError(type(v).__name__)
+
+    if is_json_value(value):
+        return json.dumps(value, ensure_ascii=False, indent=indent)
+    try:
+        return json.dumps(value, default=default, ensure_ascii=False, indent=indent,
+                          allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        from barca.core.errors import UsageError
+        kind = type(value).__name__
+        why = "" if str(exc) == kind else f" ({exc})"
+        raise UsageError(f"-o value: the value is a {kind}{why}, which JSON cannot print.",
+                         "Use -o path for the artifact, or barca.get() in Python for the "
+                         "value.") from None
+
+
+def render(outcome: Any, mode: str) -> None:
+    """Print a command's result object in ``mode``: its ``json_text()``, else its ``str()``
+    (the text a person reads). A command without ``--json`` (docs, version) prints its text."""
+    res, cmd, args = outcome.result, outcome.command, outcome.args
+    if cmd == "logs":
+        _print_logs(res, mode, args, outcome.settings)
+        return
+    if getattr(args, "output", None) == "path" and hasattr(res, "outputs"):
+        for o in res.outputs:
+            for i in sorted(o.items, key=lambda i: i.key):
+                print(f"{i.key}: {i.path}" if o.partitioned else i.path)
+        return
+    if getattr(args, "output", None) == "value" and hasattr(res, "outputs"):
+        text = _value_text(res, 2 if sys.stdout.isatty() else None)
+        if outcome.settings.output == "json":  # JSON asked for, not merely a pipe: the run
+            # document, whose final_output is the value
+            doc = res.to_json()
+            doc["final_output"] = json.loads(text)
+            text = (json.dumps(doc, indent=2, ensure_ascii=False) if sys.stdout.isatty()
+                    else json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
+        print(text)
+        return
+    if cmd == "graph" and not args.json:  # SVG unless --json: `barca graph > dag.svg` works
+        print(res.svg())
+        return
+    if mode == "json" and cmd in ("get", "run"):
+        print(_json_doc(res))
+    elif mode == "json" and hasattr(args, "json"):
+        print(res.json_text())
+    else:
+        print(str(res))
+        if cmd == "sql" and res.truncated:
+            sys.stderr.write(f"[barca] note: {res._table()[3]}\n")
+
+
+def _print_logs(log: Any, mode: str, args: Any, settings: Any) -> None:
+    """``barca logs``: the run is named on stderr; lines on stdout (JSON: one object each).
+    With ``-f``, new lines are printed until the run ends."""
+    import time
+
+    from barca.queries.runlog import logs
+    sys.stderr.write(f"[barca] {log.headline()}\n")
+    after = 0
+    while True:
+        text = log.json_lines() if mode == "json" else log.text_lines()
+        if text:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        if not args.follow or log.status != "running":
+            return
+        time.sleep(0.2)
+        after = log.lines[-1].id if log.lines else after
+        log = logs(log.run_id, step=args.step, stream=args.stream, timestamps=args.timestamps,
+                   after=after, settings=settings)
+
+
+def _error(exc: BarcaError, mode: str, agent: bool) -> None:
+    if agent and isinstance(exc, StepFailed):  # --agent's own last line, whatever stdout is
+        sys.stderr.write(f"[barca] run failed: {exc.message} (exit {exc.code})\n")
+    if mode == "json":
+        sys.stderr.write(exc.json_line() + "\n")
+        return
+    if isinstance(exc, StepFailed):
+        tb = exc.extra.get("traceback")
+        if tb and not agent:
+            sys.stderr.write(tb if tb.endswith("\n") else tb + "\n")
+        if not agent:
+            sys.stderr.write(f"[barca] run failed: {exc.message} (exit {exc.code})\n")
+        return
+    if isinstance(exc, Cancelled):
+        sys.stderr.write(f"[barca] {exc.message} (exit 130)\n")
+        return
+    sys.stderr.write(str(exc) + "\n")
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def run_cli(argv: list[str] | None = None) -> int:
+    from barca.faces.commands import dispatch, parse, resolve
+    argv = list(sys.argv[1:] if argv is None else argv)
+    mode = "json" if "--json" in argv else ("pretty" if "--pretty" in argv else None)
+    agent = "--agent" in argv
+    args = None
+    try:
+        args = parse(argv)
+        settings = resolve(args)  # once, for the whole command
+        mode = _mode(settings)
+        printer = EventPrinter(mode, getattr(args, "agent", False))
+        outcome = dispatch(args, on_event=printer, settings=settings)
+        render(outcome, mode)
+        if outcome.command == "doctor" and not outcome.result.ok:
+            return 1  # a problem found: one line each, with its fix
+        return 0
+    except StepFailed as exc:
+        mode = _safe_mode(mode)
+        value_only = getattr(args, "output", None) == "value"
+        if exc.result is not None and mode == "json" and not value_only:
+            print(_json_doc(exc.result))  # -o value prints nothing when a step failed
+        _error(exc, mode, agent)
+        return exc.code
+    except BarcaError as exc:
+        _error(exc, _safe_mode(mode), agent)
+        return exc.code
+    except KeyboardInterrupt:
+        _error(Cancelled("cancelled", "Run the command again to finish."), mode or "pretty", agent)
+        return 130
+    except BrokenPipeError:  # the reader went away (`barca list | head`): not an error of ours
+        raise
+    except Exception as exc:  # a bug in barca: say so, with the traceback to report
+        import traceback
+        err = InfrastructureError(f"internal error: {type(exc).__name__}: {exc}",
+                                  "This is a bug in barca; please report it with the traceback.",
+                                  traceback=traceback.format_exc())
+        if (mode or "json") != "json":
+            sys.stderr.write(traceback.format_exc())
+        _error(err, _safe_mode(mode), agent)
+        return err.code
+
+
+def main(argv: list[str] | None = None) -> None:
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    from barca.api import warm
+    warm.keeping = False  # one command per process: nothing would ask twice
+    try:
+        code = run_cli(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing more to flush to a closed pipe
+        code = 0
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

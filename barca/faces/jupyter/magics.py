@@ -1,0 +1,161 @@
+"""``%barca`` and ``%%barca``: the CLI's grammar, parsed by the CLI's own parser, returning
+Python objects instead of printing text."""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+
+from barca.core.errors import Cancelled, StepFailed, UsageError
+
+
+def run_magic(line: str, cell: str | None = None) -> Any:
+    from barca.core.errors import BarcaError
+    try:
+        return _run(line, cell)
+    except BarcaError as exc:
+        _in_magic_form(exc)
+        raise
+
+
+def _run(line: str, cell: str | None) -> Any:
+    from barca.faces.commands import dispatch, parse
+    argv = _sql_argv(line) if cell is None else None
+    if argv is None:
+        try:
+            argv = shlex.split(line)
+        except ValueError as exc:
+            raise UsageError(f"%barca: cannot parse the line ({exc})",
+                             "Check the quotes: %barca sql \"select * from prices\"") from None
+    if cell is not None:
+        return _cell(argv, cell)
+    try:
+        args = parse(argv)
+    except SystemExit:  # --help / --version printed by argparse
+        return None
+    if args.command == "status" and getattr(args, "widget", False):
+        from barca.faces.commands import resolve
+        from barca.faces.jupyter.widget import StatusWidget
+        return StatusWidget(*args.args, settings=resolve(args))
+    progress = None
+    if args.command in ("get", "run") and not args.dry_run:
+        from barca.faces.jupyter.progress import NotebookProgress
+        progress = NotebookProgress()
+    try:  # the line's settings are passed down as values: the kernel's environment is untouched
+        outcome = dispatch(args, on_event=progress or (lambda e: None), load_values=True,
+                           default_sql_limit=None)
+    except StepFailed as exc:
+        _show_other_failures(progress, exc)
+        raise
+    except (KeyboardInterrupt, Cancelled):  # the stop button: the bar turns red and stays
+        if progress is not None:
+            progress.interrupted()
+        raise
+    return _value(outcome)
+
+
+# flags of `sql` that may come before or after an unquoted query, and whether they take a value
+_SQL_FLAGS = {"--limit": True, "--env": True, "--all": False, "--json": False, "--pretty": False}
+
+
+def _sql_argv(line: str) -> list[str] | None:
+    """``%barca sql select ticker, close from prices``: the query unquoted, as in jupysql.
+    The rest of the line is the query, less the flags and ``.py`` files at either end; None
+    when the line is not such a query (a quoted one is read by ``shlex`` as on the CLI)."""
+    head, _, rest = line.strip().partition(" ")
+    rest = rest.strip()
+    if head != "sql" or not rest or rest[0] in "'\"":
+        return None
+    import re
+    spans = [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", rest)]
+    words = [w for w, _, _ in spans]
+    lo, hi = 0, len(words)
+    before: list[str] = []
+    while lo < hi and words[lo] in _SQL_FLAGS:
+        take = 2 if _SQL_FLAGS[words[lo]] else 1
+        before += words[lo:lo + take]
+        lo += take
+    after: list[str] = []
+    while hi > lo:
+        if words[hi - 1] in _SQL_FLAGS and not _SQL_FLAGS[words[hi - 1]] \
+                or words[hi - 1].endswith(".py"):
+            after.insert(0, words[hi - 1])
+            hi -= 1
+        elif hi - lo >= 2 and _SQL_FLAGS.get(words[hi - 2]):
+            after[:0] = words[hi - 2:hi]
+            hi -= 2
+        else:
+            break
+    if hi - lo <= 1:  # one word: a quoted query's usual reading (and its errors) apply
+        return None
+    # the query as typed, spaces inside its string literals kept
+    return ["sql", rest[spans[lo][1]:spans[hi - 1][2]], *before, *after]
+
+
+_COMMAND = r"(?:--help|--version|get|run|list|status|graph|sql|plan|history|docs|version)\b"
+
+
+def _in_magic_form(exc: Any) -> None:
+    """Hints in the form a notebook user types: `%barca get --help`, not `barca get --help`."""
+    import re
+    pattern = re.compile(r"(?<![\w%./-])barca(?= " + _COMMAND + ")")
+    # the CLI's failure line always counts the skipped steps; in a notebook "0" is noise
+    exc.message = pattern.sub("%barca", exc.message).removesuffix(
+        "; 0 downstream steps skipped")
+    exc.remediation = pattern.sub("%barca", exc.remediation)
+    exc.args = (exc.message,)
+
+
+def _show_other_failures(progress: Any, exc: StepFailed) -> None:
+    """The error box shows the first failure with its traceback; say which others failed."""
+    from IPython.display import display
+    failures = progress.failures if progress is not None else []
+    for f in failures:
+        if f.step == exc.extra.get("node"):
+            continue
+        display({"text/plain": f"[barca] step:{f.step} failed: {f.error}"}, raw=True)
+
+
+def _value(outcome: Any) -> Any:
+    res, cmd = outcome.result, outcome.command
+    if cmd in ("get", "run") and hasattr(res, "outputs"):
+        return res.value(getattr(outcome.args, "as_type", None))
+    if cmd == "sql":
+        return res.to_pandas()
+    return res  # a result object: it shows itself (a table, Markdown, a picture)
+
+
+def _cell(argv: list[str], body: str) -> Any:
+    if argv and argv[0] == "sql":  # the cell is the query; the line may add files and flags
+        return run_magic(shlex.join(["sql", body.strip(), *argv[1:]]))
+    if len(argv) == 2 and argv[0] == "pipeline":
+        name = argv[1]
+        inside = Path(name).resolve().is_relative_to(Path.cwd().resolve())
+        if not name.endswith(".py") or not inside:
+            raise UsageError(f"%%barca pipeline: '{name}' is not a .py file in this folder",
+                             "Write %%barca pipeline my_pipeline.py")
+        Path(name).write_text(body if body.endswith("\n") else body + "\n", encoding="utf-8")
+        from barca import api
+        return api.list_nodes(name)
+    raise UsageError("%%barca takes `sql` (the cell is the query) or `pipeline NAME.py` (the "
+                     "cell is written to that file).",
+                     "Write %%barca sql, or %%barca pipeline pipeline.py, on the first line.")
+
+
+@magics_class
+class BarcaMagics(Magics):
+    @line_cell_magic
+    def barca(self, line: str, cell: str | None = None) -> Any:
+        """Run a barca command: ``%barca get report pipeline.py``. See ``%barca --help``."""
+        return run_magic(line, cell)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    ipython.register_magics(BarcaMagics)
+    from barca.core.errors import BarcaError
+    from barca.faces.jupyter.tracebacks import show
+    # one custom handler per shell: never replace one the user (or another extension) set
+    if ipython.custom_exceptions in ((), (BarcaError,)):
+        ipython.set_custom_exc((BarcaError,), show)

@@ -1,0 +1,276 @@
+"""Run hashes: the definition hash of a node (code + counted decorator arguments + the static
+dependency cone) and the per-step hash that folds in inputs, sensor values and the key."""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from pathlib import Path
+from typing import Any
+
+from barca.core.types import RunHash
+from barca.model.discovery import FileModel, NodeModel
+
+
+def sha(*parts: str | bytes) -> str:
+    """SHA-256 of the parts, each followed by a NUL: the one way barca hashes a list of parts
+    (text parts are joined and hashed in one call; bytes parts are fed one by one)."""
+    try:
+        data = ("\x00".join(parts) + "\x00").encode("utf-8", "surrogatepass")  # type: ignore[arg-type]
+    except TypeError:  # a bytes part
+        h = hashlib.sha256()
+        for p in parts:
+            h.update(p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass"))
+            h.update(b"\x00")
+        return h.hexdigest()
+    return hashlib.sha256(data).hexdigest()
+
+
+def digest(*parts: str | bytes) -> str:
+    """A short digest of one part, stored so a cache miss can say what changed."""
+    return sha(*parts)[:16]
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False)
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no spaces, no NaN (one encoder, not one per call: dict sources call this
+    once per key)."""
+    return _CANONICAL.encode(value)
+
+
+def value_digest(value: Any) -> str:
+    """SHA-256 of a value: canonical JSON when it is JSON, else its pickle bytes."""
+    try:
+        return sha("json", canonical_json(value))
+    except (TypeError, ValueError):
+        import pickle
+        return sha("pickle", pickle.dumps(value, protocol=5))
+
+
+def json_digests(values: Iterable[Any]) -> str:
+    """``value_digest`` of each of many JSON values, concatenated (64 hex digits each, in
+    order): a dict source's per-key digests. TypeError or ValueError: one is not JSON."""
+    sha256 = hashlib.sha256
+    if not isinstance(values, (list, tuple)):
+        values = list(values)
+    # a string's canonical JSON is what the encoder makes of a lone string
+    enc = encode_basestring if _STRING.issuperset(map(type, values)) else _CANONICAL.encode
+    return "".join([sha256(f"json\x00{c}\x00".encode("utf-8", "surrogatepass")).hexdigest()
+                    for c in map(enc, values)])
+
+
+def is_json_value(value: Any, _depth: int = 0) -> bool:
+    """True when ``value`` can be stored as JSON: exact builtin types, finite floats, string
+    keys; tuples are written as arrays (and read back as lists)."""
+    if _depth > 200:
+        return False
+    t = type(value)
+    if value is None or t is bool or t is int or t is str:
+        return True
+    if t is float:
+        return math.isfinite(value)
+    if t is list or t is tuple:
+        items: Iterable[Any] = value
+    elif t is dict:
+        if not _STRING.issuperset(map(type, value)):
+            return False
+        items = value.values()
+    else:
+        return False
+    if _SCALARS.issuperset(map(type, items)):  # strings, ints, ...: no call per item
+        return True
+    return all(is_json_value(v, _depth + 1) for v in items)
+
+
+_SCALARS = frozenset({str, int, bool, type(None)})
+_STRING = frozenset({str})
+
+
+def _strip_decorators(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+    import copy
+    clone = copy.copy(fn)
+    clone.decorator_list = []
+    return clone
+
+
+# ----------------------------------------------------------------------------- definition hash
+
+class DefinitionHasher:
+    """Computes definition hashes for the nodes of a set of parsed files (memoised per run:
+    each project module is parsed once, each helper analysed once)."""
+
+    def __init__(self, root: Path, files: dict[str, FileModel]) -> None:
+        self.root = root
+        self.files = files
+        self._project: Any = None
+        self._checked = False
+
+    @property
+    def project(self) -> Any:
+        """The cone's view of the project, built on first use (a run whose definitions are
+        all memoised never needs it, nor the import of ``barca.identity.cone``)."""
+        if self._project is None:
+            from barca.identity.cone import Project
+            self._project = Project(self.root, {fm.abspath: (fm.source, fm.tree)
+                                                for fm in self.files.values()})
+        return self._project
+
+    def parts(self, node: NodeModel, decorator_shape: Any) -> dict[str, str]:
+        """Digest of each part of a node's definition, by part name: ``code``, ``decorator``,
+        ``helper:<file>:<name>`` / ``module:<file>`` (the dependency cone), ``env:<NAME>``."""
+        if not self._checked:  # a helper module that does not parse: stop before any step runs
+            self._checked = True
+            for f in list(self.files.values()):
+                self.project.check_imports(f.abspath)
+        fm = self.files[node.file]
+        code = _strip_decorators(node.fn)
+        parts = {
+            "code": digest(ast.dump(code, include_attributes=False)),
+            "decorator": digest(canonical_json(decorator_shape), *node.counted_decorator),
+        }
+        from barca.identity.moduleindex import analyse
+        uses = analyse(code, _counted_exprs(node), node.counted_names,
+                       self.project.lines(fm.abspath))
+        parts.update(self.project.cone(fm.abspath, uses, exclude=node.function))
+        for name in node.env:
+            val = os.environ.get(name)
+            parts[f"env:{name}"] = digest("unset" if val is None else "set", val or "")
+        return parts
+
+
+def _counted_exprs(node: NodeModel) -> list[ast.AST]:
+    """The decorator expressions whose names count (the same ones discovery counted): whole
+    decorators that are not barca's, and ``serializer=``. Attribute chains are read off them
+    (``serializer=formats.FMT`` counts ``FMT`` of ``formats``, not all of it)."""
+    if not node.counted_decorator:
+        return []
+    counted = set(node.counted_decorator)
+    out: list[ast.AST] = []
+    for dec in node.fn.decorator_list:
+        if ast.dump(dec, include_attributes=False) in counted:
+            out.append(dec)
+        elif isinstance(dec, ast.Call):
+            out += [kw.value for kw in dec.keywords if kw.arg == "serializer" and
+                    "serializer=" + ast.dump(kw.value, include_attributes=False) in counted]
+    return out
+
+
+INSTALLED = frozenset({"site-packages", "dist-packages"})
+
+
+def in_project(root: Path, path: Path) -> bool:
+    """Whether ``path`` is the project's own code, which the definition hash follows and
+    workers run from source: under ``root``, and not in an installed package (a virtualenv
+    inside the project is not its code). Both paths resolved."""
+    return path.is_relative_to(root) and not INSTALLED.intersection(path.relative_to(root).parts)
+
+
+def source_only(root: str | os.PathLike[str]) -> None:
+    """Make this (worker) process run project modules from their source, as hashed: never from
+    a ``.pyc``, which Python validates only by mtime in whole seconds and size, so an edit in
+    the same second that keeps the size would run the old code. Files outside ``root`` and
+    installed packages keep their bytecode cache."""
+    import importlib
+    from importlib.machinery import SourceFileLoader
+
+    base = Path(os.path.realpath(root))
+    original = SourceFileLoader.path_stats
+    if getattr(original, "_barca_root", None) == base:
+        return
+
+    prefix = str(base) + os.sep
+
+    def path_stats(self: Any, path: str) -> Any:
+        real = os.path.realpath(path)  # the prefix first: most modules are not the project's
+        if real.startswith(prefix) and in_project(base, Path(real)):
+            raise OSError("barca: project modules are compiled from source")  # -> no .pyc
+        return original(self, path)
+
+    path_stats._barca_root = base  # type: ignore[attr-defined]
+    SourceFileLoader.path_stats = path_stats  # type: ignore[method-assign]
+    importlib.invalidate_caches()
+
+
+def definition_hash(parts: dict[str, str]) -> str:
+    return sha(canonical_json(parts))
+
+
+# ------------------------------------------------------------------ the digests a decision uses
+# Every digest a decision compares is made here, and nowhere else: a step's run hash, a node's
+# combined digest, a node's snapshot digest (and a sensor's run hash). Change a rule here and
+# every path -- the snapshot, the per-key loop, the executor -- sees the same bytes.
+
+def run_hash(definition: str, inputs: dict[str, str], key: str, value: str | None) -> RunHash:
+    """A step's run hash: definition, each input's run hash or digest, the key, a dict value
+    (``run_hashes`` for one key)."""
+    return run_hashes(definition, inputs, (key,), (value,))[0]
+
+
+def run_hashes(definition: str, inputs: Mapping[str, str | Iterable[str]], keys: Sequence[str],
+               values: Iterable[str | None] | None = None) -> list[RunHash]:
+    """The run hashes of steps of one node, in key order: ``sha256`` of the definition, each
+    input (name and run hash or digest, by name), the key and its dict value. An input is one
+    string for every key (an unpartitioned upstream, a fan-in's combined digest) or an iterable
+    in key order (a partitioned upstream); ``values`` is in key order too, or None."""
+    # the text of one step: <definition> NUL <name RS hash> US <name RS hash> ... NUL <key> NUL
+    # <value>; the text between two per-key columns is the same for every key
+    segments: list[str] = []
+    columns: list[Iterable[str]] = []
+    text = definition + "\x00"
+    for i, name in enumerate(sorted(inputs)):
+        text += ("\x1f" if i else "") + name + "\x1e"
+        got = inputs[name]
+        if isinstance(got, str):
+            text += got
+        else:
+            segments.append(text)
+            columns.append(got)
+            text = ""
+    text += "\x00"
+    sha256 = hashlib.sha256
+    vals = values if values is not None else [""] * len(keys)
+    texts: Iterable[str]
+    if not columns:
+        texts = (f"{text}{k}\x00{v or ''}" for k, v in zip(keys, vals, strict=True))
+    elif len(columns) == 1:
+        first = segments[0]
+        texts = (f"{first}{c}{text}{k}\x00{v or ''}"
+                 for c, k, v in zip(columns[0], keys, vals, strict=True))
+    else:
+        texts = ("".join([x for pair in zip(segments, cs, strict=True) for x in pair])
+                 + f"{text}{k}\x00{v or ''}"
+                 for *cs, k, v in zip(*columns, keys, vals, strict=True))
+    return [sha256(t.encode("utf-8", "surrogatepass")).hexdigest()  # type: ignore[misc]
+            for t in texts]
+
+
+def combined_digest(keys: Sequence[str], hashes: Sequence[str]) -> str:
+    """A whole node as one digest: ``sha("k1=h1", "k2=h2", ...)`` over its keys in sorted order
+    -- what a fan-in reading every key, or a downstream snapshot, depends on."""
+    pairs: Iterable[tuple[str, str]] = zip(keys, hashes, strict=False)
+    if not (list(keys) == sorted(keys) and len(set(keys)) == len(keys)):  # usually they are
+        pairs = sorted(pairs)
+    return sha("\x00".join(map("=".join, pairs)))
+
+
+def snapshot_digest(definition: str, freshness: str, keys: list[str], inputs: list[str],
+                    source: str | None) -> str:
+    """What every run hash of an asset node is a function of (the key its snapshot is stored
+    under): its definition, freshness, keys, each input's combined digest (``inputs``, already
+    named and ordered), and its key source's digest."""
+    parts = ["snapshot-1", definition, freshness, str(len(keys)), "\x00".join(keys), *inputs]
+    if source is not None:
+        parts.append(f"source:{source}")
+    return sha(*parts)
+
+
+def sensor_run_hash(definition: str, value: str) -> RunHash:
+    """A sensor's run hash: its definition and the value it returned."""
+    return RunHash(sha(definition, "value", value))

@@ -1,0 +1,271 @@
+"""What one module of the project defines, and what one definition in it uses: the static
+(``ast``) facts the cone walk of ``barca.identity.cone`` follows from module to module."""
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from barca.identity.hashing import digest
+from barca.model.scope import global_names, pattern_names
+
+Chain = tuple  # the attribute names read after a name: ``helpers.clean`` -> ("clean",)
+Import = ast.Import | ast.ImportFrom
+Binding = tuple  # (import statement, alias)
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+_DYNAMIC = frozenset({"globals", "vars", "exec", "__getattr__"})  # may bind any global
+
+
+def dump(node: ast.AST) -> str:
+    return ast.dump(node, include_attributes=False)
+
+
+def local_name(stmt: Import, alias: ast.alias) -> str:
+    """The name an import binds: ``import a.b`` -> ``a``, ``import a.b as x`` -> ``x``."""
+    if isinstance(stmt, ast.Import) and not alias.asname:
+        return alias.name.split(".")[0]
+    return alias.asname or alias.name
+
+
+# ----------------------------------------------------------------------------- one module
+
+@dataclass
+class Index:
+    """How each module-level name of a module is bound."""
+    defs: dict[str, list[ast.stmt]]   # one def/class/assignment, or one or more imports
+    conservative: set[str]            # bound where static analysis cannot pin it down
+    stars: list[ast.ImportFrom]       # ``from x import *`` (at any depth of module code)
+    dynamic: bool                     # globals()/exec/vars/__getattr__: any name may exist
+
+
+def _bound_names(stmt: ast.AST, stars: list[ast.ImportFrom]) -> set[str]:
+    """Every name a compound module-level statement may bind."""
+    out: set[str] = set()
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            for a in n.names:
+                if a.name == "*":
+                    stars.append(n)  # type: ignore[arg-type]
+                else:
+                    out.add(local_name(n, a))
+        else:
+            out.update(pattern_names(n))
+    return out
+
+
+def build_index(tree: ast.Module, source: str | None = None) -> Index:
+    defs: dict[str, list[ast.stmt]] = {}
+    kinds: dict[str, list[str]] = {}
+    conservative: set[str] = set()
+    stars: list[ast.ImportFrom] = []
+
+    def bind(name: str, stmt: ast.stmt, kind: str) -> None:
+        defs.setdefault(name, []).append(stmt)
+        kinds.setdefault(name, []).append(kind)
+
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bind(stmt.name, stmt, "def")
+        elif isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+            for t in stmt.targets:
+                bind(t.id, stmt, "def")  # type: ignore[attr-defined]
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            if stmt.value is not None:
+                bind(stmt.target.id, stmt, "def")
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            for a in stmt.names:
+                if a.name == "*":
+                    stars.append(stmt)  # type: ignore[arg-type]
+                else:
+                    bind(local_name(stmt, a), stmt, "import")
+        elif isinstance(stmt, (ast.Expr, ast.Pass)):
+            continue
+        else:  # if/try/for/while/with/match, tuple unpacking, augmented assignment, del, ...
+            conservative |= _bound_names(stmt, stars)
+    dynamic = False
+    needles = (":=", "global", *_DYNAMIC)
+    for n in ast.walk(tree) if source is None or any(x in source for x in needles) else ():
+        if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
+            conservative.add(n.target.id)     # a walrus may bind a module global
+        elif isinstance(n, ast.Global):
+            conservative.update(n.names)      # rebound from inside a function
+        elif isinstance(n, ast.Name) and n.id in _DYNAMIC:
+            dynamic = True
+    # Bound more than once: only several imports (``import a.b`` + ``import a.c``) stay exact.
+    conservative |= {n for n, k in kinds.items() if len(k) > 1 and set(k) != {"import"}}
+    for n in conservative:
+        defs.pop(n, None)
+    dynamic = dynamic or "__getattr__" in defs or "__getattr__" in conservative
+    return Index(defs, conservative, stars, dynamic)
+
+
+@dataclass(eq=False)
+class Module:
+    """A project module (or a namespace package, which has no source of its own)."""
+    rel: str                          # path relative to the project root
+    path: Path | None                 # the source file; None for a namespace package
+    tree: ast.Module | None
+    dirs: tuple[Path, ...]            # where its submodules live (packages only)
+    source: str | None = None         # (lets the index skip a walk for absent constructs)
+    _index: Index | None = None
+    _chains: dict[str, set[Chain]] | None = None
+    _bindings: dict[str, list[Binding]] | None = None
+    _dynamic_imports: list[str] = field(default_factory=list)
+    imports: list[Import] = field(default_factory=list)   # every import, at any depth
+    _whole: str | None = None
+    _lines: list[str] | None = None
+
+    @property
+    def lines(self) -> list[str] | None:
+        if self._lines is None and self.source is not None:
+            self._lines = _LINE_END.split(self.source)  # as the tokenizer counts lines
+        return self._lines
+
+    @property
+    def whole(self) -> str:
+        """Digest of the whole module (formatting and comments do not count)."""
+        if self._whole is None:
+            assert self.tree is not None
+            self._whole = digest(dump(self.tree))
+        return self._whole
+
+    @property
+    def index(self) -> Index:
+        if self._index is None:
+            assert self.tree is not None
+            self._index = build_index(self.tree, self.source)
+        return self._index
+
+    def _scan(self) -> None:
+        assert self.tree is not None
+        self._bindings = {}
+        nodes = list(_walk_lines(self.tree, self.lines, "import"))
+        for n in nodes:
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                self.imports.append(n)
+                for a in n.names:
+                    if a.name != "*":
+                        self._bindings.setdefault(local_name(n, a), []).append((n, a))
+        self._dynamic_imports = dynamic_imports(self.tree, nodes)
+
+    @property
+    def chains(self) -> dict[str, set[Chain]]:
+        """Attribute chains of every name, anywhere in the module."""
+        if self._chains is None:
+            assert self.tree is not None
+            self._chains = name_chains(self.tree, None)
+        return self._chains
+
+    @property
+    def dynamic_imports(self) -> list[str]:
+        if self._bindings is None:
+            self._scan()
+        return self._dynamic_imports
+
+    @property
+    def bindings(self) -> dict[str, list[Binding]]:
+        """Every import in the module (at any depth), by the name it binds."""
+        if self._bindings is None:
+            self._scan()
+        return self._bindings  # type: ignore[return-value]
+
+
+def _walk_lines(tree: ast.AST, lines: list[str] | None, needle: str) -> Iterable[ast.AST]:
+    """``ast.walk``, pruned to the nodes whose lines hold ``needle`` (every node whose source
+    text contains it is reached); without the source, all of them."""
+    if lines is None:
+        yield from ast.walk(tree)
+        return
+    hot = [i + 1 for i, line in enumerate(lines) if needle in line]
+    stack = [tree]
+    while stack:
+        n = stack.pop()
+        yield n
+        for c in ast.iter_child_nodes(n):
+            lo = getattr(c, "lineno", None)
+            if lo is not None:
+                i = bisect.bisect_left(hot, lo)
+                if i == len(hot) or hot[i] > (getattr(c, "end_lineno", None) or lo):
+                    continue
+            stack.append(c)
+
+
+# ----------------------------------------------------------------------------- one definition
+
+def name_chains(tree: ast.AST, wanted: set[str] | None,
+                nodes: list[ast.AST] | None = None) -> dict[str, set[Chain]]:
+    """For each name (of ``wanted``), the attribute chains read off it: ``h.a.b`` -> ("a", "b");
+    a bare use (``f(h)``, ``getattr(h, x)``) -> ()."""
+    if nodes is None:
+        nodes = list(ast.walk(tree))
+    attrs = [n for n in nodes if isinstance(n, ast.Attribute)]
+    inner = {id(a.value) for a in attrs}       # nodes read through an attribute
+    out: dict[str, set[Chain]] = {}
+    for a in attrs:
+        if id(a) in inner:
+            continue                           # not the outermost attribute of its chain
+        chain: list[str] = []
+        cur: ast.AST = a
+        while isinstance(cur, ast.Attribute):
+            chain.append(cur.attr)
+            cur = cur.value
+        if isinstance(cur, ast.Name) and (wanted is None or cur.id in wanted):
+            out.setdefault(cur.id, set()).add(tuple(reversed(chain)))
+    for n in nodes:
+        if isinstance(n, ast.Name) and id(n) not in inner and (wanted is None or n.id in wanted):
+            out.setdefault(n.id, set()).add(())
+    return out
+
+
+def dynamic_imports(tree: ast.AST, nodes: list[ast.AST] | None = None) -> list[str]:
+    """``importlib.import_module("x")`` / ``__import__("x")`` with a literal name."""
+    out: list[str] = []
+    for n in nodes if nodes is not None else ast.walk(tree):
+        if (isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Constant)
+                and isinstance(n.args[0].value, str)):
+            f = n.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(
+                f, ast.Attribute) else ""
+            if name in ("import_module", "__import__") and not n.args[0].value.startswith("."):
+                out.append(n.args[0].value)
+    return out
+
+
+@dataclass
+class Uses:
+    """What one definition reads: globals of its module, imports inside it, dynamic imports."""
+    names: list[tuple[str, Chain]]
+    imports: list[tuple[Binding, Chain]]
+    dynamic: list[str]
+
+
+def analyse(tree: ast.AST, extra: Iterable[ast.AST] = (), extra_names: Iterable[str] = (),
+            lines: list[str] | None = None) -> Uses:
+    """The uses of a definition. ``extra`` are expressions evaluated at module level (counted
+    decorator arguments) whose names count too; ``lines`` is the module's source."""
+    names = global_names(tree, lines)
+    nodes = list(ast.walk(tree))
+    locals_: dict[str, list[Binding]] = {}
+    for n in nodes:
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            for a in n.names:
+                locals_.setdefault(local_name(n, a), []).append((n, a))
+    chains = name_chains(tree, names | set(locals_), nodes)
+    extra_names = set(extra_names)
+    for e in extra:
+        for nm, cs in name_chains(e, extra_names).items():
+            chains.setdefault(nm, set()).update(cs)
+    names |= extra_names
+    return Uses(
+        names=[(nm, c) for nm in sorted(names) for c in sorted(chains.get(nm) or {()})],
+        imports=[(b, c) for nm in sorted(locals_) for b in locals_[nm]
+                 for c in sorted(chains.get(nm, ()))],
+        dynamic=dynamic_imports(tree, nodes))

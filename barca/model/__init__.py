@@ -1,0 +1,2 @@
+"""What a pipeline says: the decorators, discovery of files and notebook cells into a model,
+partition key expressions, and the graph (topology)."""

@@ -1,0 +1,129 @@
+"""The decorators and markers users write: @asset, @sensor, @task, @sink, partitions(), ...
+
+At run time they only tag the function (``fn.__barca__``) and return it unchanged, so a
+decorated function can still be called directly. Planning reads the same facts statically from
+the source (``model.discovery``); these runtime tags serve the rare case where a key list must be
+evaluated by importing the module.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+ASSET_ARGS = ("inputs", "partitions", "serializer", "freshness", "retries", "timeout_seconds",
+              "description", "tags", "env", "name")
+SENSOR_ARGS = tuple(a for a in ASSET_ARGS if a != "inputs")
+
+# Decorated functions defined in an interactive ``__main__`` (notebook cells), by name; the
+# last definition wins (see barca.model.notebook).
+NOTEBOOK: dict[str, Callable[..., Any]] = {}
+
+
+class _Marker:
+    """A small immutable marker (plain class: ``import barca`` stays cheap in workers)."""
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        object.__setattr__(self, "value", value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.value == self.value  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, id(self.value)))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__.lower()}({self.value!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled (e.g. with a notebook function) by value
+        return (type(self), (self.value,))
+
+
+class Partitions(_Marker):
+    """``partitions([...])``: an explicit list of keys."""
+
+    @property
+    def keys(self) -> Any:
+        return self.value
+
+
+class PartitionsFrom(_Marker):
+    """``partitions_from(upstream)``: keys taken from another node."""
+
+    @property
+    def source(self) -> Any:
+        return self.value
+
+
+class Collect(_Marker):
+    """``collect(asset)``: every key's value of a partitioned asset, as one list."""
+
+    @property
+    def source(self) -> Any:
+        return self.value
+
+
+class _Freshness:
+    def __init__(self, name: str, cron: str | None = None) -> None:
+        self.name, self.cron = name, cron
+
+    def __repr__(self) -> str:
+        return f"Schedule({self.cron!r})" if self.cron else self.name
+
+
+Always = _Freshness("Always")
+Manual = _Freshness("Manual")
+
+
+def Schedule(cron: str) -> _Freshness:  # noqa: N802 - reads like the other freshness values
+    return _Freshness("Schedule", cron)
+
+
+def partitions(keys: Any, /) -> Partitions:
+    return Partitions(keys)
+
+
+def partitions_from(source: Any, /) -> PartitionsFrom:
+    return PartitionsFrom(source)
+
+
+def collect(source: Any, /) -> Collect:
+    return Collect(source)
+
+
+def _decorator(kind: str, accepted: tuple[str, ...]) -> Callable[..., Any]:
+    def make(fn: Callable[..., Any] | None = None, /, **kwargs: Any) -> Any:
+        unknown = sorted(set(kwargs) - set(accepted))
+        if unknown:
+            raise TypeError(f"@{kind} got unexpected argument(s) {', '.join(unknown)}; "
+                            f"accepted: {', '.join(accepted)}")
+
+        def tag(f: Callable[..., Any]) -> Callable[..., Any]:
+            f.__barca__ = {"kind": kind, **kwargs}  # type: ignore[attr-defined]
+            if getattr(f, "__module__", None) == "__main__":
+                NOTEBOOK[f.__name__] = f
+            return f
+
+        return tag(fn) if fn is not None else tag
+
+    make.__name__ = kind
+    return make
+
+
+asset = _decorator("asset", ASSET_ARGS)
+sensor = _decorator("sensor", SENSOR_ARGS)
+task = _decorator("task", ASSET_ARGS)
+
+
+def sink(path: str, /) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``@sink("out.parquet")``: also write the asset's value to ``path``
+    (see ``barca docs sinks``)."""
+    def tag(f: Callable[..., Any]) -> Callable[..., Any]:
+        sinks = list(getattr(f, "__barca_sinks__", []))
+        sinks.append(path)
+        f.__barca_sinks__ = sinks  # type: ignore[attr-defined]
+        return f
+    return tag

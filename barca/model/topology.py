@@ -1,0 +1,381 @@
+"""The DAG (the pipeline's topology): references resolved to node ids, usage errors found
+before anything runs, phases, and the static part of partition expansion (key lists that the
+source text pins down)."""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from barca.core.errors import UsageError, did_you_mean
+from barca.core.record import Fields
+from barca.core.types import NodeId, PartitionKey, format_key, ids_named, key_strings, short_name
+from barca.model.discovery import (
+    FileModel,
+    InputRef,
+    NodeModel,
+    find_files,
+    parse_file,
+    relative_id,
+)
+
+if TYPE_CHECKING:
+    from barca.core.settings import Settings
+
+
+class Graph(Fields):
+    __slots__ = ("root", "files", "nodes", "order", "upstream", "downstream", "phase")
+
+    def __init__(self, root: Path, files: dict[str, FileModel], nodes: dict[NodeId, NodeModel],
+                 order: list[NodeId], upstream: dict[NodeId, list[NodeId]] | None = None,
+                 downstream: dict[NodeId, list[NodeId]] | None = None,
+                 phase: dict[NodeId, int] | None = None) -> None:
+        self.root = root
+        self.files = files
+        self.nodes = nodes
+        self.order = order                # topological, stable
+        self.upstream = {} if upstream is None else upstream
+        self.downstream = {} if downstream is None else downstream
+        self.phase = {} if phase is None else phase
+
+    # -------------------------------------------------------------- names
+    def resolve(self, name: str, what: str = "Asset", command: str = "get") -> NodeId:
+        """A node id from a full id or a bare function name."""
+        matches = ids_named(name, self.nodes)
+        if len(matches) == 1:
+            return NodeId(matches[0])
+        if len(matches) > 1:
+            raise UsageError(
+                f"'{name}' is defined in several files: {', '.join(sorted(matches))}",
+                "Name it by its full id (file:function).")
+        avail = self.available(command)
+        hint = did_you_mean(name, [short_name(n) for n in avail] + list(avail))
+        files = " ".join(sorted(self.files))
+        raise UsageError(
+            f"{what} '{name}' not found. Available: {', '.join(avail) or '(none)'}",
+            (hint.strip() + "\n\n" if hint else "") +
+            f"Run `barca list {files}` to see available assets and tasks.".replace("  ", " "))
+
+    def available(self, command: str = "get") -> list[NodeId]:
+        kinds = ("task",) if command == "run" else ("asset", "sensor")
+        return [n for n in self.order if self.nodes[n].kind in kinds]
+
+    # -------------------------------------------------------------- cones
+    def upstream_cone(self, targets: list[NodeId]) -> set[NodeId]:
+        seen: set[NodeId] = set()
+        todo = list(targets)
+        while todo:
+            n = todo.pop()
+            if n not in seen:
+                seen.add(n)
+                todo.extend(self.upstream[n])
+        return seen
+
+    def downstream_cone(self, sources: list[NodeId], within: set[NodeId]) -> set[NodeId]:
+        seen: set[NodeId] = set()
+        todo = list(sources)
+        while todo:
+            n = todo.pop()
+            if n not in seen and n in within:
+                seen.add(n)
+                todo.extend(self.downstream[n])
+        return seen
+
+    def input_of(self, node: NodeId, upstream: NodeId) -> list[InputRef]:
+        return [i for i in self.nodes[node].inputs if i.target == upstream]
+
+
+# ---------------------------------------------------------------------------- building
+
+def load_graph(files: list[str] | tuple[str, ...] = (), settings: Settings | None = None,
+               root: Path | None = None) -> Graph:
+    """The graph of ``files`` (default: every pipeline file under the project root that the
+    ``Settings``' discovery patterns keep)."""
+    if settings is None:
+        from barca.core.settings import Settings
+        settings = Settings.resolve(root)
+    root = root or settings.root
+    found = settings.include, settings.exclude
+    if files:
+        paths = []
+        for f in files:
+            p = Path(f)
+            if not p.is_absolute():
+                p = Path.cwd() / p
+            if p.is_dir():
+                # barca.toml's patterns are relative to the root: they apply to it alone
+                paths.extend(find_files(p, *found) if p.resolve() == root else find_files(p))
+            elif not p.exists():
+                raise UsageError(f"File not found: {f}",
+                                 "Pass the path of a pipeline file, relative to the current "
+                                 "directory, or no file to read every pipeline under the project.")
+            else:
+                paths.append(p)
+    else:
+        from barca.model import notebook
+        nb = notebook.file_model(root) if notebook.interactive() else None
+        if nb is not None:  # a notebook's own nodes (cells): plan over them
+            return build(root, {nb.path: nb})
+        paths = find_files(root, *found)
+    parsed: dict[str, FileModel] = {}
+    for p in paths:
+        fm = parse_file(p, root)
+        parsed.setdefault(fm.path, fm)
+    # files that the given ones import nodes from are part of the graph too
+    todo = list(parsed.values())
+    while todo:
+        fm = todo.pop()
+        for node in fm.nodes:
+            refs = [i.ref for i in node.inputs] + [d.source_ref for d in node.dims if d.source_ref]
+            for ref in refs:
+                other = _imported_file(fm, ref, root)
+                if other is not None and relative_id(other, root) not in parsed:
+                    ofm = parse_file(other, root)
+                    parsed[ofm.path] = ofm
+                    todo.append(ofm)
+    return build(root, parsed)
+
+
+def _imported_file(fm: FileModel, ref: str, root: Path) -> Path | None:
+    """The project file a reference like ``prices`` or ``mod.prices`` is imported from."""
+    head, *rest = ref.split(".")
+    imp = fm.imports.get(head)
+    if imp is None:
+        return None
+    module, attr = imp
+    if attr is None and rest:            # import mod [as m]; m.prices / pkg.mod.prices
+        module = ".".join([module, *rest[:-1]]) if len(rest) > 1 else module
+    for base in (Path(fm.abspath).parent, root):
+        stem = base / module.replace(".", "/")
+        for cand in (stem.with_suffix(".py"), stem / "__init__.py"):
+            if cand.is_file():
+                return cand
+    return None
+
+
+def _imported_name(fm: FileModel, ref: str) -> str:
+    head, *rest = ref.split(".")
+    attr = fm.imports[head][1]
+    return rest[-1] if rest else (attr or head)
+
+
+def build(root: Path, files: dict[str, FileModel]) -> Graph:
+    nodes: dict[NodeId, NodeModel] = {}
+    by_file_fn: dict[tuple[str, str], NodeId] = {}
+    for fm in files.values():
+        for n in fm.nodes:
+            if n.id in nodes:
+                raise UsageError(f"{fm.path}:{n.line}: two nodes are named '{n.id}'",
+                                 "Rename one of the functions (or its name=).")
+            nodes[n.id] = n
+            by_file_fn[(fm.path, n.function)] = n.id
+    graph = Graph(root, files, nodes, [])
+
+    def resolve_ref(node: NodeModel, ref: str, line: int, where: str) -> NodeId:
+        fm = files[node.file]
+        if "." not in ref and (node.file, ref) in by_file_fn:
+            return by_file_fn[(node.file, ref)]
+        other = _imported_file(fm, ref, root)
+        if other is not None:
+            from barca.model.discovery import relative_id
+            rel = relative_id(other, root)
+            fn_name = _imported_name(fm, ref)
+            if (rel, fn_name) in by_file_fn:
+                return by_file_fn[(rel, fn_name)]
+        names = [short_name(n) for n in nodes]
+        raise UsageError(
+            f"{node.file}:{line}: {where} of '{node.function}' names '{ref}', which is not an "
+            f"@asset or @sensor.",
+            f"Pass a function decorated with @asset or @sensor.{did_you_mean(ref, names)}")
+
+    for nid, n in nodes.items():
+        ups: list[NodeId] = []
+        for inp in n.inputs:
+            inp.target = resolve_ref(n, inp.ref, inp.line, f"inputs['{inp.param}']")
+            ups.append(inp.target)
+        for d in n.dims:
+            if d.kind == "from":
+                d.source = resolve_ref(n, d.source_ref or "", d.line, "partitions_from()")
+                ups.append(d.source)
+        graph.upstream[nid] = list(dict.fromkeys(ups))
+        graph.downstream.setdefault(nid, [])
+    for nid, ups in graph.upstream.items():
+        for u in ups:
+            graph.downstream.setdefault(u, []).append(nid)
+    graph.order = _toposort(graph)
+    for nid in graph.order:
+        _validate(graph, nodes[nid])
+    _assign_phases(graph)
+    return graph
+
+
+def _toposort(graph: Graph) -> list[NodeId]:
+    order: list[NodeId] = []
+    state: dict[NodeId, int] = {}
+
+    def visit(n: NodeId, path: list[NodeId]) -> None:
+        s = state.get(n)
+        if s == 2:
+            return
+        if s == 1:
+            cycle = path[path.index(n):] + [n]
+            raise UsageError(f"Dependency cycle: {' -> '.join(cycle)}",
+                             "Remove one of these inputs so the graph has no cycle.")
+        state[n] = 1
+        for u in graph.upstream[n]:
+            visit(u, path + [n])
+        state[n] = 2
+        order.append(n)
+
+    for n in graph.nodes:  # files in given order, functions in source order
+        visit(n, [])
+    return order
+
+
+def _validate(graph: Graph, n: NodeModel) -> None:
+    where = f"{n.file}:{n.line}"
+    params = {p for p, _ in n.params}
+    has_var_kw = n.var_kw
+    if n.kind == "sensor" and n.dims:
+        raise UsageError(f"{where}: sensor '{n.function}' is partitioned",
+                         "A sensor's value is one value for the whole asset; partition the "
+                         "assets that read it instead.")
+    for inp in n.inputs:
+        if inp.param not in params and not has_var_kw:
+            raise UsageError(
+                f"{where}: inputs names '{inp.param}', which is not a parameter of "
+                f"'{n.function}'.",
+                f"Add a parameter '{inp.param}' to the function or fix the name."
+                f"{did_you_mean(inp.param, sorted(params))}")
+        up = graph.nodes[inp.target]  # type: ignore[index]
+        if up.kind == "task" and n.kind in ("asset", "sensor"):
+            raise UsageError(f"{where}: task '{up.function}' feeds {n.kind} '{n.function}'",
+                             "Tasks are never cached, so they cannot feed an asset or sensor. "
+                             "Make it an @asset.")
+        if inp.collect and not up.partitioned:
+            raise UsageError(f"{where}: collect({up.function}) in '{n.function}', but "
+                             f"'{up.function}' is not partitioned",
+                             f"Pass it directly: inputs={{\"{inp.param}\": {up.function}}}.")
+        if not inp.collect and up.partitioned:
+            up_dims = sorted(d.name for d in up.dims)
+            if not n.partitioned:
+                raise UsageError(
+                    f"{where}: '{n.function}' reads the partitioned asset '{up.function}' "
+                    f"without collect().",
+                    f"Either use inputs={{\"{inp.param}\": collect({up.function})}} to receive "
+                    f"every key as one list, or partition '{n.function}' the same way: "
+                    f"partitions={{\"{up_dims[0]}\": partitions_from({up.function})}}.")
+            if sorted(d.name for d in n.dims) != up_dims:
+                raise UsageError(
+                    f"{where}: '{n.function}' reads '{up.function}' key by key, but their "
+                    f"dimensions differ ({', '.join(sorted(d.name for d in n.dims))} vs "
+                    f"{', '.join(up_dims)}).",
+                    f"Use collect({up.function}) or give both the same dimensions.")
+    kinds = {d.kind for d in n.dims}
+    if len(kinds) > 1:
+        raise UsageError(
+            f"{where}: '{n.function}' mixes partitions() and partitions_from() dimensions.",
+            "Use only derived dimensions, or declare every dimension explicitly with "
+            "partitions([...]).")
+    froms = [d for d in n.dims if d.kind == "from"]
+    if len(froms) > 1:
+        raise UsageError(f"{where}: '{n.function}' has several partitions_from() dimensions.",
+                         "Derive one dimension, or declare each explicitly with partitions([...]).")
+    for d in froms:
+        src = graph.nodes[d.source]  # type: ignore[index]
+        if src.kind == "task":
+            raise UsageError(f"{where}: partitions_from({src.function}) names a task",
+                             "Keys must come from an @asset or @sensor.")
+        if src.partitioned:
+            src_dims = [x.name for x in src.dims]
+            if src_dims != [d.name]:
+                raise UsageError(
+                    f"{where}: partitions_from({src.function}) must keep the upstream's dimension "
+                    f"name: '{src.function}' is partitioned by {', '.join(src_dims)}, "
+                    f"'{n.function}' calls it '{d.name}'.",
+                    f"Write partitions={{\"{src_dims[0]}\": partitions_from({src.function})}}."
+                    if len(src_dims) == 1 else
+                    f"'{src.function}' has several dimensions; declare '{n.function}'s keys "
+                    "explicitly with partitions([...]).")
+    filled = {i.param for i in n.inputs} | {d.name for d in n.dims}
+    filled |= {graph.nodes[d.source].function for d in froms}  # type: ignore[index]
+    for p, has_default in n.params:
+        if not has_default and p not in filled:
+            raise UsageError(
+                f"{where}: parameter '{p}' of '{n.function}' is not filled by any input or "
+                f"partition dimension.",
+                f"Add inputs={{\"{p}\": <upstream>}}, a dimension named '{p}', or a default value.")
+
+
+def _assign_phases(graph: Graph) -> None:
+    for nid in graph.order:
+        n = graph.nodes[nid]
+        if n.kind == "sensor" or n.freshness == "manual":
+            graph.phase[nid] = 0
+            continue
+        ph = 1
+        for u in graph.upstream[nid]:
+            un = graph.nodes[u]
+            boundary = (un.kind == "sensor" or un.freshness == "manual"
+                        or any(i.collect for i in graph.input_of(nid, u))
+                        or any(d.source == u and not un.partitioned for d in n.dims))
+            ph = max(ph, graph.phase[u] + (1 if boundary else 0))
+        graph.phase[nid] = ph
+
+
+# ---------------------------------------------------------------------------- warnings
+
+def plan_warnings(graph: Graph, nids: list[NodeId]) -> list[dict[str, str]]:
+    """What is legal but probably not meant, per node and parameter (``barca plan``): a
+    partition dimension the function never sees (every key makes the same call), and a
+    default that an input or a dimension always overrides. Sorted by node, parameter, kind."""
+    out: list[dict[str, str]] = []
+    for nid in nids:
+        n = graph.nodes[nid]
+        params = dict(n.params)          # name -> has a default
+        filled = {i.param for i in n.inputs} | {d.name for d in n.dims}
+        filled |= {graph.nodes[d.source].function for d in n.dims if d.source is not None}
+        for d in n.dims:
+            if d.kind != "from" and d.name not in params and not n.var_kw:
+                out.append({"node": nid, "parameter": d.name, "kind": "dimension_unused",
+                            "message": f"'{n.function}' takes no '{d.name}' parameter, so "
+                                       f"every key of dimension '{d.name}' makes the same "
+                                       "call"})
+        for name, has_default in params.items():
+            if has_default and name in filled:
+                out.append({"node": nid, "parameter": name, "kind": "default_unused",
+                            "message": f"the default of '{name}' in '{n.function}' is never "
+                                       "used: an input or partition dimension always fills it"})
+    return sorted(out, key=lambda w: (w["node"], w["parameter"], w["kind"]))
+
+
+# ---------------------------------------------------------------------------- keys
+
+def validate_keys(node: NodeModel, dim: str, keys: Any, line: int | None = None) -> list[str]:
+    """Keys as strings, or a usage error naming the offending keys."""
+    where = f"{node.file}:{line or node.line}"
+    if isinstance(keys, (str, bytes, dict)) or not hasattr(keys, "__iter__"):
+        raise UsageError(f"{where}: partition keys of '{node.function}' (dimension '{dim}') "
+                         f"must be a list, got {type(keys).__name__}",
+                         'Write partitions(["a", "b"]).')
+    out, problems = key_strings(keys)
+    if problems:
+        said = [f"{k!r} ({type(k).__name__})" if earlier is None
+                else f"{k!r} (duplicate of {earlier!r})" for k, earlier in problems]
+        raise UsageError(
+            f"{where}: invalid partition keys of '{node.function}' (dimension '{dim}'): "
+            f"{', '.join(said)}",
+            "Keys must be unique strings (an integer key becomes its string, so 1 and \"1\" "
+            "collide).")
+    return out
+
+
+def combine(dims: dict[str, list[str]]) -> list[PartitionKey]:
+    """The cartesian product of each dimension's keys, as compound keys."""
+    names = list(dims)
+    if len(names) == 1:  # the common case, without a dict per key
+        from barca.core.types import _escape
+        prefix = _escape(names[0]) + "="
+        return [PartitionKey(prefix + _escape(v)) for v in dims[names[0]]]
+    return [format_key(dict(zip(names, combo, strict=False)))
+            for combo in itertools.product(*(dims[d] for d in names))]

@@ -1,0 +1,137 @@
+"""Result objects for what runs left behind besides results: the runs themselves (``barca
+history``) and the lines their steps wrote (``barca logs``). Plain data with their renderings,
+like ``barca.present.results``."""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from barca.core.record import Record
+from barca.core.render import html_table, rich_table, text_table
+from barca.present.results import _Displayable
+
+
+def utc_ms(ts: float) -> str:
+    """``2026-11-30T17:04:05.123Z``: a UTC timestamp with milliseconds."""
+    ms = int(round(ts * 1000))
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+
+
+class LogLine(Record):
+    __slots__ = ("id", "step", "stream", "ts", "line")
+    id: int          # the order lines were recorded in
+    step: str        # node id, with [key] for a partition key
+    stream: str      # stdout | stderr
+    ts: float
+    line: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node_id": self.step, "stream": self.stream, "ts": utc_ms(self.ts),
+                "line": self.line}
+
+
+class StepLog(Record):
+    """The lines a run's steps wrote (all of them, or those a filter kept), in order."""
+    __slots__ = ("run_id", "command", "target", "status", "lines", "timestamps")
+    _defaults = {"timestamps": False}
+    run_id: str
+    command: str
+    target: str
+    status: str
+    lines: tuple[LogLine, ...]
+    timestamps: bool
+
+    def headline(self) -> str:
+        return f"logs of run {self.run_id} ({self.command} {self.target}, {self.status})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "status": self.status,
+                "lines": [x.to_json() for x in self.lines]}
+
+    def json_lines(self) -> str:
+        """``barca logs --json``: one object per line."""
+        return "".join(json.dumps(x.to_json(), ensure_ascii=False) + "\n" for x in self.lines)
+
+    def text_lines(self) -> str:
+        stamp = (lambda x: utc_ms(x.ts) + " ") if self.timestamps else (lambda x: "")
+        return "".join(f"{stamp(x)}[{x.step}] {x.line}\n" for x in self.lines)
+
+    def __str__(self) -> str:
+        return self.text_lines().rstrip("\n")
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        rows = [[utc_ms(x.ts), x.step, x.stream, x.line] for x in self.lines]
+        return ["TIME", "STEP", "STREAM", "LINE"], rows, None, self.headline()
+
+    def _repr_html_(self) -> str:
+        headers, rows, col, summary = self._table()
+        return html_table(headers, rows, col, summary)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {"text/plain": str(self), "text/html": self._repr_html_()}
+
+    def __rich__(self) -> object:
+        headers, rows, col, summary = self._table()
+        return rich_table(headers, rows, col, summary)
+
+
+class RunRow(Record):
+    """One run as the store recorded it; the fields, in order, are ``history --json``'s."""
+    __slots__ = ("run_id", "command", "target", "status", "started_at", "finished_at",
+                 "steps_run", "steps_cached", "steps_failed", "pool_size", "error")
+    run_id: str
+    command: str | None
+    target: str | None
+    status: str | None     # success | failed | cancelled | running (in progress, or killed)
+    started_at: float      # Unix seconds
+    finished_at: float | None
+    steps_run: int | None
+    steps_cached: int | None
+    steps_failed: int | None
+    pool_size: int | None
+    error: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+
+class History(_Displayable, Record):
+    """``barca history``: the most recent runs, newest first."""
+    __slots__ = ("runs",)
+    runs: tuple[RunRow, ...]
+
+    # a sequence of its runs, as the list barca.history() returned before it was an object
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def __iter__(self) -> Iterator[RunRow]:
+        return iter(self.runs)
+
+    def __getitem__(self, i: int) -> RunRow:
+        return self.runs[i]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": [r.to_json() for r in self.runs]}
+
+    def json_text(self) -> str:
+        # non-ASCII escaped, unlike the other results: the form `history --json` always had
+        return json.dumps(self.to_json(), indent=2, default=str)
+
+    def to_pandas(self) -> Any:
+        """One row per run, the JSON fields as columns."""
+        import pandas as pd
+        return pd.DataFrame([r.to_json() for r in self.runs],
+                            columns=list(RunRow.__slots__))
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        rows = [[r.run_id, r.command or "", r.target or "", r.status or "",
+                 str(r.steps_run or 0), str(r.steps_cached or 0),
+                 time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(r.started_at))]
+                for r in self.runs]
+        return (["RUN", "COMMAND", "TARGET", "STATUS", "RAN", "CACHED", "STARTED"], rows, 3, "")
+
+    def __str__(self) -> str:
+        headers, rows, _, _ = self._table()
+        return text_table(headers, rows)

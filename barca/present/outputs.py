@@ -1,0 +1,111 @@
+"""What a command returns of its targets: their stored results located, previewed, or read
+back as values."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from barca.present.results import MAX_KEYS_IN_OUTPUT, Output, OutputItem, OutputItems
+from barca.store.metadata import Store
+
+if TYPE_CHECKING:
+    from barca.core.settings import Settings
+    from barca.engine.states import NodeState
+    from barca.model.topology import Graph
+
+PREVIEW_BYTES = 2048
+
+
+def _preview_bytes(root: Path, path: str, small: dict[str, bytes]) -> bytes | None:
+    """An artifact's bytes if it is small enough to preview (the runner has just verified most
+    of them: not read twice)."""
+    data = small.get(path)
+    if data is not None:
+        return data
+    p = root / path
+    return p.read_bytes() if p.stat().st_size <= PREVIEW_BYTES else None
+
+
+def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, load: bool,
+                small: dict[str, bytes] | None = None) -> Output:
+    """What a command shows of one target: its items (key, path, format, whether it ran now)
+    and, with ``load``, its values (a partitioned one as key -> value); else a preview of small
+    JSON values. ``prefix`` is the store's folder (its environment's)."""
+    small = small or {}
+    m = graph.nodes[ns.node]
+    items: Any
+    if m.partitioned and not load and ns.lazy and len(ns.keys or ()) > MAX_KEYS_IN_OUTPUT:
+        t = ns.tally()  # every key's path is read from the store only if it is asked for
+        root = graph.root
+
+        def every_item() -> Any:
+            store = Store(root, create=False, prefix=prefix)  # the command's store is closed
+            try:
+                where = store.success_locations(ns.node)
+            finally:
+                store.close()
+            return (OutputItem(*i) for i in ns.located(where))
+
+        items = OutputItems(
+            t.count("cached") + t.count("ran"),
+            tuple(OutputItem(s.key, s.path, s.format, True) for s in t.steps("ran")),
+            every_item)
+    else:
+        items = tuple(OutputItem(s.key, s.path, s.format, s.action == "ran")
+                      for s in ns.steps.values() if s.path)
+    values: Any = None
+    preview = ""
+    root = graph.root
+    if load:
+        values = ({i.key: read_value(settings, i.path, i.format) for i in items}
+                  if m.partitioned else
+                  (read_value(settings, items[0].path, items[0].format) if items else None))
+    elif items and not m.partitioned and items[0].format == "json":
+        try:
+            data = _preview_bytes(root, items[0].path, small)  # type: ignore[arg-type]
+            if data is not None:
+                values = json.loads(data)
+                text = json.dumps(values, indent=2, sort_keys=True, ensure_ascii=False)
+                preview = "\n".join("  " + line for line in text.splitlines())
+        except (OSError, ValueError):
+            values = None
+    elif items and m.partitioned and len(items) <= 1000:
+        vals = {}
+        for i in items:
+            if i.format == "json":
+                try:
+                    data = _preview_bytes(root, i.path, small)  # type: ignore[arg-type]
+                    if data is not None:
+                        vals[i.key] = json.loads(data)
+                except (OSError, ValueError):
+                    pass
+        values = vals
+    return Output(ns.node, m.partitioned, items, values, preview)
+
+
+def read_value(settings: Settings, path: str | None, fmt: str | None,
+               as_type: str | None = None) -> Any:
+    """One stored result's value (fetched from the remote store when this machine lacks it); a
+    table in the type it was written, or ``as_type``."""
+    from barca.core.errors import InfrastructureError
+    from barca.store.artifacts import deserialize
+    root = settings.root
+    if path is None:
+        return None
+    if fmt == "pickle" and str(root) not in sys.path:
+        sys.path.insert(0, str(root))  # a pickled value may name classes of the pipeline
+    if not (root / path).exists():  # computed by a worker on another machine
+        from barca.store import remote
+        store = remote.open_store(settings)
+        if store is not None:
+            store.fetch(root, path)
+    try:
+        if fmt in ("parquet", "csv"):  # a table, in the type it was written
+            from barca.store import frames
+            return frames.read(root / path, fmt, as_type)
+        return deserialize((root / path).read_bytes(), fmt or "json")
+    except OSError as exc:
+        raise InfrastructureError(f"cannot read {path}: {exc.strerror or exc}",
+                                  "Run the command again to recompute it.", path=path) from None

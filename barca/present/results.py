@@ -1,0 +1,504 @@
+"""Result objects: frozen data whose ``to_json()`` is the contract, and the renderings derived
+from it (``__str__`` = the CLI's ``--pretty`` text, ``__rich__``, ``_repr_mimebundle_``).
+
+Each is a ``barca.core.record.Record``: its fields are its ``__slots__`` in order, defaults in
+``_defaults``; built by position or keyword, compared, hashed and shown like a frozen dataclass."""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from barca.core.record import Record
+from barca.core.render import cell_label, html_table, plural, rich_table, short_names, text_table
+from barca.core.types import short_name
+
+
+class _Displayable:
+    """Shared renderings: every result object shows itself the same way everywhere."""
+    __slots__ = ()
+
+    def to_json(self) -> dict[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        raise NotImplementedError
+
+    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
+        """The table as HTML shows it: ``_table()`` plus the WHY column's index (names are
+        shortened by the classes whose text keeps full ids)."""
+        headers, rows, col, summary = self._table()
+        return headers, rows, col, summary, None
+
+    def _repr_html_(self) -> str:
+        headers, rows, col, summary, why = self._html_table()
+        return html_table(headers, rows, col, summary, why_col=why)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """Plain text and HTML. No ``application/json`` unless asked for with ``include``:
+        JupyterLab ranks it above HTML and would show a collapsed JSON tree, not the table."""
+        bundle: dict[str, Any] = {"text/plain": str(self), "text/html": self._repr_html_()}
+        if include and "application/json" in include:
+            bundle["application/json"] = self.to_json()
+        if include:
+            bundle = {k: v for k, v in bundle.items() if k in include}
+        if exclude:
+            bundle = {k: v for k, v in bundle.items() if k not in exclude}
+        return bundle
+
+    def __rich__(self) -> object:
+        headers, rows, col, summary = self._table()
+        return rich_table(headers, rows, col, summary)
+
+    def json_text(self) -> str:
+        return json.dumps(self.to_json(), indent=2, default=str, ensure_ascii=False)
+
+
+# ---------------------------------------------------------------------------- listing
+
+class ListRow(Record):
+    __slots__ = ("id", "kind", "freshness", "deps", "dims")
+    _defaults = {"dims": ()}
+    id: str
+    kind: str
+    freshness: str
+    deps: tuple[str, ...]
+    dims: tuple[str, ...]
+
+
+class Listing(_Displayable, Record):
+    __slots__ = ("rows",)
+    rows: tuple[ListRow, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nodes": [{"id": r.id, "name": short_name(r.id), "kind": r.kind,
+                           "freshness": r.freshness, "deps": list(r.deps),
+                           "partitions": list(r.dims)} for r in self.rows]}
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        return (["NAME", "KIND", "FRESHNESS", "DEPS"],
+                [[r.id, r.kind, r.freshness, ", ".join(r.deps) or "-"] for r in self.rows],
+                None, "")
+
+    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
+        short = short_names([r.id for r in self.rows])
+        return (["NAME", "KIND", "FRESHNESS", "DEPS"],
+                [[short[r.id], r.kind, r.freshness,
+                  ", ".join(short.get(d, d) for d in r.deps) or "-"] for r in self.rows],
+                None, "", None)
+
+    def __str__(self) -> str:
+        headers, rows, _, _ = self._table()
+        return text_table(headers, rows, dashes=True)
+
+
+# ---------------------------------------------------------------------------- status
+
+class StatusRow(Record):
+    __slots__ = ("id", "kind", "state", "reason", "detail", "last_run", "shape", "deps", "inputs",
+                 "partitions", "last_materialization")
+    _defaults = {"partitions": None, "last_materialization": None}
+    id: str
+    kind: str
+    state: str                 # JSON value: cached, stale, never_run, partial, unknown, always_runs
+    reason: str
+    detail: str                # the WHY cell
+    last_run: str
+    shape: str
+    deps: tuple[str, ...]
+    inputs: tuple[str, ...]
+    partitions: dict[str, Any] | None
+    last_materialization: dict[str, Any] | None
+
+    @property
+    def name(self) -> str:
+        return short_name(self.id)
+
+
+SUMMARY_ORDER = (("cached", "cached"), ("stale", "stale"), ("never_run", "never run"),
+                 ("partial", "partial"), ("unknown", "unknown"), ("always_runs", "always run"))
+
+
+class StatusReport(_Displayable, Record):
+    __slots__ = ("rows",)
+    rows: tuple[StatusRow, ...]
+
+    def summary(self) -> dict[str, int]:
+        counts = {k: 0 for k, _ in SUMMARY_ORDER}
+        for r in self.rows:
+            counts[r.state] += 1
+        return counts
+
+    def summary_line(self) -> str:
+        s = self.summary()
+        return ", ".join(f"{s[k]} {label}" for k, label in SUMMARY_ORDER)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodes": [{
+                "id": r.id, "name": r.name, "kind": r.kind, "inputs": list(r.inputs),
+                "cache": {"state": r.state, "reason": r.reason, "detail": r.detail},
+                "partitions": r.partitions, "last_materialization": r.last_materialization,
+                "shape": None if r.shape == "-" else r.shape,
+            } for r in self.rows],
+            "summary": self.summary(),
+        }
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        rows = [[r.name, r.kind, cell_label(r.state), r.detail, r.last_run, r.shape,
+                 ", ".join(short_name(d) for d in r.deps) or "-"] for r in self.rows]
+        return (["NAME", "KIND", "STATE", "WHY", "LAST RUN", "SHAPE", "DEPS"], rows, 2,
+                self.summary_line())
+
+    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
+        headers, rows, col, summary = self._table()
+        short = short_names([r.id for r in self.rows])
+        for row, r in zip(rows, self.rows, strict=False):
+            row[0] = short[r.id]
+            row[6] = ", ".join(short.get(d, d) for d in r.deps) or "-"
+        return headers, rows, col, summary, 3
+
+    def __str__(self) -> str:
+        headers, rows, _, summary = self._table()
+        return text_table(headers, rows) + "\n\n" + summary
+
+
+# ---------------------------------------------------------------------------- dry run
+
+class PlanRow(Record):
+    __slots__ = ("step", "kind", "action", "reason", "detail", "partitions", "will_run", "cached",
+                 "unknown")
+    step: str
+    kind: str
+    action: str                # will run | cached | partial | unknown | skipped
+    reason: str
+    detail: str
+    partitions: dict[str, Any] | None
+    will_run: int
+    cached: int
+    unknown: int
+
+
+WHY_WIDTH = 70  # the dry-run WHY column pads to at most this; longer reasons overflow
+
+
+class Plan(_Displayable, Record):
+    __slots__ = ("command", "target", "rows")
+    command: str
+    target: str
+    rows: tuple[PlanRow, ...]
+
+    def summary(self) -> dict[str, int]:
+        return {"will_run": sum(r.will_run for r in self.rows),
+                "cached": sum(r.cached for r in self.rows),
+                "unknown": sum(r.unknown for r in self.rows)}
+
+    def summary_line(self) -> str:
+        s = self.summary()
+        return f"{s['will_run']} will run, {s['cached']} cached, {s['unknown']} unknown"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dry_run": True, "command": self.command, "target": self.target,
+                "steps": [{"id": r.step, "kind": r.kind, "action": r.action, "reason": r.reason,
+                           "detail": r.detail, "partitions": r.partitions} for r in self.rows],
+                "summary": self.summary()}
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        return (["STATUS", "WHY", "STEP"], [[r.action, r.detail, r.step] for r in self.rows], 0,
+                self.summary_line())
+
+    def title(self) -> str:
+        return f"Dry run: {self.command} (nothing executed, nothing written)"
+
+    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
+        headers, rows, col, summary = self._table()
+        short = short_names([r.step for r in self.rows])
+        return headers, [[a, w, short[s]] for a, w, s in rows], col, summary, 1
+
+    def _repr_html_(self) -> str:
+        headers, rows, col, summary, why = self._html_table()
+        return html_table(headers, rows, col, summary, title=self.title(), why_col=why)
+
+    def __str__(self) -> str:
+        headers, rows, _, summary = self._table()
+        table = text_table(headers, rows, max_widths={1: WHY_WIDTH})
+        return f"{self.title()}\n\n{table}\n\n{summary}"
+
+
+# ---------------------------------------------------------------------------- runs
+
+class StepSummary(Record):
+    __slots__ = ("id", "kind", "action", "reason", "detail", "run_hash", "partitions")
+    _defaults = {"partitions": None}
+    id: str
+    kind: str
+    action: str                # ran | cached | partial | failed | skipped
+    reason: str
+    detail: str
+    run_hash: str | None
+    partitions: dict[str, Any] | None
+
+
+class OutputItem(Record):
+    __slots__ = ("key", "path", "format", "computed")
+    key: str
+    path: str | None
+    format: str | None
+    computed: bool
+
+    def __init__(self, key: str, path: str | None, format: str | None,  # noqa: A002
+                 computed: bool) -> None:  # one per key of a target: no generic __init__
+        _set = object.__setattr__
+        _set(self, "key", key)
+        _set(self, "path", path)
+        _set(self, "format", format)
+        _set(self, "computed", computed)
+
+
+class OutputItems:
+    """A partitioned target's items: the computed ones at hand, and every key's (read from the
+    store when first iterated -- a 200,000-key target printed as JSON never needs them)."""
+    __slots__ = ("_n", "_computed", "_load", "_all")
+
+    def __init__(self, n: int, computed: tuple[OutputItem, ...], load: Any) -> None:
+        self._n, self._computed, self._load = n, computed, load
+        self._all: tuple[OutputItem, ...] | None = None
+
+    def _items(self) -> tuple[OutputItem, ...]:
+        if self._all is None:
+            self._all, self._load = tuple(self._load()), None
+            self._n = len(self._all)
+        return self._all
+
+    def computed(self) -> tuple[OutputItem, ...]:
+        return self._computed
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Any:
+        return iter(self._items())
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._items()[i]
+
+    def __bool__(self) -> bool:
+        return self._n > 0
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (OutputItems, tuple)):
+            return self._items() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._items())
+
+    def __repr__(self) -> str:
+        return repr(self._items())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (tuple, (self._items(),))
+
+
+class Output(Record):
+    __slots__ = ("target", "partitioned", "items", "values", "preview")
+    _defaults = {"values": None, "preview": ""}
+    target: str
+    partitioned: bool
+    items: tuple[OutputItem, ...]
+    values: Any                 # filled by the API when it loads values (JSON-able or None)
+    preview: str
+
+
+MAX_KEYS_IN_OUTPUT = 1000
+
+
+class RunResult(_Displayable, Record):
+    __slots__ = ("command", "run_id", "status", "elapsed", "steps_executed", "steps_total",
+                 "phases", "steps", "outputs", "warnings", "failed_node", "error",
+                 "skipped_downstream", "verb", "failures", "cache")
+    _defaults = {"warnings": (), "failed_node": None, "error": None, "skipped_downstream": 0,
+                 "verb": "got", "failures": (), "cache": None}
+    command: str
+    run_id: str
+    status: str                # success | failed | cancelled
+    elapsed: float
+    steps_executed: int
+    steps_total: int
+    phases: int
+    steps: tuple[StepSummary, ...]
+    outputs: tuple[Output, ...]
+    warnings: tuple[str, ...]
+    failed_node: str | None
+    error: str | None
+    skipped_downstream: int
+    verb: str
+    failures: tuple[tuple[str, str, str], ...]  # (step, error, traceback)
+    cache: dict[str, Any] | None                 # what the cache size limit evicted after it
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "status": self.status, "run_id": self.run_id,
+            "elapsed_seconds": round(self.elapsed, 4), "steps_executed": self.steps_executed,
+            "steps_total": self.steps_total, "phases": self.phases,
+            "steps": [{"id": s.id, "kind": s.kind, "status": s.action, "reason": s.reason,
+                       "detail": s.detail, "run_hash": s.run_hash, "partitions": s.partitions}
+                      for s in self.steps],
+            "final_output": self.final_output(),
+            "warnings": list(self.warnings),
+        }
+        if self.cache is not None:
+            out["cache"] = self.cache
+        if self.status != "success":
+            out["failed_node"] = self.failed_node
+            out["error"] = self.error
+        return out
+
+    def final_output(self) -> Any:
+        def one(o: Output) -> Any:
+            if not o.partitioned:
+                return o.values if o.values is not None or not o.items else {
+                    "path": o.items[0].path, "format": o.items[0].format}
+            items = o.items
+            out: dict[str, Any] = {}
+            if len(items) > MAX_KEYS_IN_OUTPUT:
+                items = items.computed() if isinstance(items, OutputItems) else tuple(
+                    i for i in items if i.computed)
+            vals = o.values or {}
+            for i in items:
+                out[i.key] = vals.get(i.key, {"path": i.path, "format": i.format})
+            if len(o.items) > MAX_KEYS_IN_OUTPUT:
+                return {"keys": out, "total_keys": len(o.items), "computed_keys": len(items),
+                        "not_shown": len(o.items) - len(items)}
+            return out
+        if len(self.outputs) == 1:
+            return one(self.outputs[0])
+        return {o.target: one(o) for o in self.outputs}
+
+    def value(self, as_type: str | None = None) -> Any:
+        """What ``barca.get`` returns: the target's value (key -> value when partitioned), a
+        dict by node id for several; a stored table in ``as_type`` (pandas, polars...)."""
+        if as_type is None:
+            vals = {o.target: o.values for o in self.outputs}
+        else:
+            from barca.store.frames import as_type as convert
+            vals = {o.target: convert(o.values, as_type, o.partitioned) for o in self.outputs}
+        return next(iter(vals.values())) if len(vals) == 1 else vals
+
+    def headline(self) -> str:
+        names = ", ".join(f"'{short_name(o.target)}'" for o in self.outputs)
+        what = f"{self.verb} {names}" if names else f"nothing to {self.command}"
+        return (f"Run {self.run_id} | {what} in {self.elapsed:.3f}s "
+                f"({plural(self.steps_executed, 'step')}, {plural(self.phases, 'phase')})")
+
+    def __str__(self) -> str:
+        lines = [self.headline()]
+        for o in self.outputs:
+            lines.append("")
+            if o.partitioned:
+                lines.extend(f"{i.key}: {i.path}" for i in sorted(o.items, key=lambda i: i.key))
+            elif o.items:
+                lines.append(str(o.items[0].path))
+                if o.preview:
+                    lines.append(o.preview)
+        return "\n".join(lines)
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        return (["STATUS", "STEP", "WHY"], [[s.action, s.id, s.detail] for s in self.steps], 0,
+                self.headline())
+
+    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
+        headers, rows, col, summary = self._table()
+        short = short_names([s.id for s in self.steps])
+        return headers, [[a, short[s], w] for a, s, w in rows], col, summary, 2
+
+
+# ---------------------------------------------------------------------------- barca plan
+
+class PhasePlan(_Displayable, Record):
+    """``barca plan``: every step by phase, one summary per node (with the first twenty keys,
+    in lexical order), the warnings (sorted by node, parameter and kind) and the pool size."""
+    __slots__ = ("pool_size", "phases", "nodes", "warnings")
+    _defaults = {"nodes": (), "warnings": ()}
+    pool_size: int
+    phases: tuple[tuple[dict[str, Any], ...], ...]
+    nodes: tuple[dict[str, Any], ...]
+    warnings: tuple[dict[str, str], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pool_size": self.pool_size,
+                "phases": [{"phase": i + 1, "steps": list(p)} for i, p in enumerate(self.phases)],
+                "steps_total": sum(len(p) for p in self.phases),
+                "nodes": list(self.nodes), "warnings": list(self.warnings)}
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        rows = [[str(i + 1), s["id"], s["kind"], s["action"]]
+                for i, p in enumerate(self.phases) for s in p]
+        summary = f"{plural(len(self.phases), 'phase')}, pool size {self.pool_size}"
+        if self.warnings:
+            summary += f", {plural(len(self.warnings), 'warning')}"
+        return (["PHASE", "STEP", "KIND", "ACTION"], rows, 3, summary)
+
+    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
+        headers, rows, col, summary = self._table()
+        short = short_names([r[1] for r in rows])
+        return headers, [[p, short[s], k, a] for p, s, k, a in rows], col, summary, None
+
+    def __str__(self) -> str:
+        return json.dumps(self.to_json(), indent=2)
+
+
+# ---------------------------------------------------------------------------- sql
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _json_cell(v: Any) -> Any:
+    """A DuckDB value as valid JSON: NaN and +-Infinity have no JSON form (null), a DECIMAL is
+    a number, a LIST or STRUCT is converted item by item."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if type(v).__name__ == "Decimal":  # decimal is not imported on the cold path
+        if not v.is_finite():
+            return None
+        return int(v) if v.as_tuple().exponent >= 0 else float(v)  # type: ignore[operator]
+    if isinstance(v, (list, tuple)):
+        return [_json_cell(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _json_cell(x) for k, x in v.items()}
+    return v
+
+
+class SqlResult(_Displayable, Record):
+    __slots__ = ("query", "columns", "rows", "total")
+    query: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    total: int
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.rows)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"query": self.query, "columns": list(self.columns),
+                "rows": [[_json_cell(v) for v in r] for r in self.rows], "row_count": self.total,
+                "truncated": self.truncated}
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+        return pd.DataFrame.from_records(list(self.rows), columns=list(self.columns))
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        note = (f"showing {len(self.rows)} of {self.total} rows (--all for every row)"
+                if self.truncated else "")
+        return (list(self.columns), [[_cell(v) for v in r] for r in self.rows], None, note)
+
+    def __str__(self) -> str:
+        headers, rows, _, _ = self._table()
+        return text_table(headers, rows)

@@ -1,0 +1,207 @@
+"""Node-level verdicts for ``status``, ``--dry-run`` and run results, summarised from the
+planner's per-step decisions (one row per node, never per key)."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from barca.core.types import PREVIEW_KEYS, NodeId, key_preview, short_name
+from barca.engine.planner import Context, NodeState
+from barca.model.topology import Graph
+from barca.present.results import PlanRow, RunResult, StatusRow, StepSummary
+from barca.store.metadata import Row
+
+
+def _keys_text(keys: list[str]) -> str:
+    shown = ", ".join(key_preview(keys))
+    return shown + (f" (+{len(keys) - PREVIEW_KEYS} more)" if len(keys) > PREVIEW_KEYS else "")
+
+
+def _sensor_inputs(graph: Graph, nid: NodeId) -> list[str]:
+    """Sensors a node reads directly: as an input, or as the source of its keys."""
+    ups = [i.target for i in graph.nodes[nid].inputs] + [
+        d.source for d in graph.nodes[nid].dims if d.kind == "from"]
+    return [short_name(u) for u in dict.fromkeys(ups)  # type: ignore[arg-type]
+            if graph.nodes[u].kind == "sensor"]  # type: ignore[index]
+
+
+def _assumption(graph: Graph, nid: NodeId) -> str:
+    sensors = _sensor_inputs(graph, nid)
+    if not sensors:
+        return ""
+    names = ", ".join(f"'{s}'" for s in sensors)
+    verb = "returns" if len(sensors) == 1 else "return"
+    return f"assumes sensor {names} {verb} the same value as its last run"
+
+
+def partition_counts(ns: NodeState) -> dict[str, Any]:
+    t = ns.tally()
+    cached = t.count("cached")
+    missing = [] if cached == t.total else [
+        s.key for s in ns.odd_steps() if s.action != "cached"]
+    return {"cached": cached, "missing": len(missing), "missing_keys": key_preview(missing),
+            "total": t.total}
+
+
+# ---------------------------------------------------------------------------- dry run
+
+def plan_row(ctx: Context, ns: NodeState) -> PlanRow:
+    graph = ctx.graph
+    m = graph.nodes[ns.node]
+    t = ns.tally()
+    run, unknown, skipped = t.steps("run"), t.steps("unknown"), t.steps("skipped")
+    n_cached = t.count("cached")
+    parts = None
+    if m.partitioned and ns.keys is not None:
+        parts = {"cached": n_cached, "total": t.total, "will_run": len(run),
+                 "will_run_keys": key_preview(s.key for s in run)}
+    first = t.first("run", "unknown", "skipped", "cached")
+    reason = first.reason if first else "materialized"
+    assume = _assumption(graph, ns.node)
+    if ns.keys is None or (unknown and not run and not n_cached):
+        action, detail = "unknown", unknown[0].detail if unknown else ns.unknown_detail
+    elif skipped and not run and not n_cached:
+        action, detail = "skipped", skipped[0].detail
+    elif run and n_cached:
+        action = "partial"
+        detail = (f"{n_cached} of {t.total} keys cached; will run: "
+               f"{_keys_text([s.key for s in run])}")
+    elif run:
+        action = "will run"
+        detail = run[0].detail
+        if m.partitioned:
+            detail = f"{len(run)} key{'s' if len(run) != 1 else ''}; {detail}"
+    else:
+        action = "cached"
+        if m.partitioned:
+            n = n_cached
+            detail = f"{n} key{'s' if n != 1 else ''}; {assume}" if assume else \
+                f"{n} key{'s' if n != 1 else ''} cached"
+        else:
+            detail = assume or "-"
+    return PlanRow(ns.node, m.kind, action, reason, detail, parts, len(run), n_cached,
+                   len(unknown))
+
+
+# ---------------------------------------------------------------------------- status
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+
+
+def _last_row(ctx: Context, ns: NodeState) -> Row | None:
+    hist = ctx.history(ns.node)
+    keys = ns.keys if ns.keys is not None else list(hist.latest)
+    rows = [hist.latest[k] for k in keys if k in hist.latest]
+    if not rows:
+        return None
+    newest = max(rows, key=lambda r: r.id)
+    failed = [r for r in rows if r.run_id == newest.run_id and r.status == "failed"]
+    return max(failed, key=lambda r: r.id) if failed else newest
+
+
+def status_row(ctx: Context, ns: NodeState) -> StatusRow:
+    graph = ctx.graph
+    m = graph.nodes[ns.node]
+    hist = ctx.history(ns.node)
+    t = ns.tally()
+    last = _last_row(ctx, ns)
+    last_failed = last is not None and last.status == "failed"
+    parts = partition_counts(ns) if m.partitioned and ns.keys is not None else None
+    n_cached = t.count("cached")
+    unknown, run = t.steps("unknown"), t.steps("run")
+    keys = ns.keys or []
+    has_record = n_cached > 0 or any(k in hist.latest_success for k in keys)
+    if m.kind in ("sensor", "task"):
+        state, reason, detail = "always_runs", m.kind, m.kind
+    elif ns.keys is None or (unknown and unknown[0].reason == "partitions_unknown"):
+        state, reason = "unknown", "partitions_unknown"
+        detail = unknown[0].detail if unknown else ns.unknown_detail
+    elif m.partitioned and n_cached and run + unknown:
+        state, reason = "partial", "partitions_missing"
+        detail = f"{n_cached} of {t.total} keys cached; partitions_missing"
+        if last_failed:
+            detail += f"; last run failed: {last.error}"  # type: ignore[union-attr]
+    elif t.total and n_cached == t.total:
+        state, reason, detail = "cached", "materialized", "materialized"
+    elif unknown:
+        state, reason, detail = "unknown", unknown[0].reason, unknown[0].detail
+    elif not has_record:
+        state = "never_run"
+        if last_failed:
+            reason, detail = "failed", f"last run failed: {last.error}"  # type: ignore[union-attr]
+        else:
+            reason, detail = "no_record", "no_record"
+    elif not t.total:
+        state, reason, detail = "cached", "materialized", "materialized"
+    else:
+        first = run[0] if run else next(iter(ns.steps.values()))
+        state, reason, detail = "stale", first.reason, first.detail
+        if first.reason == "failed":
+            detail = first.detail
+    if last is None:
+        last_run, shape, lm = "-", "-", None
+    elif last.status == "success":
+        last_run = f"success {_when(last.created_at)} {last.elapsed or 0:.2f}s"
+        shape = last.shape or "-"
+        lm = _materialization(last)
+    else:
+        last_run, shape, lm = f"failed {_when(last.created_at)}", "-", _materialization(last)
+    deps = tuple(graph.upstream[ns.node])
+    return StatusRow(ns.node, m.kind, state, reason, detail, last_run, shape, deps,
+                     tuple(i.target for i in m.inputs), parts, lm)  # type: ignore[misc]
+
+
+def _materialization(r: Row) -> dict[str, Any]:
+    return {"status": r.status, "run_id": r.run_id, "run_hash": r.run_hash, "path": r.path,
+            "format": r.format, "size": r.size, "created_at": _when(r.created_at),
+            "elapsed_seconds": r.elapsed, "partition": r.partition or None, "error": r.error}
+
+
+# ---------------------------------------------------------------------------- run results
+
+def step_summary(ctx: Context, ns: NodeState) -> StepSummary:
+    m = ctx.graph.nodes[ns.node]
+    t = ns.tally()
+    ran, failed = t.steps("ran"), t.steps("failed")
+    n_cached = t.count("cached")
+    if failed:
+        action, first = "failed", failed[0]
+    elif ran and n_cached:
+        action, first = "partial", ran[0]
+    elif ran:
+        action, first = "ran", ran[0]
+    elif n_cached:
+        action, first = "cached", t.first("cached")
+    elif t.count("skipped"):
+        action, first = "skipped", t.first("skipped")
+    else:
+        action, first = "cached", None
+    detail = first.error if first is not None and first.action == "failed" else (
+        first.detail if first else "")
+    parts = None
+    if m.partitioned:
+        will = ran + failed
+        parts = {"cached": n_cached, "total": t.total, "will_run": len(will),
+                 "will_run_keys": key_preview(s.key for s in will)}
+    run_hash = first.run_hash if first is not None and not m.partitioned else None
+    return StepSummary(ns.node, m.kind, action, first.reason if first else "", detail or "",
+                       run_hash, parts)
+
+
+def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs: Any,
+               warnings: list[str], cache: dict[str, Any] | None = None) -> RunResult:
+    """The result of a run: one summary per node, the failures, what was skipped below them."""
+    w = runner.w
+    failures = tuple((s.id, s.error or "", s.traceback or "") for t in w.order
+                     for s in w.states[t].odd_steps() if s.action == "failed")
+    skipped = sum(1 for t in w.order for s in w.states[t].odd_steps()
+                  if s.action == "skipped" and s.reason == "upstream_failed")
+    return RunResult(
+        command=command, run_id=runner.run_id, status="failed" if w.failed else "success",
+        elapsed=elapsed, steps_executed=w.done, steps_total=w.total, phases=w.phases,
+        steps=tuple(step_summary(ctx, w.states[t]) for t in w.order),
+        outputs=tuple(outputs), warnings=tuple(warnings),
+        failed_node=failures[0][0] if failures else None,
+        error=failures[0][1] if failures else None, skipped_downstream=skipped,
+        verb="ran" if command == "run" else "got", failures=failures, cache=cache)

@@ -1,0 +1,233 @@
+"""``barca doctor``: a project's health, checked without importing a pipeline or running a
+step -- files, ``barca.toml``, the metadata database, the artifacts folder, the remote store,
+the optional libraries the project uses -- and the report of those checks."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from barca.core.errors import BarcaError
+from barca.core.record import Record
+from barca.core.render import html_table, text_table
+
+if TYPE_CHECKING:
+    from barca.core.settings import Settings
+
+# a library the project's files import -> (the module barca needs for it, the extra)
+_EXTRAS = {
+    "pandas": ("pyarrow", "parquet"), "pyarrow": ("pyarrow", "parquet"),
+    "polars": ("pyarrow", "parquet"), "duckdb": ("duckdb", "sql"),
+    "ipywidgets": ("ipywidgets", "jupyter"),
+}
+
+
+class Check(Record):
+    __slots__ = ("name", "ok", "detail", "fix")
+    _defaults = {"fix": ""}
+    name: str
+    ok: bool
+    detail: str
+    fix: str
+
+
+class Checkup(Record):
+    """What ``barca doctor`` found: one check per line; healthy when every check passed."""
+    __slots__ = ("checks",)
+    checks: tuple[Check, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "checks": [
+            {"name": c.name, "ok": c.ok, "detail": c.detail + (f" -- {c.fix}" if c.fix else "")}
+            for c in self.checks]}
+
+    def _rows(self) -> list[list[str]]:
+        return [["ok" if c.ok else "PROBLEM", c.name, c.detail, c.fix] for c in self.checks]
+
+    def summary(self) -> str:
+        bad = sum(not c.ok for c in self.checks)
+        return "healthy" if not bad else f"{bad} problem{'s' if bad != 1 else ''} found"
+
+    def __str__(self) -> str:
+        return text_table(["CHECK", "NAME", "DETAIL", "FIX"], self._rows()) + \
+            f"\n\n{self.summary()}"
+
+    def _repr_html_(self) -> str:
+        return html_table(["CHECK", "NAME", "DETAIL", "FIX"], self._rows(), None, self.summary())
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {"text/plain": str(self), "text/html": self._repr_html_()}
+
+    def json_text(self) -> str:
+        import json
+        return json.dumps(self.to_json(), indent=2)
+
+
+def _error_check(name: str, exc: BarcaError) -> Check:
+    """A check failed with barca's own error: its first line (which names the file and line)
+    and its fix."""
+    first = exc.message.strip().splitlines()[0] if exc.message.strip() else exc.message
+    return Check(name, False, first, " ".join(exc.remediation.split()))
+
+
+def _pipelines(settings: Settings, files: tuple[str, ...]) -> list[Check]:
+    from barca.model.discovery import find_files, parse_file
+    from barca.model.topology import load_graph
+    root = settings.root
+    paths = ([Path(f).resolve() for f in files] if files
+             else find_files(root, settings.include, settings.exclude))
+    out: list[Check] = []
+    for p in paths:
+        if not p.is_file():
+            out.append(Check(f"file {p.name}", False, f"{p}: not found",
+                             "Pass the path of a pipeline file."))
+            continue
+        try:
+            parse_file(p, root)
+        except BarcaError as exc:
+            out.append(_error_check(f"file {p.relative_to(root) if p.is_relative_to(root) else p}",
+                                    exc))
+    if out:
+        return out
+    try:
+        graph = load_graph(files, settings)
+    except BarcaError as exc:
+        return [_error_check("pipeline graph", exc)]
+    return [Check("pipeline files", True,
+                  f"{len(paths)} file{'s' if len(paths) != 1 else ''}, "
+                  f"{len(graph.nodes)} node{'s' if len(graph.nodes) != 1 else ''}")]
+
+
+def _config(root: Path) -> Check:
+    from barca.core.config import FILE, load
+    if not (root / FILE).is_file():
+        return Check(FILE, True, "none (defaults apply)")
+    try:
+        load(root)
+    except BarcaError as exc:
+        return _error_check(FILE, exc)
+    return Check(FILE, True, "valid")
+
+
+def _database(root: Path, prefix: str) -> Check:
+    import sqlite3
+    db = root / prefix / "metadata.db"
+    if not db.exists():
+        return Check("metadata.db", True, "none yet (the first run makes it)")
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
+            conn.execute("SELECT count(*) FROM materializations").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        verdict = str(exc)
+    verdict = " ".join(str(verdict).split())  # quick_check reports over several lines
+    if verdict != "ok":
+        return Check("metadata.db", False, f"{db.relative_to(root)} fails PRAGMA quick_check: "
+                     f"{verdict}", f"Move it aside (mv {db} {db}.broken); the next run rebuilds "
+                     "it and adopts the results on disk.")
+    return Check("metadata.db", True, "passes PRAGMA quick_check")
+
+
+def _artifacts(root: Path, prefix: str) -> Check:
+    folder = root / prefix / "artifacts"
+    probe = folder if folder.is_dir() else next(
+        (p for p in (root / prefix, root) if p.is_dir()), root)
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return Check("artifacts folder", False, f"{probe} is not writable",
+                     f"Give your user write access to {probe}.")
+    return Check("artifacts folder", True, f"{probe.relative_to(root) or '.'} is writable")
+
+
+def _remote(settings: Settings) -> Check | list[Check] | None:
+    from barca.store import remote
+    uri = settings.remote_uri
+    if uri is None:
+        return None
+    try:
+        store = remote.Remote(uri, key_file=settings.store_key_file)
+        store.fs.exists(store.base)  # a read: doctor writes nothing to the store
+    except BarcaError as exc:
+        return _error_check("remote store", exc)
+    except Exception as exc:
+        return Check("remote store", False, f"{uri} does not answer: {type(exc).__name__}: "
+                     f"{exc}", "Check BARCA_REMOTE_URI or [remote] uri, the network and the "
+                     "credentials.")
+    from barca.store.manifest import store_key
+    if store_key(settings.store_key_file) is None:
+        return [Check("remote store", True, f"{uri} answers"),
+                Check("store signatures", False, "no signing key: a pickle from the shared "
+                      "store is trusted as code (barca docs remote)",
+                      "Set BARCA_STORE_KEY (or [remote] key_file in barca.toml) on every "
+                      "machine that shares the store.")]
+    return [Check("remote store", True, f"{uri} answers"),
+            Check("store signatures", True, "results are signed and checked with the key")]
+
+
+def _extras(settings: Settings | None, files: tuple[str, ...]) -> list[Check]:
+    """The optional libraries the project's files import, and what barca needs with them."""
+    from barca.model.discovery import find_files
+    paths = [Path(f) for f in files] if files or settings is None else find_files(
+        settings.root, settings.include, settings.exclude)
+    used: set[str] = set()
+    pattern = re.compile(r"^\s*(?:import|from)\s+(" + "|".join(_EXTRAS) + r")\b", re.M)
+    for p in paths:
+        try:
+            used.update(pattern.findall(p.read_text(encoding="utf-8", errors="replace")))
+        except OSError:
+            continue
+    out, seen = [], set()
+    for lib in sorted(used):
+        module, extra = _EXTRAS[lib]
+        if module in seen:
+            continue
+        seen.add(module)
+        if importlib.util.find_spec(module) is None:
+            out.append(Check(f"library {module}", False,
+                             f"the project imports {lib}, and barca needs {module} with it",
+                             f"pip install 'barca-pipelines[{extra}]'"))
+        else:
+            out.append(Check(f"library {module}", True, "installed"))
+    return out
+
+
+def checkup(*files: str, settings: Settings | None = None, **flags: Any) -> Checkup:
+    """Every check, each on its own: one problem never hides another. While ``barca.toml`` is
+    invalid, the checks that read settings from it are left out (its own line says why).
+    The settings are resolved here, not by the caller: an invalid file is a finding."""
+    from barca.core.root import find_root
+    from barca.core.settings import settings_of
+    root = settings.root if settings is not None else find_root()
+    config = _config(root)
+    checks: list[Check] = [config]
+
+    def guarded(name: str, fn: Any) -> list[Check]:
+        try:
+            got = fn()
+        except BarcaError as exc:
+            if not config.ok and str(exc.extra.get("path", "")).endswith("barca.toml"):
+                return []
+            return [_error_check(name, exc)]
+        return [] if got is None else got if isinstance(got, list) else [got]
+
+    got: list[Settings] = []
+    checks += guarded("settings", lambda: got.append(settings_of(settings, **flags)))
+    prefixes: list[str] = []
+    if got:
+        checks += guarded("environment", lambda: prefixes.append(got[0].store_prefix))
+        checks += guarded("pipeline files", lambda: _pipelines(got[0], files))
+    prefix = prefixes[0] if prefixes else ".barca"
+    checks += [_database(root, prefix), _artifacts(root, prefix)]
+    if got:
+        checks += guarded("remote store", lambda: _remote(got[0]))
+    if got or files:
+        checks += guarded("libraries", lambda: _extras(got[0] if got else None, files))
+    return Checkup(tuple(checks))

@@ -1,0 +1,64 @@
+"""What barca says about itself: ``barca docs`` (the manual's topics, shipped as Markdown inside
+the package) and ``barca version``. Result objects like ``barca.present.results``'s."""
+from __future__ import annotations
+
+from typing import Any
+
+from barca.core.errors import UsageError, did_you_mean
+from barca.core.record import Record
+
+
+class ManualPage(Record):
+    """One page of the manual (the index when ``topic`` is empty), as Markdown."""
+    __slots__ = ("topic", "text")
+    topic: str
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "text": self.text}
+
+    def __str__(self) -> str:
+        return self.text.removesuffix("\n")
+
+    def _repr_markdown_(self) -> str:
+        return self.text
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {"text/plain": str(self), "text/markdown": self.text}
+
+
+class Version(Record):
+    """``barca version`` (built by ``faces.commands``, which may import the package itself)."""
+    __slots__ = ("version",)
+    version: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version}
+
+    def __str__(self) -> str:
+        return f"barca {self.version}"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {"text/plain": str(self)}
+
+
+def topics() -> list[str]:
+    from importlib import resources  # only for `barca docs`: every command builds --version
+    folder = resources.files("barca") / "docs"
+    return sorted(p.name[:-3] for p in folder.iterdir() if p.name.endswith(".md"))
+
+
+def page(topic: str | None) -> ManualPage:
+    """``barca docs [topic]``: a topic's page, or the index and the list of topics."""
+    from importlib import resources
+    names = topics()
+    if not topic:
+        index = resources.files("barca") / "docs" / "index.md"
+        head = index.read_text(encoding="utf-8") if index.is_file() else "barca's manual\n"
+        return ManualPage("", head.rstrip() + "\n\nTopics: " + ", ".join(
+            n for n in names if n != "index") + "\nRead one with: barca docs <topic>\n")
+    if topic not in names:
+        raise UsageError(f"No docs topic '{topic}'.{did_you_mean(topic, names)}",
+                         f"Topics: {', '.join(n for n in names if n != 'index')}")
+    return ManualPage(topic, (resources.files("barca") / "docs" / f"{topic}.md").read_text(
+        encoding="utf-8"))

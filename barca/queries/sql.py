@@ -1,0 +1,226 @@
+"""``barca sql``: DuckDB views over cached results. A view per node, named after its function;
+a partitioned asset is one view over its current keys, with a leading ``partition`` column."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from barca.core.errors import UsageError, did_you_mean
+from barca.core.types import NodeId, one_dim_keys, short_name
+from barca.engine.planner import Context, keys_from_row, source_dim
+from barca.store.metadata import Row
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass
+class ViewSource:
+    node: NodeId
+    rows: list[tuple[str, Row]] | None   # (key, latest successful row) for the current keys
+    problem: str = ""
+
+
+def current_rows(ctx: Context, nid: NodeId) -> ViewSource:
+    """The latest successful result of each current key of a node."""
+    hist = ctx.history(nid)
+    src = source_dim(ctx.graph, nid)
+    if src is not None and src[1]:
+        got = keys_from_row(ctx, ctx.history(src[0]).latest_success.get(""))
+        if got is None:
+            return ViewSource(nid, None, f"the keys of '{short_name(nid)}' come from the output "
+                              f"of '{short_name(src[0])}', which has not run yet: run "
+                              f"`barca get {short_name(nid)}` first")
+        keys = one_dim_keys(ctx.graph.nodes[nid].dims[0].name, got.keys)
+    else:
+        keys = ctx.static_keys(nid) or []
+    rows = [(k, hist.latest_success[k]) for k in sorted(keys) if k in hist.latest_success]
+    return ViewSource(nid, rows)
+
+
+def _records(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return value
+    if isinstance(value, list):
+        return [{"value": v} for v in value]
+    return [{"value": value}]
+
+
+def _sql_name(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
+    """One newline-delimited JSON file holding a view's rows, kept in ``.barca/views/`` and
+    reused while the view's results are the same, so a query opens one file, not one per key.
+    None when the view has parquet results (they are read in place)."""
+    name = short_name(vs.node)
+    rows = vs.rows or []
+    if any(r.format in ("parquet", "csv") for _, r in rows):
+        return None
+    for _, r in rows:
+        if r.format != "json":
+            raise UsageError(f"'{name}' is stored as a pickle, which barca sql does not read.",
+                             f"Return JSON-like values or a DataFrame from '{name}', or read it "
+                             f"in Python with barca.get('{name}').")
+    from barca.identity.hashing import sha
+    from barca.store.artifacts import node_dir
+    tag = sha(*(f"{k}\0{r.run_hash}\0{r.sha256}" for k, r in rows))[:16]
+    folder = ctx.store.dir / "views"
+    path = folder / f"{node_dir(vs.node)}-{tag}.ndjson"
+    columns_path = path.with_suffix(".columns")
+    if path.is_file() and columns_path.is_file():
+        return str(path), json.loads(columns_path.read_text())
+    partitioned = ctx.graph.nodes[vs.node].partitioned
+    columns: dict[str, None] = {"partition": None} if partitioned else {}
+    lines: list[str] = []
+    for key, row in rows:
+        value = json.loads(_local(ctx, name, row).read_bytes())
+        for rec in _records(value):
+            if partitioned:
+                rec = {"partition": key, **rec}
+            columns.update(dict.fromkeys(rec))
+            lines.append(json.dumps(rec, ensure_ascii=False))
+    from barca.store.artifacts import write_atomic
+    for old in folder.glob(f"{node_dir(vs.node)}-*"):
+        old.unlink(missing_ok=True)
+    write_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))
+    write_atomic(columns_path, json.dumps(list(columns)).encode("utf-8"))
+    return str(path), list(columns)
+
+
+def _local(ctx: Context, name: str, row: Row) -> Path:
+    """Where a view's result is on disk: fetched from the remote store (when one is configured)
+    if this machine lacks it; a usage error when neither has it."""
+    path = ctx.graph.root / (row.path or "")
+    if not path.is_file():
+        from barca.store import remote
+        store = remote.open_store(ctx.settings)
+        if store is None or store.fetch(ctx.graph.root, row.path or "", row.sha256) is None:
+            raise _missing(name, row)
+    return path
+
+
+def _table(ctx: Context, vs: ViewSource, key: str, row: Row) -> Any:
+    """One result of a table view as a pandas DataFrame. Keys of one asset may be stored in
+    different formats: a DataFrame parquet could not hold was pickled (with a warning), and a
+    key may have returned a plain list of records."""
+    import pandas as pd
+
+    from barca.store import frames
+    from barca.store.artifacts import deserialize
+    name = short_name(vs.node)
+    path = _local(ctx, name, row)
+    if row.format in ("parquet", "csv"):
+        return pd.read_parquet(path) if row.format == "parquet" else pd.read_csv(path)
+    # barca's own store, read as barca.get reads it
+    value = deserialize(path.read_bytes(), row.format or "pickle")
+    if frames.kind(value) is not None:
+        return frames.convert(value, "pandas")
+    if row.format == "json":
+        return pd.DataFrame(_records(value))
+    where = f" (key {key})" if key else ""
+    raise UsageError(f"'{name}'{where} is stored as a pickle of a {type(value).__name__}, which "
+                     "barca sql does not read.",
+                     f"Return JSON-like values or a DataFrame from '{name}', or read it in "
+                     f"Python with barca.get('{name}').")
+
+
+def _missing(name: str, row: Row) -> UsageError:
+    return UsageError(f"view '{name}': the result of {row.node} is missing from disk "
+                      f"({row.path}).", f"Run `barca get {name}` to compute it again.")
+
+
+def frame(ctx: Context, vs: ViewSource) -> Any:
+    """A pandas DataFrame of a view whose results are tables (parquet or csv files, whatever
+    library wrote them)."""
+    import pandas as pd
+
+    frames = []
+    for key, row in vs.rows or []:
+        df = _table(ctx, vs, key, row)
+        if ctx.graph.nodes[vs.node].partitioned:
+            df.insert(0, "partition", key)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def _table_rows(ctx: Context, table: str) -> list[dict[str, Any]]:
+    if ctx.store.conn is None:
+        return []
+    cur = ctx.store.conn.execute(f"SELECT * FROM {table}")
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=False)) for r in cur]
+
+
+def query(ctx: Context, sql: str,
+          limit: int | None) -> tuple[list[str], list[tuple[Any, ...]], int]:
+    """Run ``sql`` over the views it names; (columns, rows, total row count)."""
+    try:
+        import duckdb
+    except ImportError:
+        raise UsageError("barca sql needs DuckDB, which is not installed.",
+                         "Install it with: pip install 'barca-pipelines[sql]'") from None
+
+    graph = ctx.graph
+    by_name: dict[str, NodeId] = {}
+    for nid in graph.order:
+        by_name.setdefault(short_name(nid), nid)
+    con = duckdb.connect(":memory:")
+    words = set(_WORD.findall(sql))
+    for name in sorted(words & set(by_name)):
+        vs = current_rows(ctx, by_name[name])
+        if vs.rows is None:
+            raise UsageError(f"view '{name}' is not available: {vs.problem}", "")
+        if not vs.rows:
+            raise UsageError(f"view '{name}' has no result yet.",
+                             f"Run `barca get {name}` first.")
+        got = consolidated(ctx, vs)
+        if got is None:
+            con.register(f"__barca_{name}", frame(ctx, vs))
+            con.execute(f'CREATE VIEW {_sql_name(name)} AS SELECT * FROM "__barca_{name}"')
+            continue
+        path, columns = got
+        cols = ", ".join(_sql_name(c) for c in columns)
+        con.execute(f"CREATE VIEW {_sql_name(name)} AS SELECT {cols} FROM "
+                    f"read_json({_sql_str(path)}, format='newline_delimited')")
+    if "barca" in words:
+        import tempfile
+        con.execute("CREATE SCHEMA barca")
+        tmpdir = tempfile.TemporaryDirectory(prefix="barca-sql-")
+        tmp = tmpdir.name
+        for table in ("runs", "materializations"):
+            rows = _table_rows(ctx, table)
+            p = Path(tmp) / f"{table}.ndjson"
+            p.write_text("".join(json.dumps(r) + "\n" for r in rows) or "{}\n")
+            con.execute(f"CREATE VIEW barca.{table} AS SELECT * FROM "
+                        f"read_json({_sql_str(str(p))}, format='newline_delimited')")
+    try:
+        cur = con.execute(sql)
+    except duckdb.CatalogException as exc:
+        text = str(exc)
+        m = re.search(r"Table with name (\S+) does not exist", text)
+        if m:
+            bad = m.group(1)
+            views = sorted(by_name) + ["barca.runs", "barca.materializations"]
+            raise UsageError(f"No view named '{bad}'.{did_you_mean(bad, views)}",
+                             f"Views: {', '.join(views)}") from None
+        raise UsageError(f"SQL error: {text}",
+                         "Fix the query; `barca list` names the views.") from None
+    except duckdb.Error as exc:
+        raise UsageError(f"SQL error: {exc}", "Fix the query.") from None
+    columns = [d[0] for d in cur.description or []]
+    rows = cur.fetchall()
+    con.close()  # the views over barca's own tables read temp files: done with them now
+    total = len(rows)
+    if limit is not None:
+        rows = rows[:limit]
+    return columns, rows, total

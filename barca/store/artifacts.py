@@ -1,0 +1,195 @@
+"""Artifact files: where a step's value lives on disk, how it is written (atomically) and read."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from barca.core.root import store_prefix, valid_env_name  # noqa: F401 - re-exported
+from barca.core.types import parse_key
+from barca.identity.hashing import is_json_value
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+MAX_KEY_CHARS = 48
+
+
+def _safe(value: str) -> str:
+    clean = _UNSAFE.sub("_", value)
+    if clean != value or len(clean) > MAX_KEY_CHARS or clean in ("", ".", ".."):
+        tag = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        clean = f"{clean[:MAX_KEY_CHARS]}-{tag}"
+    return clean
+
+
+def node_dir(node: str, key: str = "") -> str:
+    """``pipeline.py:prices`` + ``ticker=AAPL`` -> ``pipeline.py--prices_ticker_AAPL``."""
+    base = _UNSAFE.sub("_", node.replace(":", "--").replace("/", "__"))
+    for dim, value in sorted(parse_key(key).items()):
+        base += f"_{_safe(dim)}_{_safe(value)}"
+    return base
+
+
+def artifact_relpath(node: str, key: str, run_hash: str, ext: str,
+                     prefix: str = ".barca") -> str:
+    return f"{prefix}/artifacts/{node_dir(node, key)}/{run_hash}.{ext}"
+
+
+def choose_format(value: Any, serializer: str | None) -> str:
+    """The format a step's value is stored in: ``serializer=`` if given; else JSON for what
+    JSON holds, parquet for a table, pickle for the rest. The return annotation plays no part."""
+    if serializer in EXT:
+        return serializer  # type: ignore[return-value]
+    if is_json_value(value):
+        return "json"
+    from barca.store import frames
+    k = frames.kind(value)
+    return "parquet" if k is not None and frames.can_parquet(k) else "pickle"
+
+
+EXT = {"json": "json", "pickle": "pkl", "parquet": "parquet", "csv": "csv"}
+
+
+def serialize(value: Any, fmt: str) -> bytes:
+    """A value that is not written as a table file (see ``write_table``) as bytes."""
+    if fmt == "json":
+        if not is_json_value(value):
+            raise TypeError(f"serializer='json' cannot store a {type(value).__name__}")
+        return json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    import pickle
+    return pickle.dumps(value, protocol=5)
+
+
+def write_table(value: Any, fmt: str, folder: Path) -> tuple[str, str, str | None, str]:
+    """Write ``value`` into a temp file in ``folder`` as a table (``fmt`` parquet or csv):
+    (temp path, format, warning, shape). parquet that cannot hold the value falls back to pickle
+    with a warning; csv on a value that is not a table is an error, and leaves no file behind."""
+    import tempfile
+
+    from barca.store import frames
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    os.close(fd)
+    try:
+        if frames.kind(value) is None:
+            if fmt == "csv":
+                raise TypeError(f'serializer="csv" stores tables only (a pandas or polars '
+                                f"DataFrame, a pyarrow Table or a duckdb relation), not a "
+                                f"{type(value).__name__}")
+            why = f"parquet cannot hold a {type(value).__name__}"
+        else:
+            try:
+                return tmp, fmt, None, frames.write(value, fmt, Path(tmp))
+            except Exception as exc:
+                if fmt == "csv":
+                    raise TypeError(f'serializer="csv" could not write this table: '
+                                    f"{type(exc).__name__}: {exc}") from exc
+                why = (f"parquet cannot hold this {type(value).__name__} "
+                       f"({type(exc).__name__}: {exc})")
+        Path(tmp).write_bytes(serialize(value, "pickle"))
+        return tmp, "pickle", f"{why}; stored as pickle", shape(value)
+    except BaseException:
+        discard(tmp)
+        raise
+
+
+def deserialize(data: bytes, fmt: str) -> Any:
+    if fmt == "json":
+        return json.loads(data)
+    if fmt in ("parquet", "csv"):
+        import io
+
+        import pandas as pd
+        read = pd.read_parquet if fmt == "parquet" else pd.read_csv
+        return read(io.BytesIO(data))
+    import pickle
+    return pickle.loads(data)  # only ever barca's own store (see `barca docs cache`)
+
+
+def discard(tmp: str) -> None:
+    """A temp file that will not become an artifact (nothing to do if it is already gone)."""
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+
+
+def write_atomic(path: Path, data: bytes | Path, fsync: bool = False) -> None:
+    """Temp file in the same directory, then rename: a reader sees all or nothing. ``data``:
+    the bytes, or a file copied in blocks (a result larger than memory)."""
+    import tempfile
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if isinstance(data, bytes):
+                f.write(data)
+            else:
+                import shutil
+                with open(data, "rb") as src:
+                    shutil.copyfileobj(src, f, 1 << 20)
+        commit(tmp, path, fsync)
+    except BaseException:
+        discard(tmp)
+        raise
+
+
+def file_mode() -> int:
+    """The mode a file created here would get (0o666 less the umask). Temp files are created
+    0600; a result keeps that only if the user's umask says so, so a project or a file:// store
+    shared by a team stays readable by it."""
+    global _FILE_MODE
+    if _FILE_MODE is None:
+        umask = None
+        with contextlib.suppress(OSError, ValueError, StopIteration):
+            status = Path("/proc/self/status").read_text()  # read, never set: threads share it
+            umask = int(next(ln for ln in status.splitlines()
+                             if ln.startswith("Umask:")).split()[1], 8)
+        if umask is None:
+            umask = os.umask(0o022)
+            os.umask(umask)
+        _FILE_MODE = 0o666 & ~umask
+    return _FILE_MODE
+
+
+_FILE_MODE: int | None = None
+
+
+def commit(tmp: str, path: Path, fsync: bool = False) -> None:
+    """A finished temp file takes its place (renamed, so a reader sees all or nothing), with
+    the mode a new file gets."""
+    os.chmod(tmp, file_mode())
+    if fsync:
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    os.replace(tmp, path)
+
+
+def file_sha256(path: Path) -> str:
+    """A file's SHA-256, read in blocks (a big table is never held whole to hash it)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(1 << 20)
+            if not block:
+                break
+            h.update(block)
+    return h.hexdigest()
+
+
+def shape(value: Any) -> str:
+    """What one artifact looks like: ``dict (3 keys)``, ``str``, ``3 rows x 2 cols``."""
+    t = type(value)
+    if t is dict:
+        return f"dict ({len(value)} key{'s' if len(value) != 1 else ''})"
+    if t is list:
+        return f"list ({len(value)} item{'s' if len(value) != 1 else ''})"
+    s = getattr(value, "shape", None)
+    if isinstance(s, tuple) and len(s) == 2:
+        return f"{s[0]} rows x {s[1]} cols"
+    from barca.store import frames
+    return frames.shape(value) or t.__name__

@@ -1,0 +1,112 @@
+"""Manifests: what a result in the shared store should be. One small JSON file per result
+(``<run hash>.<ext>.manifest`` next to its bytes): the path, node, key, run hash, format, size
+and SHA-256 of the bytes, and, with a shared secret (``BARCA_STORE_KEY``), an HMAC-SHA256 over
+all of them. A result is in the store only through a manifest that verifies."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any
+
+KEY_ENV = "BARCA_STORE_KEY"
+SUFFIX = ".manifest"
+VERSION = 1
+_FIELDS = {"v": int, "path": str, "node": str, "key": str, "run_hash": str, "format": str,
+           "size": int, "sha256": str}
+
+
+def store_key(key_file: str | None) -> bytes | None:
+    """The shared secret, or None: ``BARCA_STORE_KEY``, else the file ``key_file``
+    (``Settings.store_key_file``: ``[remote] key_file`` of ``barca.toml``) names. A secret, not
+    a setting: read by each process that needs it from its own environment, never copied into
+    a ``Settings``, a message, a record or the store."""
+    secret = os.environ.get(KEY_ENV, "").strip()
+    if not secret:
+        path = key_file
+        if path:
+            from pathlib import Path
+            try:
+                secret = Path(str(path)).expanduser().read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                from barca.core.errors import UsageError
+                raise UsageError(f"barca.toml [remote] key_file: cannot read {path} "
+                                 f"({exc.strerror or exc}).",
+                                 "Point key_file at a readable file holding the store's key, "
+                                 "or set BARCA_STORE_KEY.") from None
+    return secret.encode("utf-8") if secret else None
+
+
+class Rejected(Exception):
+    """A manifest that does not describe the result asked for, or is not signed with the key."""
+
+    def __init__(self, unsigned: bool = False) -> None:
+        super().__init__("unsigned" if unsigned else "mismatch")
+        self.unsigned = unsigned
+
+
+def blob_path(path: str, sha256: str) -> str:
+    """Where the bytes of ``artifacts/<dir>/<run hash>.<ext>`` with this digest live: named by
+    their content, so two machines racing on one run hash never overwrite each other's bytes,
+    and a manifest always names complete bytes."""
+    stem, ext = path.rsplit(".", 1)
+    return f"{stem}.{sha256[:16]}.{ext}"
+
+
+def _canonical(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def _sign(body: dict[str, Any], secret: bytes) -> str:
+    import hmac  # only with a store key: every run that may use a store loads this module
+    return hmac.new(secret, _canonical(body), hashlib.sha256).hexdigest()
+
+
+def make(path: str, node: str, key: str, fmt: str, size: int, sha256: str,
+         secret: bytes | None) -> bytes:
+    """The manifest of the ``size`` bytes of digest ``sha256`` stored at ``path`` (relative to
+    the store's root)."""
+    run_hash = path.rsplit("/", 1)[-1].split(".", 1)[0]
+    body: dict[str, Any] = {"v": VERSION, "path": path, "node": node, "key": key,
+                            "run_hash": run_hash, "format": fmt, "size": size,
+                            "sha256": sha256}
+    if secret is not None:
+        body["signature"] = _sign(body, secret)
+    return json.dumps(body, sort_keys=True, indent=1).encode() + b"\n"
+
+
+def read(raw: bytes, path: str, secret: bytes | None) -> dict[str, Any]:
+    """The manifest of the result at ``path``, checked: well formed, naming this path (so a
+    manifest copied from another result does not pass for this one) and, with a key, signed
+    with it. ``Rejected`` otherwise."""
+    from barca.store.artifacts import EXT, node_dir
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise Rejected() from None
+    if not isinstance(body, dict):
+        raise Rejected()
+    signature = body.pop("signature", None)
+    if set(body) != set(_FIELDS) or any(type(body[k]) is not t for k, t in _FIELDS.items()):
+        raise Rejected()
+    folder, name = path.rsplit("/", 1)
+    try:
+        own_dir = node_dir(body["node"], body["key"])
+    except ValueError:  # a key no step could have
+        raise Rejected() from None
+    if (body["v"] != VERSION or body["path"] != path or body["format"] not in EXT
+            or name != f"{body['run_hash']}.{EXT[body['format']]}"
+            or folder.rsplit("/", 1)[-1] != own_dir
+            or len(body["sha256"]) != 64 or body["sha256"].strip("0123456789abcdef")
+            or body["size"] < 0):
+        raise Rejected()
+    if secret is not None:
+        import hmac
+        if not (isinstance(signature, str) and hmac.compare_digest(signature,
+                                                                   _sign(body, secret))):
+            raise Rejected(unsigned=True)
+    return body
+
+
+def matches(body: dict[str, Any], data: bytes) -> bool:
+    return len(data) == body["size"] and hashlib.sha256(data).hexdigest() == body["sha256"]

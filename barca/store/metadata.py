@@ -1,0 +1,409 @@
+"""The local store: ``.barca/metadata.db`` (SQLite, WAL) and the artifacts directory."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from barca.core.errors import InfrastructureError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, command TEXT, target TEXT, status TEXT,
+    started_at REAL, finished_at REAL, steps_run INTEGER, steps_cached INTEGER,
+    steps_failed INTEGER, pool_size INTEGER, error TEXT);
+CREATE TABLE IF NOT EXISTS materializations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, node TEXT NOT NULL, asset TEXT NOT NULL,
+    partition TEXT NOT NULL, run_hash TEXT NOT NULL, path TEXT, format TEXT, size INTEGER,
+    sha256 TEXT, parts TEXT, status TEXT NOT NULL, error TEXT, traceback TEXT, elapsed REAL,
+    run_id TEXT, created_at REAL NOT NULL, shape TEXT, value_hash TEXT, remote INTEGER);
+CREATE TABLE IF NOT EXISTS definitions (
+    node TEXT PRIMARY KEY, file_sha TEXT NOT NULL, deps TEXT NOT NULL, parts TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS snapshots (
+    asset TEXT PRIMARY KEY, digest TEXT NOT NULL, combined TEXT NOT NULL, keys TEXT NOT NULL,
+    hashes TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS logs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, node TEXT NOT NULL,
+    step TEXT NOT NULL, ts REAL NOT NULL, stream TEXT NOT NULL, line TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS logs_run ON logs(run_id, id);
+CREATE TABLE IF NOT EXISTS evictions (
+    path TEXT PRIMARY KEY, asset TEXT NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS reads (path TEXT PRIMARY KEY, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS settled (name TEXT PRIMARY KEY, value REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS mat_asset ON materializations(asset, partition, status);
+CREATE INDEX IF NOT EXISTS mat_hash ON materializations(asset, run_hash);
+CREATE TABLE IF NOT EXISTS settle_records (
+    cone TEXT PRIMARY KEY, key TEXT NOT NULL, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS generation (n INTEGER NOT NULL);
+INSERT INTO generation (n) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM generation);
+""" + "".join(  # every write a decision could see moves the generation, whoever writes it
+    f"CREATE TRIGGER IF NOT EXISTS gen_{table}_{op.lower()} AFTER {op} ON {table} "
+    "BEGIN UPDATE generation SET n = n + 1; END;\n"
+    for table in ("materializations", "snapshots", "evictions", "definitions")
+    for op in ("INSERT", "UPDATE", "DELETE"))
+COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "sha256", "parts",
+           "status", "error", "traceback", "elapsed", "run_id", "created_at", "shape",
+           "value_hash", "remote")
+
+
+class Row(NamedTuple):
+    """One recorded materialization (one step of one run). A named tuple: thousands are read
+    per command."""
+    id: int
+    node: str
+    asset: str
+    partition: str
+    run_hash: str
+    path: str | None
+    format: str | None
+    size: int | None
+    sha256: str | None
+    parts: str | None
+    status: str
+    error: str | None
+    elapsed: float | None
+    run_id: str | None
+    created_at: float
+    shape: str | None
+    value_hash: str | None
+
+    def part_digests(self) -> dict[str, str]:
+        return json.loads(self.parts) if self.parts else {}
+
+
+class Store:
+    def __init__(self, root: Path, create: bool = True, prefix: str = ".barca") -> None:
+        self.root = root
+        self.prefix = prefix   # ".barca", or ".barca/envs/<env>" (Settings.store_prefix)
+        self.dir = root / self.prefix
+        self.db_path = self.dir / "metadata.db"
+        self.conn: sqlite3.Connection | None = None
+        self._evicted: set[str] | None = None
+        if create:
+            self._open(create=True)
+        elif self.db_path.exists():
+            self._open(create=False)
+
+    def _open(self, create: bool) -> None:
+        try:
+            if create:
+                self.dir.mkdir(parents=True, exist_ok=True)
+                gi = self.root / ".barca" / ".gitignore"
+                if not gi.exists():
+                    gi.write_text("*\n")
+            wait = float(os.environ.get("BARCA_DB_TIMEOUT", "15") or 15)
+            self.conn = sqlite3.connect(self.db_path, timeout=wait, isolation_level=None,
+                                        check_same_thread=False)
+            self.conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
+            if create:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+                self.conn.executescript(SCHEMA)
+                cols = {r[1] for r in self.conn.execute("PRAGMA table_info(materializations)")}
+                if "remote" not in cols:  # a store written before the remote column existed
+                    self.conn.execute("ALTER TABLE materializations ADD COLUMN remote INTEGER")
+        except sqlite3.DatabaseError as exc:
+            raise self._db_error(exc) from None
+        except OSError as exc:
+            raise InfrastructureError(
+                f"cannot create {self.dir}: {exc.strerror or exc}",
+                "Check that the project directory is writable.", path=str(self.dir)) from None
+
+    def _db_error(self, exc: Exception) -> InfrastructureError:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return InfrastructureError(
+                f"{self.db_path} is locked by another program: {text}",
+                "Wait for the other barca command (or the program holding the database) to "
+                "finish, then run again.", path=str(self.db_path))
+        return InfrastructureError(
+            f"{self.db_path} is not a usable barca metadata database: {text}",
+            f"Move the file aside (nothing was run, the file was kept): "
+            f"mv {self.db_path} {self.db_path}.broken", path=str(self.db_path))
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    # ---------------------------------------------------------------- reads
+    _SELECT = ("SELECT id, node, asset, partition, run_hash, path, format, size, sha256, parts, "
+               "status, error, elapsed, run_id, created_at, shape, value_hash "
+               "FROM materializations ")
+
+    def rows(self, asset: str, where: str = "1", args: tuple[Any, ...] = (),
+             order: str = "id") -> list[Row]:
+        if self.conn is None:
+            return []
+        try:
+            cur = self.conn.execute(self._SELECT + f"WHERE asset=? AND {where} ORDER BY {order}",
+                                    (asset, *args))
+            return list(map(Row._make, cur))
+        except sqlite3.DatabaseError as exc:
+            raise self._db_error(exc) from None
+
+    def newest_rows(self, asset: str) -> tuple[dict[str, Row], dict[str, Row], bool]:
+        """The newest row per key (any status), the newest successful row per key, and whether
+        older successful rows exist: in one query (not the whole history)."""
+        rows = self.rows(asset, "id IN (SELECT max(id) FROM materializations WHERE asset=? "
+                                "GROUP BY partition, status)", (asset,))
+        latest: dict[str, Row] = {}
+        latest_success: dict[str, Row] = {}
+        for r in rows:  # ordered by id: newer rows overwrite older ones
+            latest[r.partition] = r
+            if r.status == "success":
+                latest_success[r.partition] = r
+        try:
+            count = self.conn.execute(  # type: ignore[union-attr]
+                "SELECT count(*) FROM materializations WHERE asset=? AND status='success'",
+                (asset,)).fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise self._db_error(exc) from None
+        return latest, latest_success, count > len(latest_success)
+
+    def success_locations(self, asset: str) -> dict[str, tuple[str, str, str, str]]:
+        """run hash -> (path, format, sha256, shape) of its newest successful row."""
+        return self.success_locations_of([asset]).get(asset, {})
+
+    def success_locations_of(self, assets: list[str]
+                             ) -> dict[str, dict[str, tuple[str, str, str, str]]]:
+        """``success_locations`` of several nodes, in one query per 500 names."""
+        out: dict[str, dict[str, tuple[str, str, str, str]]] = {a: {} for a in assets}
+        if self.conn is None:
+            return out
+        try:
+            for i in range(0, len(assets), 500):
+                part = assets[i:i + 500]
+                for a, rh, *where in self.conn.execute(
+                        "SELECT asset, run_hash, path, format, sha256, shape FROM "
+                        f"materializations WHERE asset IN ({','.join('?' * len(part))}) "
+                        "AND status='success' ORDER BY id", part):
+                    out[a][rh] = tuple(where)  # type: ignore[assignment]
+        except sqlite3.DatabaseError as exc:
+            raise self._db_error(exc) from None
+        return out
+
+    def newest_row(self, asset: str, key: str, success: bool) -> Row | None:
+        found = self.rows(asset, "partition=?" + (" AND status='success'" if success else ""),
+                          (key,), order="id DESC LIMIT 1")
+        return found[0] if found else None
+
+    # ---------------------------------------------------------------- node snapshots
+    def snapshot(self, asset: str) -> tuple[str, str, str, str] | None:
+        """The last complete walk of a node (see barca.engine.planner.Snapshot): the digest of all
+        its run hashes depend on, their combined digest, its keys joined by NUL, and their run
+        hashes in that order, concatenated."""
+        if self.conn is None:
+            return None
+        try:
+            got = self.conn.execute("SELECT digest, combined, keys, hashes FROM snapshots "
+                                    "WHERE asset=?", (asset,)).fetchone()
+        except sqlite3.OperationalError:  # a store written before snapshots existed
+            return None
+        except sqlite3.DatabaseError as exc:
+            raise self._db_error(exc) from None
+        return tuple(got) if got else None  # type: ignore[return-value]
+
+    def snapshots(self, assets: list[str]) -> dict[str, tuple[str, str, str, str]]:
+        """The snapshots of these nodes (see ``snapshot``), in one query per 500 names."""
+        if self.conn is None or not assets:
+            return {}
+        out: dict[str, tuple[str, str, str, str]] = {}
+        try:
+            for i in range(0, len(assets), 500):
+                part = assets[i:i + 500]
+                for a, *rest in self.conn.execute(
+                        "SELECT asset, digest, combined, keys, hashes FROM snapshots WHERE asset "
+                        f"IN ({','.join('?' * len(part))})", part):
+                    out[a] = tuple(rest)  # type: ignore[assignment]
+        except sqlite3.OperationalError:  # a store written before snapshots existed
+            return {}
+        except sqlite3.DatabaseError as exc:
+            raise self._db_error(exc) from None
+        return out
+
+    def put_snapshots(self, snaps: list[tuple[str, str, str, str, str]]) -> None:
+        """(asset, digest, combined, keys, hashes) rows, in one transaction."""
+        if snaps:
+            self._write("INSERT OR REPLACE INTO snapshots (asset, digest, combined, keys, "
+                        "hashes) VALUES (?, ?, ?, ?, ?)", snaps)
+
+    def pending_uploads(self) -> list[tuple[int, str, str, str]]:
+        """Successful results not yet copied to the remote store: (row id, path, node, key)."""
+        if self.conn is None:
+            return []
+        return list(self.conn.execute(
+            "SELECT id, path, asset, partition FROM materializations WHERE status='success' "
+            "AND (remote IS NULL OR remote=0) AND path IS NOT NULL"))
+
+    def mark_uploaded(self, ids: list[int]) -> None:
+        if ids:
+            self._write("UPDATE materializations SET remote=1 WHERE id=?", [(i,) for i in ids])
+
+    def success_row(self, asset: str, run_hash: str) -> Row | None:
+        found = self.rows(asset, "run_hash=? AND status='success'", (run_hash,),
+                          order="id DESC LIMIT 1")
+        return found[0] if found else None
+
+    def runs(self, limit: int = 20) -> list[dict[str, Any]]:
+        if self.conn is None:
+            return []
+        cur = self.conn.execute(
+            "SELECT run_id, command, target, status, started_at, finished_at, steps_run, "
+            "steps_cached, steps_failed, pool_size, error FROM runs "
+            "ORDER BY started_at DESC LIMIT ?", (limit,))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=False)) for r in cur]
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        """One run's row; ``run_id`` may be a unique prefix."""
+        if self.conn is None:
+            return None
+        cur = self.conn.execute(
+            "SELECT run_id, command, target, status FROM runs WHERE run_id LIKE ? "
+            "ORDER BY started_at DESC LIMIT 2", (run_id.replace("%", "").replace("_", "") + "%",))
+        found = [dict(zip(("run_id", "command", "target", "status"), r, strict=False)) for r in cur]
+        return found[0] if len(found) == 1 or (found and found[0]["run_id"] == run_id) else None
+
+    def log_lines(self, run_id: str, after: int = 0) -> list[tuple[int, str, str, str, float, str]]:
+        """The lines a run's steps wrote, after line id ``after``: (id, node, step, stream,
+        time, line), in the order they were recorded."""
+        if self.conn is None:
+            return []
+        try:
+            return list(self.conn.execute(
+                "SELECT id, node, step, stream, ts, line FROM logs WHERE run_id=? AND id>? "
+                "ORDER BY id", (run_id, after)))
+        except sqlite3.OperationalError:  # a store written before logs were recorded
+            return []
+
+    def last_lines(self, node: str, limit: int) -> tuple[str, list[tuple[int, str, str, str,
+                                                                      float, str]]]:
+        """The last ``limit`` lines one node's steps wrote in the most recent run that
+        recorded any for it: (run id, lines as ``log_lines`` gives them)."""
+        if self.conn is None:
+            return "", []
+        try:
+            got = self.conn.execute("SELECT run_id FROM logs WHERE node=? ORDER BY id DESC "
+                                    "LIMIT 1", (node,)).fetchone()
+            if got is None:
+                return "", []
+            rows = list(self.conn.execute(
+                "SELECT id, node, step, stream, ts, line FROM logs WHERE run_id=? AND node=? "
+                "ORDER BY id DESC LIMIT ?", (got[0], node, limit)))
+        except sqlite3.OperationalError:  # a store written before logs were recorded
+            return "", []
+        return got[0], rows[::-1]
+
+    def run_steps(self, run_id: str) -> list[tuple[str, str]]:
+        """(node, step) of every step a run recorded a result or a failure for."""
+        if self.conn is None:
+            return []
+        return list(self.conn.execute(
+            "SELECT DISTINCT asset, node FROM materializations WHERE run_id=?", (run_id,)))
+
+    def evicted_assets(self) -> set[str]:
+        """The nodes some of whose results the cache size limit evicted (read once)."""
+        if self._evicted is None:
+            self._evicted = set()
+            if self.conn is not None:
+                # a store written before evictions existed has no such table
+                with contextlib.suppress(sqlite3.OperationalError):
+                    self._evicted = {r[0] for r in self.conn.execute(
+                        "SELECT DISTINCT asset FROM evictions")}
+        return self._evicted
+
+    def evicted_paths(self, asset: str) -> set[str]:
+        if asset not in self.evicted_assets() or self.conn is None:
+            return set()
+        return {r[0] for r in self.conn.execute("SELECT path FROM evictions WHERE asset=?",
+                                                (asset,))}
+
+    # ---------------------------------------------------------------- settle records
+    def generation(self) -> int | None:
+        """A number that every write of a result, snapshot, eviction or definition moves on
+        (SQLite triggers, so no writer, in any process, can forget): the store's state as a
+        settle record sees it. None for a store without it (read-only, or older)."""
+        if self.conn is None:
+            return None
+        try:
+            got = self.conn.execute("SELECT n FROM generation").fetchone()
+        except sqlite3.DatabaseError:
+            return None
+        return None if got is None else int(got[0])
+
+    def settle_record(self, cone: str) -> tuple[str, str] | None:
+        """(key, value) of the cone's settle record (see barca.engine.settle), if any."""
+        if self.conn is None:
+            return None
+        try:
+            got = self.conn.execute("SELECT key, value FROM settle_records WHERE cone=?",
+                                    (cone,)).fetchone()
+        except sqlite3.DatabaseError:
+            return None
+        return None if got is None else (got[0], got[1])
+
+    def put_settle_record(self, cone: str, key: str, value: str) -> None:
+        self._write("INSERT OR REPLACE INTO settle_records (cone, key, value) VALUES (?, ?, ?)",
+                    [(cone, key, value)])
+
+    # ---------------------------------------------------------------- writes
+    _BEGIN_RUN = ("INSERT INTO runs (run_id, command, target, status, started_at, pool_size) "
+                  "VALUES (?, ?, ?, 'running', ?, ?)")
+    _END_RUN = ("UPDATE runs SET status=?, finished_at=?, steps_run=?, steps_cached=?, "
+                "steps_failed=?, error=? WHERE run_id=?")
+
+    def begin_run(self, run_id: str, command: str, target: str, pool_size: int) -> None:
+        self._write(self._BEGIN_RUN, [(run_id, command, target, time.time(), pool_size)])
+
+    def end_run(self, run_id: str, status: str, run: int, cached: int, failed: int,
+                error: str | None = None) -> None:
+        self._write(self._END_RUN, [(status, time.time(), run, cached, failed, error, run_id)])
+
+    def served_run(self, run_id: str, command: str, target: str, pool_size: int, cached: int,
+                   also: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        """A run served whole from what a process kept (barca.api.warm): begun and finished, with
+        ``also`` (what it read), in one transaction."""
+        now = time.time()
+        self._write_all([(self._BEGIN_RUN, [(run_id, command, target, now, pool_size)]),
+                         (self._END_RUN, [("success", now, 0, cached, 0, None, run_id)]),
+                         *also])
+
+    def record(self, rows: Iterable[dict[str, Any]],
+               lines: list[tuple[str, str, str, float, str, str]] = ()) -> None:  # type: ignore[assignment]
+        """Materialization rows (their artifacts already exist) and the lines their steps wrote
+        (run id, node, step, time, stream, line), in one transaction."""
+        rows = list(rows)
+        values = [tuple(r.get(c) for c in COLUMNS) for r in rows]
+        writes = []
+        if values:
+            writes.append((f"INSERT INTO materializations ({', '.join(COLUMNS)}) "
+                           f"VALUES ({', '.join('?' * len(COLUMNS))})", values))
+        if lines:
+            writes.append(("INSERT INTO logs (run_id, node, step, ts, stream, line) "
+                           "VALUES (?, ?, ?, ?, ?, ?)", list(lines)))
+        if values and self.evicted_assets():  # a result computed again is no longer evicted
+            writes.append(("DELETE FROM evictions WHERE path=?",
+                           [(r.get("path"),) for r in rows if r.get("path")]))
+        if writes:
+            self._write_all(writes)
+
+    def _write(self, sql: str, values: list[tuple[Any, ...]]) -> None:
+        self._write_all([(sql, values)])
+
+    def _write_all(self, writes: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        assert self.conn is not None
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            for sql, values in writes:
+                self.conn.executemany(sql, values)
+            self.conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(sqlite3.DatabaseError):
+                self.conn.execute("ROLLBACK")
+            raise self._db_error(exc) from None

@@ -1,0 +1,306 @@
+"""The remote store (``BARCA_REMOTE_URI``): a copy of every artifact, laid out as locally
+(``<uri>/artifacts/<node dir>/<run hash>.<ext>``), through fsspec (``file://``, ``s3://``,
+``gs://``, ``abfs://`` with their fsspec packages). It is this machine's backup and
+read-through cache: a cached result whose local file is missing is fetched, not recomputed."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from barca.core.errors import InfrastructureError, UsageError
+from barca.store import manifest
+
+ENV = "BARCA_REMOTE_URI"
+PREFIX = ".barca/"
+
+
+def open_store(settings: Any, on_note: Callable[[str], None] | None = None) -> Remote | None:
+    """The store a command with these ``Settings`` uses (``remote_uri``: ``BARCA_REMOTE_URI``,
+    else ``[remote] uri``; none with ``BARCA_REMOTE=off``), or None."""
+    uri = settings.remote_uri
+    return Remote(uri, on_note, settings.store_key_file) if uri else None
+
+
+class Remote:
+    def __init__(self, uri: str, on_note: Callable[[str], None] | None = None,
+                 key_file: str | None = None) -> None:
+        try:
+            import fsspec
+        except ImportError:
+            raise UsageError(f"{ENV} is set but fsspec is not installed",
+                             "pip install 'barca-pipelines[remote]' (and s3fs, gcsfs or adlfs "
+                             "for cloud stores), or unset " + ENV) from None
+        self.uri = uri
+        try:
+            self.fs, self.base = fsspec.core.url_to_fs(uri)
+        except (ImportError, ValueError) as exc:
+            raise UsageError(f"{ENV}={uri!r} cannot be used: {exc}",
+                             "Use file:///path, s3://bucket/prefix, gs://... or abfs://..., "
+                             "with that store's fsspec package installed.") from None
+        self.base = self.base.rstrip("/")
+        self.fetched: list[int] = []      # sizes of the artifacts fetched by this command
+        self.fetch_seconds = 0.0
+        self._listed: dict[tuple[str, str], set[str]] = {}
+        self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple)
+                                else (self.fs.protocol,))
+        self.secret = manifest.store_key(key_file)
+        self.on_note = on_note            # told each remark as it is made (the runner's warnings)
+        self.notes: list[str] = []
+        self.warned_pickles = False
+        self._rejected: set[str] = set()
+
+    def _path(self, rel: str) -> str:
+        """A local relative path (``.barca/artifacts/...``) as a path in the store."""
+        return rel.removeprefix(PREFIX)
+
+    def _full(self, path: str) -> str:
+        return f"{self.base}/{path}"
+
+    def check(self) -> None:
+        """Reachable before any step runs, or exit 3."""
+        try:  # a marker written and read back: the store is there and writable
+            self.fs.makedirs(self.base, exist_ok=True)
+            marker = f"{self.base}/.barca-store"
+            self.fs.pipe_file(marker, b"barca artifact store\n")
+            self.fs.cat_file(marker)
+        except Exception as exc:
+            raise InfrastructureError(f"the remote store {self.uri} cannot be reached: "
+                                      f"{type(exc).__name__}: {exc}",
+                                      f"Check {ENV}, the network and the credentials; or unset "
+                                      f"{ENV} to run with the local store only.") from None
+
+    # ------------------------------------------------------------------ writing
+    def upload(self, root: Path, rel: str, node: str, key: str, data: bytes | None = None) -> None:
+        """Copy one result to the store: its bytes under a name of their own (their digest),
+        then its manifest, which makes it visible. The first manifest written wins; a machine
+        that lost the race removes its bytes, so the store keeps one copy and one manifest. A
+        manifest that does not verify (or whose bytes are bad) is replaced. Without ``data``
+        the result's file is hashed and copied in blocks: a table larger than memory uploads
+        too."""
+        from barca.store.artifacts import EXT, file_sha256
+        source: bytes | Path
+        if data is None:
+            source = root / rel
+            size, digest = source.stat().st_size, file_sha256(source)
+        else:
+            source, size, digest = data, len(data), hashlib.sha256(data).hexdigest()
+        path = self._path(rel)
+        fmt = next((f for f, e in EXT.items() if path.endswith("." + e)), "pickle")
+        raw = manifest.make(path, node, key, fmt, size, digest, self.secret)
+        blob = self._full(manifest.blob_path(path, digest))
+        target = self._full(path + manifest.SUFFIX)
+        self._write(blob, source)
+        if self._create(target, raw):
+            return
+        try:  # a manifest is there already: another machine's copy of the same step, or bad
+            current = manifest.read(self.fs.cat_file(target), path, self.secret)
+        except (manifest.Rejected, FileNotFoundError):
+            current = None
+        if current is not None and current["sha256"] == digest:
+            return
+        if current is not None and self._intact(path, current) is not None:
+            with contextlib.suppress(Exception):  # an orphan copy, never named by a manifest
+                self.fs.rm_file(blob)
+            return
+        self._write(target, raw)
+
+    def _write(self, target: str, source: bytes | Path) -> None:
+        """Readers see all of it or nothing: a rename here, a single PUT (or a multipart upload,
+        which appears when complete) on object stores. ``source``: the bytes, or a file."""
+        if self.local:
+            from barca.store.artifacts import write_atomic
+            write_atomic(Path(target), source)
+            return
+        self.fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+        if isinstance(source, bytes):
+            self.fs.pipe_file(target, source)
+        else:
+            self.fs.put_file(str(source), target)
+
+    def _create(self, target: str, data: bytes) -> bool:
+        """Write ``target`` only if nothing is there (False if something is), atomically: a
+        hard link of a complete temp file here, a conditional PUT (If-None-Match) on S3."""
+        if self.local:
+            import tempfile
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=Path(target).parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                from barca.store.artifacts import file_mode
+                os.chmod(tmp, file_mode())  # other machines of the team read it
+                os.link(tmp, target)
+                return True
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+        try:
+            self.fs.pipe_file(target, data, mode="create")
+            return True
+        except FileExistsError:
+            return False
+        except (TypeError, NotImplementedError, ValueError):
+            pass  # a store without conditional writes: check, then write (a narrow race)
+        if self.fs.exists(target):
+            return False
+        self.fs.pipe_file(target, data)
+        return True
+
+    # ------------------------------------------------------------------ reading
+    def fetch(self, root: Path, rel: str, sha256: str | None = None) -> int | None:
+        """Download one result to its local place; its size, or None when the store has no
+        good copy of it. With ``sha256`` (this machine's own record of the result) the bytes
+        are checked against it; otherwise against the store's manifest, which with a key must
+        be signed with it. The bytes stream into a temp file beside the result and are renamed
+        into place only once checked: nothing unchecked is read (or unpickled), and a result
+        larger than memory fetches too."""
+        import time
+        start = time.perf_counter()
+        try:
+            size = self._download(root / rel, rel, sha256)
+        finally:
+            self.fetch_seconds += time.perf_counter() - start
+        if size is not None:
+            self.fetched.append(size)
+        return size
+
+    def _download(self, dest: Path, rel: str, sha256: str | None) -> int | None:
+        path = self._path(rel)
+        body: dict[str, Any] | None = None
+        if sha256:  # the bytes under their digest; a store written before manifests: their name
+            sources, size = [manifest.blob_path(path, sha256), path], None
+            why = "did not match the SHA-256 recorded here"
+        else:
+            body = self._manifest(rel, path)
+            if body is None:
+                return None
+            sha256, size = body["sha256"], body["size"]
+            sources, why = [manifest.blob_path(path, sha256)], "did not match its manifest"
+        from barca.store.artifacts import commit, discard
+        for source in sources:
+            got = self._stream(source, dest)
+            if got is None:
+                continue  # not in the store under this name
+            tmp, digest, length = got
+            if digest != sha256 or (size is not None and length != size):
+                discard(tmp)
+                self._reject(rel, why)
+                return None
+            if (body is not None and body["format"] == "pickle" and self.secret is None
+                    and not self.warned_pickles):
+                self.warned_pickles = True
+                self._note("a pickle from the shared store is trusted as code: set "
+                           f"{manifest.KEY_ENV} on every machine that shares it to accept only "
+                           "signed results (barca docs remote)")
+            commit(tmp, dest)
+            return length
+        if size is not None:  # a manifest naming bytes the store does not have
+            self._reject(rel, why)
+        return None
+
+    def _stream(self, source: str, dest: Path) -> tuple[str, str, int] | None:
+        """``source`` copied into a temp file beside ``dest`` in chunks: (temp path, SHA-256,
+        size), or None when the store cannot give it."""
+        import tempfile
+
+        from barca.store.artifacts import discard
+        try:
+            f = self.fs.open(self._full(source), "rb")
+        except Exception:  # absent, or unreadable: not in the store
+            return None
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
+        h, length = hashlib.sha256(), 0
+        try:
+            with f, os.fdopen(fd, "wb") as out:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+                    out.write(chunk)
+                    length += len(chunk)
+        except Exception:  # the store failed mid-way: as good as absent
+            discard(tmp)
+            return None
+        return tmp, h.hexdigest(), length
+
+    def located(self, rel: str, sha256: str | None) -> str | None:
+        """Where the store keeps a result's bytes, for a lazy reader that reads them in place
+        (byte ranges, never all of them -- so their digest is not checked here): found by this
+        machine's record, else through the manifest (signed, with a key). None: no such
+        result."""
+        path = self._path(rel)
+        if sha256:
+            for candidate in (manifest.blob_path(path, sha256), path):  # path: an old store
+                if self.fs.exists(self._full(candidate)):
+                    return self._full(candidate)
+            return None
+        body = self._manifest(rel, path)
+        return None if body is None else self._full(manifest.blob_path(path, body["sha256"]))
+
+    def vouches(self, rel: str) -> bool:
+        """The store holds this result under a manifest that checks (signed, with a key), as
+        ``fetch`` would accept it -- what a prediction shows as cached; its bytes, checked
+        only when fetched, are not read."""
+        return self._manifest(rel, self._path(rel)) is not None
+
+    def _manifest(self, rel: str, path: str) -> dict[str, Any] | None:
+        """The store's manifest of a result, checked (and signed, with a key); None when
+        there is none or it does not verify (said once)."""
+        raw = self._cat(path + manifest.SUFFIX)
+        if raw is None:
+            return None
+        try:
+            return manifest.read(raw, path, self.secret)
+        except manifest.Rejected as exc:
+            self._reject(rel, f"is not signed with {manifest.KEY_ENV}" if exc.unsigned
+                         else "did not match its manifest")
+            return None
+
+    def _intact(self, path: str, body: dict[str, Any]) -> bytes | None:
+        data = self._cat(manifest.blob_path(path, body["sha256"]))
+        return data if data is not None and manifest.matches(body, data) else None
+
+    def _cat(self, path: str) -> bytes | None:
+        try:
+            return bytes(self.fs.cat_file(self._full(path)))
+        except Exception:  # absent, or unreadable: not in the store
+            return None
+
+    def _reject(self, rel: str, why: str) -> None:
+        if rel in self._rejected:
+            return
+        self._rejected.add(rel)
+        self._note(f"the store's copy of {rel} {why}; computing it again")
+
+    def _note(self, text: str) -> None:
+        self.notes.append(text)
+        if self.on_note is not None:
+            self.on_note(text)
+
+    def listing(self, node_dir: str, store: str = ".barca") -> set[str]:
+        """The results the store holds for one node directory (one key), as local relative
+        paths: those with a manifest. One listing per directory, not one request per file."""
+        if (store, node_dir) not in self._listed:
+            folder = self._full(self._path(f"{store}/artifacts/{node_dir}"))
+            try:
+                names = (os.listdir(folder) if self.local
+                         else [p.rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)])
+            except Exception:
+                names = []
+            self._listed[(store, node_dir)] = {
+                f"{store}/artifacts/{node_dir}/{n[:-len(manifest.SUFFIX)]}"
+                for n in names if n.endswith(manifest.SUFFIX)}
+        return self._listed[(store, node_dir)]
+
+
+def human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover

@@ -1,0 +1,80 @@
+"""``@sink(path)``: an asset's value also written to a file the user names, when the asset runs.
+
+``out.parquet`` (or ``.csv``, ``.json``) is one file; a partitioned asset writes one file per
+key (``out_region_emea.parquet``). A path ending in ``/`` is one Hive-partitioned parquet
+dataset with a ``region=emea/`` folder per key. Every file is written atomically; a sink that
+fails fails its step."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from barca.core.types import parse_key
+from barca.store.artifacts import _safe, write_atomic
+
+FORMATS = (".parquet", ".csv", ".json")
+
+
+def targets(sink: str, key: str) -> Path:
+    """Where one key's value goes (relative to the project root)."""
+    dims = sorted(parse_key(key).items())
+    if sink.endswith("/"):
+        folder = Path(sink)
+        for d, v in dims:
+            folder = folder / f"{_safe(d)}={_safe(v)}"
+        return folder / "part-0.parquet"
+    p = Path(sink)
+    if not dims:
+        return p
+    tag = "".join(f"_{_safe(d)}_{_safe(v)}" for d, v in dims)
+    return p.with_name(f"{p.stem}{tag}{p.suffix}")
+
+
+def _frame(value: Any) -> Any:
+    from barca.store import frames
+    if frames.kind(value) is not None:  # any table: pandas, polars, pyarrow, duckdb
+        return frames.convert(value, "pandas")
+    import pandas as pd
+    if isinstance(value, dict):
+        return pd.DataFrame.from_records([value])
+    if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        return pd.DataFrame.from_records(value)
+    return pd.DataFrame({"value": value if isinstance(value, list) else [value]})
+
+
+def encode(value: Any, suffix: str, drop: tuple[str, ...] = ()) -> bytes:
+    """The bytes of one sink file; ``drop`` names columns a Hive folder already holds."""
+    if suffix == ".json":
+        from barca.store import frames
+        if frames.kind(value) is not None and frames.kind(value) != "pandas":
+            value = frames.convert(value, "pandas")
+        if hasattr(value, "to_json"):
+            return value.to_json(orient="records").encode("utf-8")
+        return json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    df = _frame(value)
+    df = df.drop(columns=[c for c in drop if c in df.columns])
+    if suffix == ".csv":
+        return df.to_csv(index=False).encode("utf-8")
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    return buf.getvalue()
+
+
+def write(root: Path, sinks: list[str], key: str, value: Any) -> list[str]:
+    """Write every sink of one step; the paths written."""
+    written = []
+    for sink in sinks:
+        rel = targets(sink, key)
+        suffix = ".parquet" if sink.endswith("/") else rel.suffix
+        if suffix not in FORMATS:
+            raise ValueError(f"@sink({sink!r}): unknown format {suffix!r}; use a path ending in "
+                             f"{', '.join(FORMATS)} or '/'")
+        path = (root / rel).resolve()
+        if not path.is_relative_to(root.resolve()) and Path(sink).is_absolute() is False:
+            raise ValueError(f"@sink({sink!r}) writes outside the project")
+        drop = tuple(parse_key(key)) if sink.endswith("/") else ()
+        write_atomic(path, encode(value, suffix, drop))
+        written.append(str(rel))
+    return written

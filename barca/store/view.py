@@ -1,0 +1,179 @@
+"""The store as a decision sees it: read-only. Each node's history (its rows, looked up by key
+and by run hash) and its snapshot, read on first ask and kept for the command. Nothing here
+writes: recording results, snapshots and adopted artifacts is the runner's work, after the
+decision."""
+from __future__ import annotations
+
+from barca.core.types import NodeId
+from barca.store.metadata import Row, Store
+
+
+class NodeHistory:
+    """What the store knows of one node: the newest row per key (any status, and successful),
+    and successful rows looked up by run hash.
+
+    Lazy: a planner that needs a handful of rows asks for them one by one (an indexed query
+    each); the newest row of every key is read in one query on first use of ``latest`` /
+    ``latest_success``, or once point queries stop being few."""
+
+    POINT_QUERIES = 64
+
+    def __init__(self, store: Store | None, asset: str) -> None:
+        self.store, self.asset = store, asset
+        self._latest: dict[str, Row] | None = None if store is not None else {}
+        self._latest_success: dict[str, Row] = {}
+        self._by_hash: dict[str, Row | None] = {}
+        self._older = False
+        self._points = 0
+        self._where: dict[str, tuple[str, str, str, str]] | None = None
+        self._where_points = 0
+
+    def _load(self) -> None:
+        assert self.store is not None
+        latest, latest_success, older = self.store.newest_rows(self.asset)
+        self._latest, self._latest_success, self._older = latest, latest_success, older
+        for r in latest_success.values():
+            self._by_hash.setdefault(r.run_hash, r)
+
+    @property
+    def latest(self) -> dict[str, Row]:
+        """partition -> newest row of any status."""
+        if self._latest is None:
+            self._load()
+        return self._latest  # type: ignore[return-value]
+
+    @property
+    def latest_success(self) -> dict[str, Row]:
+        """partition -> newest successful row."""
+        if self._latest is None:
+            self._load()
+        return self._latest_success
+
+    def _point(self) -> bool:
+        """Whether to ask for one row (rather than read every key's newest rows at once)."""
+        if self._latest is not None or self.store is None:
+            return False
+        self._points += 1
+        if self._points > self.POINT_QUERIES:
+            self._load()
+            return False
+        return True
+
+    def newest_success(self, key: str) -> Row | None:
+        if self._point():
+            return self.store.newest_row(self.asset, key, True)  # type: ignore[union-attr]
+        return self.latest_success.get(key)
+
+    def newest(self, key: str) -> Row | None:
+        if self._point():
+            return self.store.newest_row(self.asset, key, False)  # type: ignore[union-attr]
+        return self.latest.get(key)
+
+    def success(self, run_hash: str) -> Row | None:
+        """A successful row with this run hash (the newest), if any."""
+        if run_hash in self._by_hash:
+            return self._by_hash[run_hash]
+        if self.store is None:
+            return None
+        if self._point():
+            row = self.store.success_row(self.asset, run_hash)
+        elif run_hash in self._by_hash:  # every key's newest rows were just read
+            return self._by_hash[run_hash]
+        else:  # a miss among the newest rows is a miss, unless older successes exist
+            row = self.store.success_row(self.asset, run_hash) if self._older else None
+        self._by_hash[run_hash] = row
+        return row
+
+    def locate(self, where: dict[str, tuple[str, str, str, str]]) -> None:
+        """Every successful row's location, read for many nodes at once (see StoreView)."""
+        if self._where is None:
+            self._where = where
+
+    def resolve(self, run_hash: str) -> tuple[str, str, str, str] | None:
+        """(path, format, sha256, shape) of the newest successful row with this run hash:
+        a point query each for a few, then every successful row's four columns in one read
+        (not whole rows: a 200,000-key target resolves all of its keys)."""
+        row = self._by_hash.get(run_hash)
+        if row is not None:
+            return row.path, row.format, row.sha256, row.shape  # type: ignore[return-value]
+        if self._where is None and self.store is not None:
+            self._where_points += 1
+            if self._where_points <= self.POINT_QUERIES:
+                row = self.store.success_row(self.asset, run_hash)
+                return None if row is None else (
+                    row.path, row.format, row.sha256, row.shape)  # type: ignore[return-value]
+            self._where = self.store.success_locations(self.asset)
+        return (self._where or {}).get(run_hash)
+
+    def all_success(self) -> list[Row]:
+        """Every successful row, oldest first (small nodes only: sensors)."""
+        if self.store is None:
+            return []
+        return self.store.rows(self.asset, "status='success'")
+
+
+class StoreView:
+    """Read-only: what the store held when the command asked.
+
+    ``snapshots=False`` reads no snapshot, so every node is decided key by key as with an empty
+    snapshot table: one of the memo layers the property tests switch off to show that no
+    decision depends on them (see Context's ``memo``)."""
+    __slots__ = ("store", "snapshots", "_hist", "_snaps", "_evicted")
+
+    def __init__(self, store: Store, snapshots: bool = True) -> None:
+        self.store = store
+        self.snapshots = snapshots
+        self._hist: dict[NodeId, NodeHistory] = {}
+        self._snaps: dict[NodeId, tuple[str, str, str, str] | None] | None = None
+        self._evicted: dict[NodeId, set[str]] = {}
+
+    def load_snapshots(self, nids: list[NodeId] | None) -> None:
+        """Read the snapshots of every node a walk may decide, in one query, before it starts
+        (``None`` forgets them: the walk is over and the store may have new ones)."""
+        if nids is None or not self.snapshots:
+            self._snaps = None
+            return
+        got = self.store.snapshots(list(nids))
+        self._snaps = {n: got.get(n) for n in nids}
+
+    @property
+    def snapshots_loaded(self) -> dict[NodeId, tuple[str, str, str, str] | None] | None:
+        """The snapshots ``load_snapshots`` read (None: none were)."""
+        return self._snaps
+
+    def history(self, nid: NodeId) -> NodeHistory:
+        got = self._hist.get(nid)
+        if got is None:
+            got = self._hist[nid] = NodeHistory(
+                self.store if self.store.conn is not None else None, nid)
+        return got
+
+    def locate(self, nids: list[NodeId]) -> None:
+        """Read where the successful results of these nodes are, in one query (rather than one
+        per node when each is first asked for)."""
+        for n, where in self.store.success_locations_of(list(nids)).items():
+            self.history(n).locate(where)
+
+    def snapshot(self, nid: NodeId) -> tuple[str, str, str, str] | None:
+        """(digest, combined, keys joined by NUL, run hashes concatenated) of the node's last
+        complete walk."""
+        if not self.snapshots:
+            return None
+        if self._snaps is not None and nid in self._snaps:
+            return self._snaps[nid]
+        return self.store.snapshot(nid)
+
+    def evicted(self, nid: NodeId) -> set[str]:
+        """Paths of the node's results that the cache size limit evicted (usually none: one
+        query per command tells)."""
+        if nid not in self.store.evicted_assets():
+            return set()
+        got = self._evicted.get(nid)
+        if got is None:
+            got = self._evicted[nid] = self.store.evicted_paths(nid)
+        return got
+
+    def forget(self, nid: NodeId) -> None:
+        """The node's rows changed (the runner recorded some): read them again when asked."""
+        self._hist.pop(nid, None)
+        self._evicted.pop(nid, None)
