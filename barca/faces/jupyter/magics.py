@@ -6,29 +6,34 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from barca.core.errors import Cancelled, StepFailed, UsageError
 
 
-def run_magic(line: str, cell: str | None = None) -> Any:
+def run_magic(line: str, cell: str | None = None, ns: dict[str, Any] | None = None) -> Any:
+    """Run one ``%barca`` line (or ``%%barca`` cell). ``ns`` is the namespace ``{name}`` and
+    ``$name`` in the line are expanded from, each reference inside the one argument it stands
+    in (None: no expansion). A line ending in ``;`` runs and shows nothing, as any IPython line."""
     from barca.core.errors import BarcaError
+    quiet = cell is None and line.rstrip().endswith(";")
+    if quiet:
+        line = line.rstrip()[:-1]
     try:
-        return _run(line, cell)
+        value = _run(line, cell, ns)
     except BarcaError as exc:
         _in_magic_form(exc)
         raise
+    return None if quiet else value
 
 
-def _run(line: str, cell: str | None) -> Any:
+def _run(line: str, cell: str | None, ns: dict[str, Any] | None = None) -> Any:
     from barca.faces.commands import dispatch, parse
     argv = _sql_argv(line) if cell is None else None
     if argv is None:
-        try:
-            argv = shlex.split(line)
-        except ValueError as exc:
-            raise UsageError(f"%barca: cannot parse the line ({exc})",
-                             "Check the quotes: %barca sql \"select * from prices\"") from None
+        argv = _split(line)
+    if ns is not None:
+        argv = _expand(argv, ns)
     if cell is not None:
         return _cell(argv, cell)
     try:
@@ -54,6 +59,39 @@ def _run(line: str, cell: str | None) -> Any:
             progress.interrupted()
         raise
     return _value(outcome)
+
+
+def _split(line: str) -> list[str]:
+    """The line's arguments, split as a shell would; a ``{...}`` reference is never split, even
+    when the expression inside it has spaces."""
+    import re
+    refs: list[str] = []
+
+    def hold(m: re.Match[str]) -> str:
+        refs.append(m.group())
+        return f"\0{len(refs) - 1}\0"
+    held = re.sub(r"\{[^{}\0]*\}", hold, line)
+    try:
+        argv = shlex.split(held)
+    except ValueError as exc:
+        raise UsageError(f"%barca: cannot parse the line ({exc})",
+                         "Check the quotes: %barca sql \"select * from prices\"") from None
+    return [re.sub(r"\0(\d+)\0", lambda m: refs[int(m.group(1))], a) for a in argv]
+
+
+def _expand(argv: list[str], ns: dict[str, Any]) -> list[str]:
+    """``{name}``, ``{expression}`` and ``$name`` expanded as IPython does, but inside each
+    argument: a value from outside data stays one argument whatever it holds (a key
+    ``"AAPL --executor tcp://host"`` never becomes a flag)."""
+    from IPython.utils.text import DollarFormatter
+    fmt = DollarFormatter()
+    out = []
+    for a in argv:
+        try:
+            out.append(fmt.vformat(a, args=[], kwargs=ns) if ("{" in a or "$" in a) else a)
+        except Exception:  # noqa: BLE001 - IPython's rule: what cannot be expanded stays as typed
+            out.append(a)
+    return out
 
 
 # flags of `sql` that may come before or after an unquoted query, and whether they take a value
@@ -146,10 +184,13 @@ def _cell(argv: list[str], body: str) -> Any:
 
 @magics_class
 class BarcaMagics(Magics):
+    # IPython's own expansion would substitute ``{t}`` as text into the line before it is
+    # split, so a value holding spaces and dashes would become flags: expand per argument.
+    @no_var_expand
     @line_cell_magic
     def barca(self, line: str, cell: str | None = None) -> Any:
         """Run a barca command: ``%barca get report pipeline.py``. See ``%barca --help``."""
-        return run_magic(line, cell)
+        return run_magic(line, cell, ns=self.shell.user_ns if self.shell is not None else None)
 
 
 def load_ipython_extension(ipython: Any) -> None:
