@@ -141,3 +141,11 @@ def rich_table(headers: Sequence[str], rows: Sequence[Sequence[str]], state_col:
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def printable(text: str) -> str:
+    """Text for a terminal: every control character but newline and tab shown as ``\\x1b``,
+    never sent raw -- a key or a message from outside data cannot move the cursor, rewrite
+    lines or set the clipboard (OSC 52). JSON output needs none of this: it escapes them."""
+    import re
+    return re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", text)

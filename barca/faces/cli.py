@@ -13,6 +13,13 @@ from typing import Any, TextIO
 from barca.core.errors import BarcaError, Cancelled, InfrastructureError, StepFailed
 
 
+def printable(text: str) -> str:
+    """barca.core.render.printable, imported when a person's text is printed (a cached run
+    printing JSON never loads the table module)."""
+    from barca.core.render import printable
+    return printable(text)
+
+
 def _mode(settings: Any) -> str:
     """The ``output`` setting (``--json``/``--pretty``, then ``BARCA_OUTPUT``), else the human
     form for a terminal, JSON for a pipe; any other value is a usage error."""
@@ -70,7 +77,7 @@ class EventPrinter:
         if self._bar:
             self.out.write("\r\033[K")
             self._bar = False
-        self.out.write(text + "\n")
+        self.out.write(printable(text) + "\n")
         self.out.flush()
 
     def _step_output(self, step: str, output: str) -> None:
@@ -93,7 +100,7 @@ class EventPrinter:
             self._rich.update(e.done, e.total, e.step)
         elif now - self._drawn >= 0.05 or e.done == e.total:
             self._drawn = now
-            self.out.write("\r\033[K" + progress_line(e.done, e.total, e.step))
+            self.out.write("\r\033[K" + progress_line(e.done, e.total, printable(e.step)))
             self.out.flush()
 
     def __call__(self, e: Any) -> None:
@@ -182,7 +189,7 @@ def render(outcome: Any, mode: str) -> None:
     if getattr(args, "output", None) == "path" and hasattr(res, "outputs"):
         for o in res.outputs:
             for i in sorted(o.items, key=lambda i: i.key):
-                print(f"{i.key}: {i.path}" if o.partitioned else i.path)
+                print(printable(f"{i.key}: {i.path}" if o.partitioned else i.path))
         return
     if getattr(args, "output", None) == "value" and hasattr(res, "outputs"):
         text = _value_text(res, 2 if sys.stdout.isatty() else None)
@@ -202,9 +209,9 @@ def render(outcome: Any, mode: str) -> None:
     elif mode == "json" and hasattr(args, "json"):
         print(res.json_text())
     else:
-        print(str(res))
+        print(printable(str(res)))
         if cmd == "sql" and res.truncated:
-            sys.stderr.write(f"[barca] note: {res._table()[3]}\n")
+            sys.stderr.write(printable(f"[barca] note: {res._table()[3]}") + "\n")
 
 
 def _print_logs(log: Any, mode: str, args: Any, settings: Any) -> None:
@@ -216,7 +223,7 @@ def _print_logs(log: Any, mode: str, args: Any, settings: Any) -> None:
     sys.stderr.write(f"[barca] {log.headline()}\n")
     after = 0
     while True:
-        text = log.json_lines() if mode == "json" else log.text_lines()
+        text = log.json_lines() if mode == "json" else printable(log.text_lines())
         if text:
             sys.stdout.write(text)
             sys.stdout.flush()
@@ -229,22 +236,24 @@ def _print_logs(log: Any, mode: str, args: Any, settings: Any) -> None:
 
 
 def _error(exc: BarcaError, mode: str, agent: bool) -> None:
+    def say(text: str) -> None:  # a person's terminal: never a raw control character
+        sys.stderr.write(printable(text) + "\n")
     if agent and isinstance(exc, StepFailed):  # --agent's own last line, whatever stdout is
-        sys.stderr.write(f"[barca] run failed: {exc.message} (exit {exc.code})\n")
+        say(f"[barca] run failed: {exc.message} (exit {exc.code})")
     if mode == "json":
         sys.stderr.write(exc.json_line() + "\n")
         return
     if isinstance(exc, StepFailed):
         tb = exc.extra.get("traceback")
         if tb and not agent:
-            sys.stderr.write(tb if tb.endswith("\n") else tb + "\n")
+            say(tb.removesuffix("\n"))
         if not agent:
-            sys.stderr.write(f"[barca] run failed: {exc.message} (exit {exc.code})\n")
+            say(f"[barca] run failed: {exc.message} (exit {exc.code})")
         return
     if isinstance(exc, Cancelled):
-        sys.stderr.write(f"[barca] {exc.message} (exit 130)\n")
+        say(f"[barca] {exc.message} (exit 130)")
         return
-    sys.stderr.write(str(exc) + "\n")
+    say(str(exc))
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:

@@ -1,0 +1,41 @@
+"""Human output never sends a control character raw (issue #35): a key from outside data
+cannot rewrite the terminal's lines or set its clipboard. JSON output is unchanged."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+PIPELINE = '''
+from barca import asset, partitions
+
+@asset(partitions={"k": partitions(["ok", "evil\\x1b]52;c;aGk=\\x07", "bad\\rline"])})
+def a(k: str) -> str:
+    if k.startswith("bad"):
+        raise ValueError(f"no {k}")
+    return k
+'''
+RAW = ("\x1b", "\x07", "\r")
+
+
+@pytest.mark.slow
+def test_control_characters_in_keys_are_escaped_for_people(project) -> None:
+    project.write("pipeline.py", PIPELINE)
+    shown = []
+    for args in (["get", "a", "pipeline.py", "--pretty"],
+                 ["get", "a", "pipeline.py", "--pretty", "--agent"],
+                 ["status", "pipeline.py", "--pretty"],
+                 ["get", "a", "pipeline.py", "--dry-run", "--pretty"],
+                 ["history", "--pretty"]):
+        r = project.barca(*args)
+        assert r.code in (0, 1), (args, r.err)
+        text = r.out + r.err
+        assert not any(c in text for c in RAW), (args, repr(text))
+        shown.append(text)
+    assert "bad\\x0dline" in shown[0] and "bad\\x0dline" in shown[1], shown[:2]
+    doc = project.barca("get", "a", "pipeline.py", "--json").out
+    assert json.loads(doc)["failed_node"] == "pipeline.py:a[k=bad\rline]"  # JSON: as written
+    project.edit("pipeline.py", ', "bad\\rline"', "")
+    r = project.barca("get", "a", "pipeline.py", "-o", "path", "--pretty")
+    assert r.code == 0 and not any(c in r.out + r.err for c in RAW), repr(r.out + r.err)
+    assert "k=evil\\x1b]52;c;aGk" in r.out, r.out
