@@ -39,3 +39,26 @@ def test_control_characters_in_keys_are_escaped_for_people(project) -> None:
     r = project.barca("get", "a", "pipeline.py", "-o", "path", "--pretty")
     assert r.code == 0 and not any(c in r.out + r.err for c in RAW), repr(r.out + r.err)
     assert "k=evil\\x1b]52;c;aGk" in r.out, r.out
+
+
+@pytest.mark.slow
+def test_credentials_in_a_store_url_are_never_echoed(seed) -> None:
+    # a refused connection on the loopback: the store's filesystem connects when it is made
+    env = {"BARCA_REMOTE_URI": "ftp://alice:hunter2@127.0.0.1:1/store"}
+    for args in (["doctor", "--json"], ["doctor", "--pretty"],
+                 ["get", "report", "pipeline.py", "--json"],
+                 ["get", "report", "pipeline.py", "--pretty"]):
+        r = seed.barca(*args, env=env, timeout=60)
+        text = r.out + r.err
+        assert "hunter2" not in text and "alice" not in text, (args, text)
+        assert "ftp://***@127.0.0.1:1/store" in text, (args, text)
+        if args[0] == "get":   # the store cannot be reached: infrastructure, not a barca bug
+            assert r.code == 3 and "internal error" not in text, (args, text)
+
+
+def test_redact_hides_user_and_password_of_every_url() -> None:
+    from barca.core.errors import UsageError, redact
+    assert (redact("s3://AKIA:secret@bucket/x and tcp://u@h:1")
+            == "s3://***@bucket/x and tcp://***@h:1")
+    assert redact("file:///home/me/store") == "file:///home/me/store"
+    assert "secret" not in str(UsageError("BARCA_REMOTE_URI='gs://k:secret@b' is bad", "fix"))

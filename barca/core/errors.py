@@ -5,6 +5,16 @@ import json
 from typing import Any
 
 
+def redact(text: str) -> str:
+    """Text with every URL's user and password parts shown as ``***``
+    (``ftp://user:pw@host/x`` -> ``ftp://***@host/x``): a store or scheduler address with
+    credentials in it is never echoed by a message, JSON or log."""
+    if "@" not in text:
+        return text
+    import re
+    return re.sub(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"]+@", r"\1***@", text)
+
+
 class BarcaError(Exception):
     """Base of every error barca raises on purpose."""
 
@@ -13,6 +23,7 @@ class BarcaError(Exception):
 
     def __init__(self, message: str, remediation: str = "", tight: bool = False,
                  **extra: Any) -> None:
+        message, remediation = redact(message), redact(remediation)
         super().__init__(message)
         self.message = message
         self.remediation = remediation

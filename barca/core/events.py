@@ -66,7 +66,8 @@ class Note(Record):
     level: str   # "note" | "warning"
 
     def __init__(self, text: str, level: str = "note") -> None:
-        _set(self, "text", text)
+        from barca.core.errors import redact
+        _set(self, "text", redact(text))
         _set(self, "level", level)
 
 

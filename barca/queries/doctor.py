@@ -148,19 +148,20 @@ def _artifacts(root: Path, prefix: str) -> Check:
 
 
 def _remote(settings: Settings) -> Check | list[Check] | None:
+    from barca.core.errors import redact
     from barca.store import remote
-    uri = settings.remote_uri
-    if uri is None:
+    if settings.remote_uri is None:
         return None
+    uri = redact(settings.remote_uri)  # shown: never its user or password
     try:
-        store = remote.Remote(uri, key_file=settings.store_key_file)
+        store = remote.Remote(settings.remote_uri, key_file=settings.store_key_file)
         store.fs.exists(store.base)  # a read: doctor writes nothing to the store
     except BarcaError as exc:
         return _error_check("remote store", exc)
     except Exception as exc:
         return Check("remote store", False, f"{uri} does not answer: {type(exc).__name__}: "
-                     f"{exc}", "Check BARCA_REMOTE_URI or [remote] uri, the network and the "
-                     "credentials.")
+                     f"{redact(str(exc))}", "Check BARCA_REMOTE_URI or [remote] uri, the "
+                     "network and the credentials.")
     from barca.store.manifest import store_key
     if store_key(settings.store_key_file) is None:
         return [Check("remote store", True, f"{uri} answers"),

@@ -41,6 +41,11 @@ class Remote:
             raise UsageError(f"{ENV}={uri!r} cannot be used: {exc}",
                              "Use file:///path, s3://bucket/prefix, gs://... or abfs://..., "
                              "with that store's fsspec package installed.") from None
+        except OSError as exc:  # a filesystem that connects when made (ftp, sftp, smb)
+            raise InfrastructureError(f"the remote store {uri} cannot be reached: "
+                                      f"{type(exc).__name__}: {exc}",
+                                      f"Check {ENV}, the network and the credentials; or unset "
+                                      f"{ENV} to run with the local store only.") from None
         self.base = self.base.rstrip("/")
         self.fetched: list[int] = []      # sizes of the artifacts fetched by this command
         self.fetch_seconds = 0.0
