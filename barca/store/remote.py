@@ -70,7 +70,9 @@ class Remote:
         try:  # a marker written and read back: the store is there and writable
             self.fs.makedirs(self.base, exist_ok=True)
             marker = f"{self.base}/.barca-store"
-            self.fs.pipe_file(marker, b"barca artifact store\n")
+            # written by rename, never through whatever is there: a symlink planted in a
+            # shared folder store must not make every command write a file it points at
+            self._write(marker, b"barca artifact store\n")
             self.fs.cat_file(marker)
         except Exception as exc:
             raise InfrastructureError(f"the remote store {self.uri} cannot be reached: "

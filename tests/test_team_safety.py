@@ -1,5 +1,5 @@
-"""Human output never sends a control character raw (issue #35): a key from outside data
-cannot rewrite the terminal's lines or set its clipboard. JSON output is unchanged."""
+"""Safe to hand to a team (issue #35): human output never sends a control character raw, a
+URL's credentials are never echoed, a symlink planted in a shared store is never written through."""
 from __future__ import annotations
 
 import json
@@ -62,3 +62,17 @@ def test_redact_hides_user_and_password_of_every_url() -> None:
             == "s3://***@bucket/x and tcp://***@h:1")
     assert redact("file:///home/me/store") == "file:///home/me/store"
     assert "secret" not in str(UsageError("BARCA_REMOTE_URI='gs://k:secret@b' is bad", "fix"))
+
+
+@pytest.mark.slow
+def test_a_symlink_in_a_folder_store_is_never_written_through(seed, tmp_path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (store / ".barca-store").symlink_to(victim)
+    r = seed.barca("get", "report", "pipeline.py", "--json",
+                   env={"BARCA_REMOTE_URI": store.as_uri()})
+    assert r.code == 0, r.err
+    assert victim.read_text() == "precious\n"
+    assert not (store / ".barca-store").is_symlink()
