@@ -76,3 +76,34 @@ def test_a_symlink_in_a_folder_store_is_never_written_through(seed, tmp_path) ->
     assert r.code == 0, r.err
     assert victim.read_text() == "precious\n"
     assert not (store / ".barca-store").is_symlink()
+
+
+def test_two_keys_never_share_a_folder_or_a_sink_file() -> None:
+    from barca.store.artifacts import node_dir
+    from barca.store.sinks import targets
+    pairs = [("c=ACME Corp", "c=ACME_Corp-27de7f2960"),       # cleaned+tagged vs kept as is
+             ("c=ACME Corp", "c=ACME_Corp"),
+             ("region=eu_year_2024,year=x", "region=eu,year=2024_year_x"),
+             ("c=a~b", "c=a_b"), ("c=.", "c=_")]
+    for a, b in pairs:
+        assert node_dir("p.py:f", a) != node_dir("p.py:f", b), (a, b)
+        assert targets("out.json", a) != targets("out.json", b), (a, b)
+        assert targets("out/", a) != targets("out/", b), (a, b)
+    # plain keys keep the seed page's names
+    assert node_dir("pipeline.py:prices", "ticker=AAPL") == "pipeline.py--prices_ticker_AAPL"
+    assert node_dir("p.py:f", "region=eu_west") == "p.py--f_region_eu_west"
+
+
+@pytest.mark.slow
+def test_keys_that_differ_only_in_case_are_a_usage_error(project) -> None:
+    project.write("pipeline.py", '''
+from barca import asset, partitions
+
+@asset(partitions={"t": partitions(["AAPL", "MSFT", "aapl"])})
+def prices(t: str) -> str:
+    return t
+''')
+    r = project.barca("get", "prices", "pipeline.py", "--json")
+    assert r.code == 2, r.err
+    assert "'aapl' (duplicate of 'AAPL')" in r.err, r.err
+    assert not (project.path / ".barca" / "artifacts").exists()

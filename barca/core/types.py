@@ -32,9 +32,10 @@ def ids_named(name: str, ids: Iterable[str]) -> list[str]:
 
 def key_strings(keys: Iterable[Any]) -> tuple[list[str], list[tuple[Any, Any]]]:
     """Partition keys as strings, and the keys that break the rule: a key is a string or an
-    integer (which becomes its string; a bool is neither), unique once a string (so ``1`` and
-    ``"1"`` collide). Each problem is ``(key, earlier)``: ``earlier`` the key it collides
-    with, or None for a key of the wrong type."""
+    integer (which becomes its string; a bool is neither), unique once a string and
+    case-folded (so ``1`` and ``"1"`` collide, and ``AAPL`` and ``aapl``). Each problem is
+    ``(key, earlier)``: ``earlier`` the key it collides with, or None for a key of the wrong
+    type."""
     out: list[str] = []
     problems: list[tuple[Any, Any]] = []
     seen: dict[str, Any] = {}
@@ -43,10 +44,11 @@ def key_strings(keys: Iterable[Any]) -> tuple[list[str], list[tuple[Any, Any]]]:
             problems.append((k, None))
             continue
         s = str(k)
-        if s in seen:
-            problems.append((k, seen[s]))
+        fold = s.casefold()  # AAPL and aapl would share a folder on a case-blind filesystem
+        if fold in seen:
+            problems.append((k, seen[fold]))
             continue
-        seen[s] = k
+        seen[fold] = k
         out.append(s)
     return out, problems
 

@@ -365,8 +365,8 @@ def validate_keys(node: NodeModel, dim: str, keys: Any, line: int | None = None)
         raise UsageError(
             f"{where}: invalid partition keys of '{node.function}' (dimension '{dim}'): "
             f"{', '.join(said)}",
-            "Keys must be unique strings (an integer key becomes its string, so 1 and \"1\" "
-            "collide).")
+            "Keys must be unique strings, also ignoring case (an integer key becomes its "
+            "string, so 1 and \"1\" collide; AAPL and aapl would share a folder).")
     return out
 
 

@@ -14,23 +14,36 @@ from barca.core.types import parse_key
 from barca.identity.hashing import is_json_value
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_PLAIN = re.compile(r"[A-Za-z0-9._-]{1,48}")
 MAX_KEY_CHARS = 48
 
 
-def _safe(value: str) -> str:
-    clean = _UNSAFE.sub("_", value)
-    if clean != value or len(clean) > MAX_KEY_CHARS or clean in ("", ".", ".."):
-        tag = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-        clean = f"{clean[:MAX_KEY_CHARS]}-{tag}"
-    return clean
+def _safe(value: str, underscore: bool = True) -> str:
+    """A key's value as a file name, injectively: kept as written when it is plain (letters,
+    digits, ``.``, ``-``, ``_`` where ``underscore`` allows it, and no leading ``.``), else
+    ``.`` + its plain characters + ``-`` + a digest of the exact value. Only a digested name
+    starts with ``.``, and each carries its own value's digest, so no two values share a name
+    (``ACME Corp`` is ``.ACME-Corp-<digest>``, never the plain key ``ACME_Corp-27de7f2960``);
+    without ``underscore`` no name holds ``_``, which then only separates a key's parts."""
+    if _PLAIN.fullmatch(value) and value[0] != "." and (underscore or "_" not in value):
+        return value
+    tag = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    clean = re.sub(r"[^A-Za-z0-9._-]" if underscore else r"[^A-Za-z0-9.-]", "-", value)
+    return f".{clean[:MAX_KEY_CHARS]}-{tag}"
+
+
+def key_suffix(key: str) -> str:
+    """``_<dimension>_<value>`` for each dimension of a key, as folder and file names carry it.
+    With several dimensions a value holding ``_`` is digested too: ``region=eu_year_2024,
+    year=x`` and ``region=eu,year=2024_year_x`` must not read alike."""
+    dims = sorted(parse_key(key).items())
+    one = len(dims) == 1
+    return "".join(f"_{_UNSAFE.sub('_', dim)}_{_safe(value, one)}" for dim, value in dims)
 
 
 def node_dir(node: str, key: str = "") -> str:
     """``pipeline.py:prices`` + ``ticker=AAPL`` -> ``pipeline.py--prices_ticker_AAPL``."""
-    base = _UNSAFE.sub("_", node.replace(":", "--").replace("/", "__"))
-    for dim, value in sorted(parse_key(key).items()):
-        base += f"_{_safe(dim)}_{_safe(value)}"
-    return base
+    return _UNSAFE.sub("_", node.replace(":", "--").replace("/", "__")) + key_suffix(key)
 
 
 def artifact_relpath(node: str, key: str, run_hash: str, ext: str,

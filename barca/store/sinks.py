@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from barca.core.types import parse_key
-from barca.store.artifacts import _safe, write_atomic
+from barca.store.artifacts import _safe, key_suffix, write_atomic
 
 FORMATS = (".parquet", ".csv", ".json")
 
@@ -23,13 +23,12 @@ def targets(sink: str, key: str) -> Path:
     if sink.endswith("/"):
         folder = Path(sink)
         for d, v in dims:
-            folder = folder / f"{_safe(d)}={_safe(v)}"
+            folder = folder / f"{d}={_safe(v)}"
         return folder / "part-0.parquet"
     p = Path(sink)
     if not dims:
         return p
-    tag = "".join(f"_{_safe(d)}_{_safe(v)}" for d, v in dims)
-    return p.with_name(f"{p.stem}{tag}{p.suffix}")
+    return p.with_name(f"{p.stem}{key_suffix(key)}{p.suffix}")
 
 
 def _frame(value: Any) -> Any:

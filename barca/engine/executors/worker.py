@@ -304,8 +304,9 @@ def source_keys(value: Any) -> tuple[list[str], str | None, list[Any] | None]:
     if not is_dict and not isinstance(value, (list, tuple)):
         raise ValueError(f"returned a {type(value).__name__}, but its output gives partition "
                          "keys: return a list of keys or a dict of key -> value")
-    if is_dict and {str}.issuperset(map(type, value)):
-        keys = list(value)  # a dict's string keys: already unique
+    if is_dict and {str}.issuperset(map(type, value)) \
+            and len({k.casefold() for k in value}) == len(value):
+        keys = list(value)  # a dict's string keys: unique, also case-folded
     else:
         keys, problems = key_strings(value)
         if problems:
@@ -314,7 +315,7 @@ def source_keys(value: Any) -> tuple[list[str], str | None, list[Any] | None]:
                 raise ValueError(f"partition key {k!r} is a {type(k).__name__}; keys must be "
                                  "strings")
             raise ValueError(f"partition keys {earlier!r} and {k!r} collide (both become "
-                             f"{str(k)!r})")
+                             f"{str(k)!r}, or differ only in case)")
     if not is_dict:
         return keys, None, None
     raw = list(value.values())
