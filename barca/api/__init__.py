@@ -183,6 +183,12 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
                              0, 0, 0, (), (), (only_tasks,))
         targets = _targets(sess.graph, target, command)
         label = ",".join(short_name(t) for t in targets) if target else "all"
+        if command == "get" and not _names(target) and sess.graph.available("run"):
+            # a bare get brings assets and sensors up to date; tasks run only when asked
+            tasks = sess.graph.available("run")
+            on_event(ev.Note(f"skipped {len(tasks)} task{'s' if len(tasks) != 1 else ''} "
+                             f"(tasks run only with `barca run TASK`): "
+                             + ", ".join(short_name(t) for t in tasks)))
         order = walk_order(sess.ctx, targets)
         refresh_ids = resolve_refresh(sess.ctx, order, _names(refresh), label)
         selection = parse_partition(partition)
@@ -299,6 +305,8 @@ def get(target: str | list[str] | None = None, *files: str, refresh: str | list[
     if as_type is not None:
         from barca.store.frames import check_type
         check_type(as_type)
+    if isinstance(target, str) and target.endswith(".py") and looks_like_file(target):
+        target, files = None, (target, *files)  # get("pipeline.py"): every asset of the file
     settings = settings_of(settings, env=env, executor=executor, **flags)
     settings.store_prefix  # noqa: B018 - not a plain folder name: a usage error, first
     if dry_run:

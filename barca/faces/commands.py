@@ -101,8 +101,9 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent", action="store_true", help="one line per event on stderr")
     p.add_argument("--executor", metavar="local|dask|tcp://HOST:PORT",
                    help="where steps run (default: BARCA_EXECUTOR, else the local pool)")
-    p.add_argument("-o", "--output", choices=("value", "path"),
-                   help="print only the value, or only the artifact path(s)")
+    p.add_argument("-o", "--output", choices=("value", "path", "json", "pretty"),
+                   help="print only the value, or only the artifact path(s); -o json and "
+                        "-o pretty are --json and --pretty")
     p.add_argument("--as", dest="as_type", metavar="pandas|polars|lazy|pyarrow|duckdb",
                    help="a stored table in this type (%%barca get; default: as written)")
     _output_flags(p)
@@ -236,6 +237,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     if at > 0:
         parser().parse_args(argv[:at] + ["version"])  # only --help/--version may come first
     cmd = argv[at]
+    if cmd not in COMMANDS and cmd.endswith(".py"):  # `barca pipeline.py`: get, as barca reads it
+        argv = [*argv[:at], "get", *argv[at:]]
+        cmd = "get"
     if cmd not in COMMANDS:
         close = _close_matches(cmd, list(COMMANDS), n=1, cutoff=0.5)
         hint = f" Did you mean '{close[0]}'?" if close else ""
@@ -244,6 +248,13 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     sub = parser(cmd)._subparsers._group_actions[0].choices[cmd]  # type: ignore[union-attr]
     args, extras = sub.parse_known_intermixed_args(argv[at + 1:])
     args.command = cmd
+    if getattr(args, "output", None) in ("json", "pretty"):  # -o json: the --json flag
+        other = "json" if args.output == "pretty" else "pretty"
+        if getattr(args, other, False):
+            raise UsageError(f"-o {args.output} and --{other} ask for two output modes.",
+                             "Give one of them.")
+        setattr(args, args.output, True)
+        args.output = None
     if extras:
         bad = next((e for e in extras if e.startswith("-")), extras[0])
         options = [o for a in sub._actions for o in a.option_strings]

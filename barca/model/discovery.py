@@ -235,6 +235,9 @@ def parse_file(path: Path, root: Path) -> FileModel:
         elif isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module:
             for a in stmt.names:
                 local = a.asname or a.name
+                if stmt.module == "barca" and a.name == "*":  # every decorator, as Python does
+                    fm.barca_names.update((n, n) for n in _star_names())
+                    continue
                 if stmt.module == "barca":
                     fm.barca_names[local] = a.name
                 fm.imports[local] = (stmt.module, a.name)
@@ -246,6 +249,14 @@ def parse_file(path: Path, root: Path) -> FileModel:
                 fm.nodes.append(node)
     cache.put(fm)
     return fm
+
+
+def _star_names() -> list[str]:
+    """What ``from barca import *`` binds that a pipeline can say: the public names defined
+    by the decorators module (the package re-exports them)."""
+    from barca.model import decorators
+    return [n for n, v in vars(decorators).items() if not n.startswith("_")
+            and getattr(v, "__module__", None) == decorators.__name__]
 
 
 def _module_level(body: list[ast.stmt]) -> Any:

@@ -341,8 +341,11 @@ class RunResult(_Displayable, Record):
             "status": self.status, "run_id": self.run_id,
             "elapsed_seconds": round(self.elapsed, 4), "steps_executed": self.steps_executed,
             "steps_total": self.steps_total, "phases": self.phases,
+            # an unpartitioned step has no "partitions" key at all, as barca writes it (a
+            # null would break step.get("partitions", {}).get(...))
             "steps": [{"id": s.id, "kind": s.kind, "status": s.action, "reason": s.reason,
-                       "detail": s.detail, "run_hash": s.run_hash, "partitions": s.partitions}
+                       "detail": s.detail, "run_hash": s.run_hash,
+                       **({} if s.partitions is None else {"partitions": s.partitions})}
                       for s in self.steps],
             "final_output": self.final_output(),
             "warnings": list(self.warnings),
@@ -371,6 +374,8 @@ class RunResult(_Displayable, Record):
                 return {"keys": out, "total_keys": len(o.items), "computed_keys": len(items),
                         "not_shown": len(o.items) - len(items)}
             return out
+        if not self.outputs:  # nothing to get (a file of tasks only): no value, not an empty one
+            return None
         if len(self.outputs) == 1:
             return one(self.outputs[0])
         return {o.target: one(o) for o in self.outputs}
@@ -383,6 +388,8 @@ class RunResult(_Displayable, Record):
         else:
             from barca.store.frames import as_type as convert
             vals = {o.target: convert(o.values, as_type, o.partitioned) for o in self.outputs}
+        if not vals:  # nothing to get: no value, as final_output says
+            return None
         return next(iter(vals.values())) if len(vals) == 1 else vals
 
     def headline(self) -> str:
