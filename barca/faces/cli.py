@@ -274,7 +274,7 @@ def run_cli(argv: list[str] | None = None) -> int:
         outcome = dispatch(args, on_event=printer, settings=settings)
         render(outcome, mode)
         if outcome.command == "doctor" and not outcome.result.ok:
-            return 1  # a problem found: one line each, with its fix
+            return 3  # a problem found (one line each, with its fix); 1 is a failed step
         return 0
     except StepFailed as exc:
         mode = _safe_mode(mode)

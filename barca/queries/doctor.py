@@ -76,32 +76,106 @@ def _error_check(name: str, exc: BarcaError) -> Check:
     return Check(name, False, first, " ".join(exc.remediation.split()))
 
 
+def _paths(settings: Settings, files: tuple[str, ...]) -> list[Path]:
+    """The pipeline files checked: those named, a named folder's pipelines, else the
+    project's."""
+    from barca.model.discovery import find_files
+    if not files:
+        return find_files(settings.root, settings.include, settings.exclude)
+    out: list[Path] = []
+    for f in files:
+        p = Path(f).resolve()
+        out += find_files(p, settings.include, settings.exclude) if p.is_dir() else [p]
+    return out
+
+
 def _pipelines(settings: Settings, files: tuple[str, ...]) -> list[Check]:
-    from barca.model.discovery import find_files, parse_file
+    """Each file parsed, the graph loaded, and each file imported in a child process: every
+    problem found is listed, one never hiding another."""
+    from barca.model.discovery import parse_file
     from barca.model.topology import load_graph
     root = settings.root
-    paths = ([Path(f).resolve() for f in files] if files
-             else find_files(root, settings.include, settings.exclude))
+    paths = _paths(settings, files)
     out: list[Check] = []
+    parsed: list[Path] = []
     for p in paths:
         if not p.is_file():
             out.append(Check(f"file {p.name}", False, f"{p}: not found",
-                             "Pass the path of a pipeline file."))
+                             "Pass the path of a pipeline file, or a folder of them."))
             continue
         try:
             parse_file(p, root)
+            parsed.append(p)
         except BarcaError as exc:
-            out.append(_error_check(f"file {p.relative_to(root) if p.is_relative_to(root) else p}",
-                                    exc))
+            out.append(_error_check(f"file {_rel(p, root)}", exc))
+    graph = None
+    if not out:
+        try:
+            graph = load_graph(tuple(str(p) for p in paths), settings)
+        except BarcaError as exc:
+            out.append(_error_check("pipeline graph", exc))
+    out += _imports(root, parsed)
     if out:
         return out
-    try:
-        graph = load_graph(files, settings)
-    except BarcaError as exc:
-        return [_error_check("pipeline graph", exc)]
+    n = len(graph.nodes) if graph is not None else 0
     return [Check("pipeline files", True,
                   f"{len(paths)} file{'s' if len(paths) != 1 else ''}, "
-                  f"{len(graph.nodes)} node{'s' if len(graph.nodes) != 1 else ''}")]
+                  f"{n} node{'s' if n != 1 else ''}")]
+
+
+def _rel(p: Path, root: Path) -> Path:
+    return p.relative_to(root) if p.is_relative_to(root) else p
+
+
+# run in a child: import each file as a worker does, and name the first frame of the file that
+# raised (a NameError at module level would otherwise be blamed on the first step to run)
+_IMPORT_CHILD = """
+import importlib.util, json, os, sys, traceback
+root, files = sys.argv[1], sys.argv[2:]
+sys.path.insert(0, root)
+out = []
+for name, path in zip(files[::2], files[1::2]):
+    sys.path.insert(0, os.path.dirname(path))
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    except BaseException as exc:
+        line = next((f.lineno for f in reversed(traceback.extract_tb(exc.__traceback__))
+                     if os.path.abspath(f.filename) == path), None)
+        out.append([path, line, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""])
+print(json.dumps(out))
+"""
+IMPORT_TIMEOUT = 30.0
+
+
+def _imports(root: Path, paths: list[Path]) -> list[Check]:
+    """Module-level code that fails when a step imports its file, found now: each file
+    imported once in a child process (never in this one), within ``IMPORT_TIMEOUT``."""
+    import json
+    import subprocess
+    import sys
+
+    from barca.model.discovery import module_name
+    if not paths:
+        return []
+    argv = [a for p in paths for a in (module_name(str(_rel(p, root))), str(p))]
+    try:
+        r = subprocess.run([sys.executable, "-c", _IMPORT_CHILD, str(root), *argv], cwd=root,
+                           capture_output=True, text=True, timeout=IMPORT_TIMEOUT)
+        found = json.loads(r.stdout.strip().splitlines()[-1])
+    except subprocess.TimeoutExpired:
+        return [Check("imports", False, f"importing the pipeline files took over "
+                      f"{IMPORT_TIMEOUT:.0f} s", "Move slow work out of module level, into "
+                      "a step.")]
+    except (ValueError, IndexError, OSError) as exc:
+        return [Check("imports", False, f"the pipeline files could not be imported: {exc}",
+                      "Run `python FILE.py` to see the error.")]
+    return [Check(f"import {_rel(Path(path), root)}", False,
+                  f"{_rel(Path(path), root)}:{line or '?'}: {kind}: {msg}".rstrip(": "),
+                  "Fix the module-level code: every step imports its file before it runs.")
+            for path, line, kind, msg in found]
 
 
 def _config(root: Path) -> Check:
@@ -175,9 +249,8 @@ def _remote(settings: Settings) -> Check | list[Check] | None:
 
 def _extras(settings: Settings | None, files: tuple[str, ...]) -> list[Check]:
     """The optional libraries the project's files import, and what barca needs with them."""
-    from barca.model.discovery import find_files
-    paths = [Path(f) for f in files] if files or settings is None else find_files(
-        settings.root, settings.include, settings.exclude)
+    paths = (_paths(settings, files) if settings is not None
+             else [Path(f) for f in files])
     used: set[str] = set()
     pattern = re.compile(r"^\s*(?:import|from)\s+(" + "|".join(_EXTRAS) + r")\b", re.M)
     for p in paths:
