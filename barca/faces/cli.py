@@ -238,10 +238,11 @@ def _print_logs(log: Any, mode: str, args: Any, settings: Any) -> None:
 def _error(exc: BarcaError, mode: str, agent: bool) -> None:
     def say(text: str) -> None:  # a person's terminal: never a raw control character
         sys.stderr.write(printable(text) + "\n")
-    if agent and isinstance(exc, StepFailed):  # --agent's own last line, whatever stdout is
-        say(f"[barca] run failed: {exc.message} (exit {exc.code})")
     if mode == "json":
         sys.stderr.write(exc.json_line() + "\n")
+    if agent and isinstance(exc, StepFailed):  # --agent's own line, stderr's last
+        say(f"[barca] run failed: {exc.message} (exit {exc.code})")
+    if mode == "json":
         return
     if isinstance(exc, StepFailed):
         tb = exc.extra.get("traceback")
