@@ -75,3 +75,50 @@ def test_get_of_a_file_from_python(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert barca.get("star.py") == 1
     assert barca.get("tasks.py") is None
+
+
+CHAIN = '''
+from barca import asset
+
+@asset()
+def src() -> int:
+    return 1
+
+@asset(inputs={"s": src})
+def mid(s: int) -> int:
+    return s + 1
+
+@asset(inputs={"m": mid})
+def top(m: int) -> int:
+    return m + 1
+'''
+
+
+@pytest.mark.slow
+def test_refresh_says_why_each_step_reran(project) -> None:
+    project.write("pipeline.py", CHAIN)
+    assert project.barca("get", "top", "pipeline.py").code == 0
+    for extra in ([], ["--dry-run"]):
+        doc = project.barca("get", "top", "pipeline.py", "--refresh", "src", "--json",
+                            *extra).json()
+        reasons = {s["id"].split(":")[1]: s["reason"] for s in doc["steps"]}
+        assert reasons == {"src": "refresh", "mid": "refresh_cascade",
+                           "top": "refresh_cascade"}, (extra, reasons)
+    r = project.barca("get", "top", "pipeline.py", "--refresh", "src", "--no-cascade", "--json")
+    assert r.code == 0
+    for name in ("mid", "top"):
+        line = f"'{name}' was served from cache but depends on refreshed 'src'"
+        assert line in r.err and line in r.json()["warnings"], r.err
+    split = project.barca("get", "top", "pipeline.py", "--refresh", "src", "mid")
+    assert split.code == 2 and "--refresh src,mid" in split.err, split.err
+
+
+def test_the_python_api_takes_cascade(tmp_path, monkeypatch) -> None:
+    import barca
+    (tmp_path / "pipeline.py").write_text(CHAIN)
+    monkeypatch.chdir(tmp_path)
+    assert barca.get("top", "pipeline.py") == 3
+    seen: list = []
+    assert barca.get("top", "pipeline.py", refresh="src", cascade=False, on_event=seen.append) == 3
+    warnings = [e.text for e in seen if getattr(e, "level", None) == "warning"]
+    assert "'mid' was served from cache but depends on refreshed 'src'" in warnings, warnings

@@ -224,10 +224,9 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         if cache is not None:
             warnings.append(cache.line())
         if refresh_ids and no_cascade:
-            kept = _kept_dependants(sess.graph, w, refresh_ids, order)
-            if kept:
-                warnings.append("--no-cascade: cached dependants were not refreshed: "
-                                + ", ".join(short_name(n) for n in kept))
+            for nid, ups in _kept_dependants(sess.graph, w, refresh_ids, order):
+                warnings.append(f"'{short_name(nid)}' was served from cache but depends on "
+                                f"refreshed {', '.join(repr(short_name(u)) for u in ups)}")
                 on_event(ev.Note(warnings[-1], "warning"))
         warnings.extend(runner.remote_notes())
         if w.done:
@@ -277,17 +276,19 @@ def _keep_under_limit(sess: Session, runner: Runner, on_event: ev.EventCallback)
 
 
 def _kept_dependants(graph: Graph, w: Any, refreshed: list[NodeId], order: list[NodeId]
-                     ) -> list[NodeId]:
+                     ) -> list[tuple[NodeId, list[NodeId]]]:
     """Under ``--no-cascade``: the dependants of the refreshed assets that were served from
-    cache (a dependant that ran anyway, for its own reasons, is not named)."""
+    cache (a dependant that ran anyway, for its own reasons, is not named), each with the
+    refreshed assets it depends on."""
     below = graph.downstream_cone(refreshed, set(order)) - set(refreshed)
     out = []
-    for nid in sorted(below):
+    for nid in [n for n in order if n in below]:
         ns = w.states.get(nid)
         if ns is not None and ns.keys is not None:
             t = ns.tally()
             if t.total and t.count("cached") == t.total:
-                out.append(nid)
+                ups = graph.upstream_cone([nid])
+                out.append((nid, [r for r in refreshed if r in ups]))
     return out
 
 
@@ -296,12 +297,13 @@ def get(target: str | list[str] | None = None, *files: str, refresh: str | list[
         partition: str | dict[str, Any] | None = None, dry_run: bool = False,
         on_event: ev.EventCallback = ev.ignore, as_type: str | None = None,
         env: str | None = None, executor: str | None = None,
-        settings: Settings | None = None, **flags: Any) -> Any:
+        settings: Settings | None = None, cascade: bool = True, **flags: Any) -> Any:
     """Bring ``target`` up to date and return its value (a dict of key -> value for a
     partitioned target); with ``dry_run=True``, the Plan instead. A stored table comes back
     in the type it was written, or in ``as_type`` (pandas, polars, lazy, pyarrow, duckdb).
     ``env``, ``executor`` (and any other setting) are the ``--env`` and ``--executor`` of this
-    call alone."""
+    call alone. ``cascade=False`` is ``--no-cascade``."""
+    no_cascade = no_cascade or not cascade
     if as_type is not None:
         from barca.store.frames import check_type
         check_type(as_type)

@@ -19,7 +19,8 @@ PART_ORDER = ("code", "decorator", "helper:", "module:", "env:", "input:", "key"
 
 
 def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
-           forced: bool = False, predict: bool = False, settled: bool = False) -> NodeState:
+           forced: bool = False, predict: bool = False, settled: bool = False,
+           why: str = "refresh") -> NodeState:
     """Decide every step of one node, given the states of its upstream nodes.
 
     An asset whose snapshot digest (see identity) is unchanged is settled at once: every key
@@ -56,7 +57,7 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
         if kind == "task" or forced:
             st.parts = all_parts(def_parts, inputs, key, value)
             st.reason, st.detail = ("task", "tasks always run") if kind == "task" \
-                else ("refresh", "refresh")
+                else (why, "refresh" if why == "refresh" else "upstream refreshed")
         else:
             _settle(m, st, rh, hist, def_parts, inputs, value, evicted, predict)
         return st.run_hash or ""

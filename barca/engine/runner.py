@@ -67,6 +67,8 @@ class Runner:
         self.settings = ctx.settings  # the command's: executor, pool size, remote store
         order = walk_order(ctx, targets)
         forced: set[NodeId] = set(order) if refresh_all else set(refresh)
+        # re-run only because a refreshed upstream re-ran: said as its own reason
+        self._named = set(order) if refresh_all else set(refresh)
         if refresh and cascade:
             forced = self.graph.downstream_cone(list(refresh), set(order))
         self.w = Walk(order, {}, forced)
@@ -235,7 +237,8 @@ class Runner:
         if self.ctx.static_keys(nid) is None:  # keys known now from an output: the total grows
             w.total += len(keys) - 1
         ns = decide(self.ctx, nid, keys, w.states, forced=nid in w.forced,
-                    predict=not self.execute, settled=self._settled)
+                    predict=not self.execute, settled=self._settled,
+                    why="refresh" if nid in self._named else "refresh_cascade")
         w.states[nid] = ns
         self.adoption.apply(ns)
         partitioned = self.graph.nodes[nid].partitioned

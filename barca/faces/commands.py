@@ -327,6 +327,12 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
             from barca.store.frames import check_type
             check_type(args.as_type)
         target, files = split_target(args.args)
+        stray = [f for f in files if not api.looks_like_file(f)]
+        if args.refresh and stray:  # `--refresh src mid`: the shell split one list in two
+            raise UsageError(f"--refresh takes one comma-separated list; '{stray[0]}' is not a "
+                             "pipeline file.",
+                             f"Join the names with commas: --refresh "
+                             f"{','.join([args.refresh, *stray])}")
         if cmd == "run" and target is None:
             raise UsageError("barca run needs a task name.", "Write: barca run TASK [files]")
         if args.dry_run:
