@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 # state/action/status -> colour. White text on each reaches WCAG AA (contrast >= 4.5:1); the
 # same fill reads on light and dark backgrounds, so one palette serves both themes.
@@ -67,8 +68,18 @@ _CSS = ("<style>.barca-table{border-collapse:collapse;font-family:var(--jp-code-
         "monospace);font-size:12px;color:inherit;background:transparent;table-layout:auto}"
         ".barca-table th,.barca-table td{padding:2px 10px;text-align:left!important;"
         "vertical-align:top;border-bottom:1px solid rgba(127,127,127,.3)}"
-        ".barca-table th{font-weight:600}.barca-table td.barca-why{white-space:normal;"
-        "max-width:40em;overflow-wrap:anywhere}"
+        ".barca-table th{font-weight:600;white-space:nowrap}"
+        # a cell keeps its words whole: names, times and shapes stay on one line (a long one
+        # ends in an ellipsis, its full text in the tooltip); WHY wraps between words only
+        ".barca-table td.barca-cell{white-space:nowrap;max-width:24em;overflow:hidden;"
+        "text-overflow:ellipsis}"
+        ".barca-table td.barca-why{white-space:normal;overflow-wrap:normal;word-break:normal;"
+        "min-width:12em;max-width:40em}"
+        ".barca-table details{margin:0}.barca-table summary{cursor:pointer}"
+        ".barca-more{margin:2px 0 0;white-space:pre-wrap;font-size:11px;max-height:12em;"
+        "overflow:auto}"
+        # a table wider than the output scrolls sideways inside it instead of being cut
+        ".barca{overflow-x:auto;max-width:100%}"
         ".barca-badge{display:inline-block;padding:0 6px;border-radius:8px;color:#fff;"
         "font-weight:600;white-space:nowrap}.barca-summary{margin-top:4px;font-family:"
         "var(--jp-code-font-family,monospace);font-size:12px;text-align:left}"
@@ -109,17 +120,26 @@ def html_table(headers: Sequence[str], rows: Sequence[Sequence[str]], state_col:
                 parts.append(f'<td{_LEFT}><span class="barca-badge" data-state="'
                              f'{html.escape(cell)}" style="background:{colour(cell)};color:#fff">'
                              f"{html.escape(cell)}</span></td>")
-            elif i == why_col:
-                parts.append(f'<td class="barca-why" title="{html.escape(cell)}"{_LEFT}>'
-                             f"{html.escape(cell)}</td>")
-            else:
-                parts.append(f"<td{_LEFT}>{html.escape(cell)}</td>")
+                continue
+            kind = "barca-why" if i == why_col else "barca-cell"
+            parts.append(f'<td class="{kind}" title="{html.escape(cell)}"{_LEFT}>'
+                         f"{_cell_html(cell, html.escape)}</td>")
         parts.append("</tr>")
     parts.append("</tbody></table>")
     if summary:
         parts.append(f'<div class="barca-summary">{html.escape(summary)}</div>')
     parts.append("</div>")
     return "".join(parts)
+
+
+def _cell_html(cell: str, escape: Any) -> str:
+    """A cell's first line; the rest of a multi-line cell (a traceback, a preview of many
+    keys) folded under it, so one row stays one line tall until it is opened."""
+    first, _, rest = cell.partition("\n")
+    if not rest.strip():
+        return escape(first)
+    return (f"<details><summary>{escape(first)}</summary>"
+            f'<pre class="barca-more">{escape(rest)}</pre></details>')
 
 
 def rich_table(headers: Sequence[str], rows: Sequence[Sequence[str]], state_col: int | None,
