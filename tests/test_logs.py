@@ -35,8 +35,11 @@ def sales(region: str) -> dict:
 
 
 def _json_lines(r) -> list[dict]:
+    """``barca logs --json``: one JSON array of the lines."""
     assert r.code == 0, r.err
-    return [json.loads(x) for x in r.out.splitlines()]
+    lines = json.loads(r.out)
+    assert isinstance(lines, list), r.out
+    return lines
 
 
 def test_logs_keep_order_streams_and_filters(project: Project) -> None:
@@ -216,3 +219,22 @@ def test_history_docs_and_version_show_the_same_in_the_cli_and_the_magic(project
     assert result(nb, 4)["text/plain"] == project.barca("version").out.rstrip("\n")
     assert result(nb, 5)["text/plain"] == \
         project.barca("history", "--pretty", "--limit", "1").out.rstrip("\n")
+
+
+def test_a_run_that_printed_nothing(seed: Project) -> None:
+    assert seed.barca("get", "report", "pipeline.py").code == 0
+    r = seed.barca("logs", "--json")
+    assert r.code == 0 and json.loads(r.out) == []
+    pretty = seed.barca("logs", "--pretty")
+    assert pretty.code == 0 and pretty.out == ""
+    assert "no output recorded for this run" in pretty.err
+
+
+def test_an_empty_log_says_so_in_a_notebook() -> None:
+    from barca.present.journal import LogLine, StepLog
+    empty = StepLog("abc123", "get", "report", "success", ())
+    assert "no output recorded for this run" in empty._repr_html_()
+    assert "<table" not in empty._repr_html_() and str(empty) == StepLog.EMPTY
+    one = StepLog("abc123", "get", "report", "success",
+                  (LogLine(1, "p.py:a", "stdout", 1764590000.5, "hi"),))
+    assert "2025-12-01 11:53:20.500 UTC" in one._repr_html_()   # as every table writes time

@@ -221,9 +221,14 @@ def _print_logs(log: Any, mode: str, args: Any, settings: Any) -> None:
 
     from barca.queries.runlog import logs
     sys.stderr.write(f"[barca] {log.headline()}\n")
+    if not log.lines and not args.follow and mode != "json":
+        sys.stderr.write(f"[barca] {log.EMPTY}\n")
     after = 0
     while True:
-        text = log.json_lines() if mode == "json" else printable(log.text_lines())
+        if mode == "json":  # one array; following, one object per line as lines arrive
+            text = log.json_lines() if args.follow else log.json_array()
+        else:
+            text = printable(log.text_lines())
         if text:
             sys.stdout.write(text)
             sys.stdout.flush()

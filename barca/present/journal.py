@@ -19,6 +19,12 @@ def utc_ms(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 
 
+def utc_table(ts: float) -> str:
+    """``2026-11-30 17:04:05.123 UTC``: a time as every table shows it, to the millisecond."""
+    ms = int(round(ts * 1000))
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d} UTC"
+
+
 class LogLine(Record):
     __slots__ = ("id", "step", "stream", "ts", "line")
     id: int          # the order lines were recorded in
@@ -51,22 +57,33 @@ class StepLog(Record):
                 "lines": [x.to_json() for x in self.lines]}
 
     def json_lines(self) -> str:
-        """``barca logs --json``: one object per line."""
+        """``barca logs -f --json``: one object per line, as lines arrive."""
         return "".join(json.dumps(x.to_json(), ensure_ascii=False) + "\n" for x in self.lines)
+
+    def json_array(self) -> str:
+        """``barca logs --json``: one JSON array of the lines (``[]`` when none were
+        printed), as barca prints it."""
+        return json.dumps([x.to_json() for x in self.lines], ensure_ascii=False) + "\n"
 
     def text_lines(self) -> str:
         stamp = (lambda x: utc_ms(x.ts) + " ") if self.timestamps else (lambda x: "")
         return "".join(f"{stamp(x)}[{x.step}] {x.line}\n" for x in self.lines)
 
+    EMPTY = "no output recorded for this run"
+
     def __str__(self) -> str:
-        return self.text_lines().rstrip("\n")
+        return self.text_lines().rstrip("\n") or self.EMPTY
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
-        rows = [[utc_ms(x.ts), x.step, x.stream, x.line] for x in self.lines]
+        rows = [[utc_table(x.ts), x.step, x.stream, x.line] for x in self.lines]
         return ["TIME", "STEP", "STREAM", "LINE"], rows, None, self.headline()
 
     def _repr_html_(self) -> str:
         headers, rows, col, summary = self._table()
+        if not rows:  # not a header-only table: say so
+            import html
+            return (f'<div class="barca-summary">{html.escape(summary)}: '
+                    f"{self.EMPTY}</div>")
         return html_table(headers, rows, col, summary)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
