@@ -238,3 +238,13 @@ def test_an_empty_log_says_so_in_a_notebook() -> None:
     one = StepLog("abc123", "get", "report", "success",
                   (LogLine(1, "p.py:a", "stdout", 1764590000.5, "hi"),))
     assert "2025-12-01 11:53:20.500 UTC" in one._repr_html_()   # as every table writes time
+
+
+def test_logs_of_a_step_cached_in_that_run_name_the_run_that_recorded_it(seed: Project) -> None:
+    first = seed.barca("get", "report", "pipeline.py", "--json").json()["run_id"]
+    second = seed.barca("get", "report", "pipeline.py", "--json").json()["run_id"]
+    r = seed.barca("logs", second, "--step", "report")
+    assert r.code == 2
+    assert f"'report' was cached in run {second}: its output was recorded by run {first}" \
+        in r.err, r.err
+    assert f"barca logs {first} --step report" in r.err

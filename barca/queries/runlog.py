@@ -86,6 +86,11 @@ def logs(run_id: str | None = None, step: str | None = None, stream: str | None 
             steps = set(store.run_steps(run["run_id"])) | {(r[1], r[2]) for r in rows}
             keep = {st for node, st in steps if _names_step(step, node, st)}
             if not keep:
+                other = _recorded_by(store, run["run_id"], step)
+                if other is not None:  # cached in this run: its lines are another run's
+                    raise UsageError(
+                        f"'{step}' was cached in run {run['run_id']}: its output was recorded "
+                        f"by run {other}.", f"Read it with: barca logs {other} --step {step}")
                 from barca.core.errors import did_you_mean
                 names = sorted({short_name(node) for node, _ in steps})
                 raise UsageError(f"Run {run['run_id']} has no step '{step}'."
@@ -99,6 +104,18 @@ def logs(run_id: str | None = None, step: str | None = None, stream: str | None 
                                                   for r in rows), timestamps)
     finally:
         store.close()
+
+
+def _recorded_by(store: Store, run_id: str, step: str) -> str | None:
+    """The most recent run before ``run_id`` in which ``step`` ran, or None."""
+    later = True
+    for r in store.runs(500):
+        if later:
+            later = r["run_id"] != run_id
+            continue
+        if any(_names_step(step, node, st) for node, st in store.run_steps(r["run_id"])):
+            return r["run_id"]
+    return None
 
 
 def last_lines(node: str, limit: int = 10, settings: Settings | None = None,
