@@ -3,6 +3,8 @@ written for it expect of a bare `get`, `barca FILE.py`, `-o json`, `from barca i
 step's JSON."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 STAR = '''
@@ -122,3 +124,20 @@ def test_the_python_api_takes_cascade(tmp_path, monkeypatch) -> None:
     assert barca.get("top", "pipeline.py", refresh="src", cascade=False, on_event=seen.append) == 3
     warnings = [e.text for e in seen if getattr(e, "level", None) == "warning"]
     assert "'mid' was served from cache but depends on refreshed 'src'" in warnings, warnings
+
+
+@pytest.mark.slow
+def test_o_value_of_a_frame_with_datetimes(project) -> None:
+    project.write("pipeline.py", '''
+from barca import asset
+import pandas as pd
+
+@asset()
+def frame() -> pd.DataFrame:
+    return pd.DataFrame({"when": pd.to_datetime(["2026-01-01 00:00", "2026-02-01 10:30"]),
+                         "n": [1, 2]})
+''')
+    r = project.barca("get", "frame", "pipeline.py", "-o", "value")
+    assert r.code == 0, r.err
+    assert json.loads(r.out) == [{"when": "2026-01-01T00:00:00", "n": 1},
+                                 {"when": "2026-02-01T10:30:00", "n": 2}]

@@ -158,6 +158,10 @@ def _value_text(res: Any, indent: int | None) -> str:
         from barca.store import frames
         if frames.kind(v) is not None:  # a table: a list of row objects
             return frames.to_rows(v)
+        if hasattr(v, "isoformat"):  # datetime, date, time, pandas Timestamp: ISO strings
+            return v.isoformat()
+        if hasattr(v, "item") and callable(v.item):  # a numpy scalar
+            return v.item()
         if hasattr(v, "to_dict"):
             try:
                 return v.to_dict(orient="records")
