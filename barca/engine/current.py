@@ -40,12 +40,14 @@ def rows_of(ctx: Context, ns: NodeState) -> dict[str, Row]:
 
 
 def _success_by_hash(ctx: Context, nid: NodeId, wanted: set[str]) -> dict[str, Row]:
-    """The newest successful row of each run hash in ``wanted``: one query per hash for a few,
-    else every successful row of the node in one read."""
+    """The newest successful row of each run hash in ``wanted`` -- the row a decided step
+    reads (NodeHistory.success) -- a point query each for a few, else every successful row
+    of the node in one read."""
     out: dict[str, Row] = {}
     if len(wanted) <= 16:
+        hist = ctx.history(nid)
         for h in wanted:
-            row = ctx.store.success_row(nid, h)
+            row = hist.success(h)
             if row is not None:
                 out[h] = row
         return out

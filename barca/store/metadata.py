@@ -384,10 +384,11 @@ class Store:
         gone = [run_id for run_id, pid, proc in running
                 if pid is not None and proc and not process_alive(pid, proc)]
         if gone:
-            self._write("UPDATE runs SET status='crashed', finished_at=?, error=? "
-                        "WHERE run_id=? AND status='running'",
-                        [(time.time(), "the process running it ended before it finished "
-                          "(killed or crashed)", r) for r in gone])
+            with contextlib.suppress(InfrastructureError):  # a read-only store: shown as is
+                self._write("UPDATE runs SET status='crashed', finished_at=?, error=? "
+                            "WHERE run_id=? AND status='running'",
+                            [(time.time(), "the process running it ended before it finished "
+                              "(killed or crashed)", r) for r in gone])
         return gone
 
     def running_runs(self) -> list[dict[str, Any]]:
