@@ -169,7 +169,7 @@ def _candidates(store: Store, cur: Currency, manual: set[str], since: float | No
     prefix = store.prefix
     superseded: dict[str, tuple[str, int, float, Store]] = {}
     live: dict[str, tuple[str, int, float, Store]] = {}
-    held: list[str] = []
+    held: dict[str, None] = {}   # in order, looked up often
     for rid, asset, part, path, size, created, read in rows:
         when = max(created or 0, read or 0)
         if path in cur.keep or path in held:
@@ -178,7 +178,7 @@ def _candidates(store: Store, cur: Currency, manual: set[str], since: float | No
                 (prefix, asset) not in cur.decided and newest[(asset, part)] == rid)):
             continue  # a Manual node's current result: only running it replaces it
         if since is not None and when >= since:
-            held.append(path)
+            held[path] = None
             live.pop(path, None)
             superseded.pop(path, None)
             continue
@@ -189,7 +189,7 @@ def _candidates(store: Store, cur: Currency, manual: set[str], since: float | No
         elif path not in live:
             got = superseded.get(path)
             superseded[path] = (path, size or 0, max(when, got[2] if got else 0), store)
-    return list(superseded.values()), list(live.values()), held
+    return list(superseded.values()), list(live.values()), list(held)
 
 
 def evict(root: Path, budget: int | None, target: int, cur: Currency,
