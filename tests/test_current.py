@@ -263,3 +263,33 @@ def test_view_names_are_identifiers_only() -> None:
     assert "report" not in identifiers("select /* report */ 1")
     assert "report" not in identifiers("select 'it''s report' x")
     assert "report" in identifiers('select * from "report"')
+
+
+def test_a_run_whose_process_ended_is_crashed(tmp_path) -> None:
+    """In-process: a run begun by a process that ended without finishing it is marked
+    `crashed` by the next reader of the runs; a live process's run, and one whose pid was
+    reused by another process (another start time), are told apart."""
+    from barca.store.metadata import Store, process_alive, process_token
+    pid = os.fork()
+    if pid == 0:  # the child begins a run and dies without ending it
+        try:
+            Store(tmp_path).begin_run("deadbeef0001", "get", "x", 1)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    store = Store(tmp_path)
+    try:
+        store.begin_run("live00000002", "get", "y", 1)  # this process: alive
+        runs = {r["run_id"]: r for r in store.runs()}
+        assert runs["deadbeef0001"]["status"] == "crashed"
+        assert "ended before it finished" in runs["deadbeef0001"]["error"]
+        assert runs["live00000002"]["status"] == "running"
+        assert [r["run_id"] for r in store.running_runs()] == ["live00000002"]
+    finally:
+        store.close()
+    me = os.getpid()
+    assert process_alive(me, process_token(me))
+    if os.path.exists(f"/proc/{me}/stat"):  # the pid alive, but another process's start time
+        host = process_token(me).split("|")[0]
+        assert not process_alive(me, f"{host}|1")
+    assert process_alive(me, "another-host|1")  # not checkable from here: left running
