@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 DEFAULT = "10%"
 GC_TARGET = 0.8   # `barca gc` evicts down to 80% of the limit
+ESTIMATE = "cache-bytes"   # under .barca/: the size last measured, plus what runs wrote since
 
 
 def human(n: int) -> str:
@@ -241,8 +242,8 @@ def evict(root: Path, budget: int | None, target: int, cur: Currency,
                              "VALUES (?, ?, ?)", rows)
                 store._evicted = None
             now = size - freed
-        if not dry_run and all_stores:
-            _remember(all_stores[0], now)
+        if not dry_run:
+            _remember(root, now)
     finally:
         for store in all_stores:
             store.close()
@@ -275,19 +276,25 @@ def reads_write(paths: set[str]) -> tuple[str, list[tuple[Any, ...]]]:
     return "INSERT OR REPLACE INTO reads (path, at) VALUES (?, ?)", [(p, at) for p in paths]
 
 
-def _estimate(store: Store) -> float | None:
+def _estimate(root: Path) -> float | None:
     """``.barca/``'s size as last measured plus what commands wrote since (an upper bound but
     for what the database grew by): measuring walks every file, which at 200,000 results
-    costs more than the run. Kept in the default environment's store when it exists, so that
-    every environment's runs add to one figure, as the limit covers them all."""
-    assert store.conn is not None
-    got = store.conn.execute("SELECT value FROM settled WHERE name='cache_bytes'").fetchone()
-    return None if got is None else got[0]
+    costs more than the run. One figure for every environment (a file beside their stores),
+    as the limit covers them all."""
+    try:
+        return float((root / ".barca" / ESTIMATE).read_text())
+    except (OSError, ValueError):
+        return None
 
 
-def _remember(store: Store, size: float) -> None:
-    store._write("INSERT OR REPLACE INTO settled (name, value) VALUES ('cache_bytes', ?)",
-                 [(size,)])
+def _remember(root: Path, size: float) -> None:
+    path = root / ".barca" / ESTIMATE
+    tmp = path.with_name(f".{ESTIMATE}.{os.getpid()}")
+    try:
+        tmp.write_text(str(int(size)))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # no estimate: the next run measures
 
 
 def after_run(store: Store, settings: Settings, currency: Callable[[], Currency],
@@ -300,19 +307,12 @@ def after_run(store: Store, settings: Settings, currency: Callable[[], Currency]
     if budget is None or store.conn is None:
         return None
     root = store.root
-    home = store if store.prefix == ".barca" else Store(root, create=False)
-    if home.conn is None:
-        home = store
-    try:
-        known = _estimate(home)
-        if known is not None and known + written <= budget:
-            _remember(home, known + written)
-            return None
-        size = usage(root / ".barca")
-        if size <= budget:
-            _remember(home, size)
-            return None
-    finally:
-        if home is not store:
-            home.close()
+    known = _estimate(root)
+    if known is not None and known + written <= budget:
+        _remember(root, known + written)
+        return None
+    size = usage(root / ".barca")
+    if size <= budget:
+        _remember(root, size)
+        return None
     return evict(root, budget, budget, currency(), manual)
