@@ -26,13 +26,8 @@ def rows_of(ctx: Context, ns: NodeState) -> dict[str, Row]:
     evicted result's row count: the decision serves them under their own run hash."""
     if ns.keys is None:
         return {}
-    hashes: dict[str, str] = {}
-    if ns.lazy and ns.run_hashes() is not None:
-        hashes = dict(zip(ns.keys, ns.run_hashes() or (), strict=False))
-    else:
-        for k, s in ns.steps.items():
-            if s.run_hash and s.action not in ("unknown", "skipped"):
-                hashes[k] = s.run_hash
+    hashes = {k: h for k, h, action in ns.step_hashes()
+              if h and action not in ("unknown", "skipped")}
     if not hashes:
         return {}
     by_hash = _success_by_hash(ctx, ns.node, set(hashes.values()))
@@ -89,8 +84,7 @@ def currency(graph: Graph, settings: Settings, keep: set[str] = frozenset()  # t
             store.close()
             continue  # not decidable now (a key expression fails): none of it is superseded
         for nid, ns in states.items():
-            if ns.keys is None or not all(
-                    s.run_hash for s in ns.odd_steps() if s.action != "cached"):
+            if ns.keys is None or not all(h for _, h, _ in ns.step_hashes()):
                 continue  # a key's run hash is not knowable without running: not decided
             decided.add((store.prefix, nid))
             current.update(r.path for r in rows_of(ctx, ns).values() if r.path)
