@@ -133,7 +133,8 @@ class Currency(Record):
     """What the decision says is current, for the cache limit's tiers (see engine.current):
     the paths of every environment's current results, the nodes whose every key was decided
     (a result of one of them that is not current is superseded), and the paths that must stay
-    (what the running command produced or read, a Manual node's current result)."""
+    (what the running command produced or read; a Manual node's current result is kept by
+    ``evict``'s ``manual``)."""
     __slots__ = ("current", "decided", "keep")
     current: frozenset[str]
     decided: frozenset[tuple[str, str]]   # (store prefix, node)

@@ -16,7 +16,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, command TEXT, target TEXT, status TEXT,
     started_at REAL, finished_at REAL, steps_run INTEGER, steps_cached INTEGER,
-    steps_failed INTEGER, pool_size INTEGER, error TEXT);
+    steps_failed INTEGER, pool_size INTEGER, error TEXT, pid INTEGER, proc TEXT);
 CREATE TABLE IF NOT EXISTS materializations (
     id INTEGER PRIMARY KEY AUTOINCREMENT, node TEXT NOT NULL, asset TEXT NOT NULL,
     partition TEXT NOT NULL, run_hash TEXT NOT NULL, path TEXT, format TEXT, size INTEGER,
@@ -108,9 +108,10 @@ class Store:
                 if "remote" not in cols:  # a store written before the remote column existed
                     self.conn.execute("ALTER TABLE materializations ADD COLUMN remote INTEGER")
                 cols = {r[1] for r in self.conn.execute("PRAGMA table_info(runs)")}
-                if "pid" not in cols:  # a store written before runs knew their process
-                    self.conn.execute("ALTER TABLE runs ADD COLUMN pid INTEGER")
-                    self.conn.execute("ALTER TABLE runs ADD COLUMN proc TEXT")
+                for col in ("pid INTEGER", "proc TEXT"):  # a store before runs knew their process
+                    if col.split()[0] not in cols:
+                        with contextlib.suppress(sqlite3.OperationalError):  # added meanwhile
+                            self.conn.execute(f"ALTER TABLE runs ADD COLUMN {col}")
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
         except OSError as exc:
