@@ -37,6 +37,7 @@ from barca.store.metadata import Store
 if TYPE_CHECKING:
     from barca.present.results import SqlResult
     from barca.queries.picture import DagPicture
+    from barca.store.cachelimit import CacheReport
 
 def _files(files: Iterable[str]) -> tuple[str, ...]:
     return tuple(str(f) for f in files if f is not None)
@@ -266,8 +267,10 @@ def _keep_under_limit(sess: Session, runner: Runner, on_event: ev.EventCallback)
     cachelimit.note_reads(sess.store, touched)
     if not runner.w.done:
         return None  # nothing was written: the cache did not grow
+    from barca.engine.current import currency
     manual = {n for n, m in sess.graph.nodes.items() if m.freshness == "manual"}
-    report = cachelimit.after_run(sess.store, sess.settings, touched, manual,
+    report = cachelimit.after_run(sess.store, sess.settings,
+                                  lambda: currency(sess.graph, sess.settings, touched), manual,
                                   runner.produced_bytes)
     if report is None or not report.evicted:
         return None
@@ -442,6 +445,25 @@ def sql_result(query: str, *files: str, limit: int | None = 100,
 def sql(query: str, *files: str, settings: Settings | None = None, **flags: Any) -> Any:
     """Query cached results with DuckDB; a pandas DataFrame of every row."""
     return sql_result(query, *files, limit=None, settings=settings, **flags).to_pandas()
+
+
+def gc(*files: str, max_size: str | None = None, dry_run: bool = False,
+       settings: Settings | None = None, **flags: Any) -> CacheReport:
+    """``barca gc``: evict now, down to 80% of the cache size limit (``max_size``: a one-off
+    budget; ``"off"``: every superseded result and nothing else), from every environment. A
+    CacheReport. ``flags``: settings of this call (``env="dev"``), on top of ``settings``."""
+    from barca.engine.current import currency
+    from barca.store import cachelimit
+    settings = settings_of(settings, **flags)
+    budget = cachelimit.limit(settings, max_size)  # an invalid size: exit 2 before anything
+    graph = load_graph(_files(files), settings)
+    manual = {n for n, m in graph.nodes.items() if m.freshness == "manual"}
+    cur = currency(graph, settings)
+    if budget is None:
+        return cachelimit.evict(settings.root, None, 0, cur, manual, dry_run=dry_run,
+                                superseded_only=True)
+    return cachelimit.evict(settings.root, budget, int(budget * cachelimit.GC_TARGET), cur,
+                            manual, dry_run=dry_run)
 
 
 def graph(*files: str, settings: Settings | None = None, **flags: Any) -> DagPicture:

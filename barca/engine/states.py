@@ -264,6 +264,18 @@ class NodeState:
             out.append(s.run_hash)
         return out
 
+    def step_hashes(self) -> Iterator[tuple[str, str | None, str]]:
+        """(key, run hash, action) of every step, in key order, without making a StepState
+        for a compact node's cached keys (engine.current reads a node's current results so)."""
+        if self._steps is not None:
+            for k, s in self._steps.items():
+                yield k, s.run_hash, s.action
+            return
+        odd = self._odd
+        for k, h in zip(self.keys or (), self._hashes or (), strict=False):
+            s = odd.get(k)
+            yield (k, h, "cached") if s is None else (k, s.run_hash, s.action)
+
     def located(self, where: dict[str, tuple[str, str, str, str]]) -> Any:
         """A compact node's (key, path, format, ran) per key with a value, in key order; a
         cached key's path and format from ``where`` (run hash -> Store.success_locations)."""

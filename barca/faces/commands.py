@@ -358,8 +358,7 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
     if cmd == "history":
         return Outcome(cmd, api.history(args.limit, settings=s), args, s)
     if cmd == "gc":
-        from barca.store.cachelimit import gc
-        return Outcome(cmd, gc(*args.args, max_size=args.max_size, dry_run=args.dry_run,
+        return Outcome(cmd, api.gc(*args.args, max_size=args.max_size, dry_run=args.dry_run,
                                settings=s), args, s)
     if cmd == "doctor":
         from barca.queries.doctor import checkup

@@ -101,7 +101,7 @@ class RunRow(Record):
     run_id: str
     command: str | None
     target: str | None
-    status: str | None     # success | failed | cancelled | running (in progress, or killed)
+    status: str | None     # success | failed | cancelled | running | crashed (its process died)
     started_at: float      # Unix seconds
     finished_at: float | None
     steps_run: int | None

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from barca.core.types import PREVIEW_KEYS, NodeId, key_preview, short_name
+from barca.engine.current import rows_of
 from barca.engine.planner import Context, NodeState
 from barca.model.topology import Graph
 from barca.present.results import PlanRow, RunResult, StatusRow, StepSummary
@@ -90,6 +91,12 @@ def _when(ts: float) -> str:
 
 
 def _last_row(ctx: Context, ns: NodeState) -> Row | None:
+    """The row LAST RUN and SHAPE describe: the newest current result when every key has one
+    (after a revert, the earlier result, not the newer row of the reverted code); else the
+    newest row (a failure of the last run first), which tells why the node is not current."""
+    cur = rows_of(ctx, ns)
+    if cur and ns.keys is not None and len(cur) == len(ns.keys):
+        return max(cur.values(), key=lambda r: r.id)
     hist = ctx.history(ns.node)
     keys = ns.keys if ns.keys is not None else list(hist.latest)
     rows = [hist.latest[k] for k in keys if k in hist.latest]

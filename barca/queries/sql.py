@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from barca.core.errors import UsageError, did_you_mean
-from barca.core.types import NodeId, one_dim_keys, short_name
-from barca.engine.planner import Context, keys_from_row, source_dim
+from barca.core.types import NodeId, short_name
+from barca.engine.current import rows_of, walk
+from barca.engine.planner import Context, NodeState, source_dim
 from barca.store.metadata import Row
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -23,21 +24,35 @@ class ViewSource:
     problem: str = ""
 
 
-def current_rows(ctx: Context, nid: NodeId) -> ViewSource:
-    """The latest successful result of each current key of a node."""
+def current_rows(ctx: Context, nid: NodeId, ns: NodeState) -> ViewSource:
+    """The current result (engine.current) of each current key of a decided node. A key whose
+    result is not current (its code or an input changed since) makes the view unavailable:
+    a view never shows a value that ``barca get`` would not return."""
+    name = short_name(nid)
+    if ns.keys is None:
+        src = source_dim(ctx.graph, nid)
+        up = f" come from the output of '{short_name(src[0])}', which" if src else ""
+        return ViewSource(nid, None, f"the keys of '{name}'{up} are not known yet "
+                          f"({ns.unknown_detail or 'not run yet'}): run `barca get {name}` first")
+    cur = rows_of(ctx, ns)
     hist = ctx.history(nid)
-    src = source_dim(ctx.graph, nid)
-    if src is not None and src[1]:
-        got = keys_from_row(ctx, ctx.history(src[0]).latest_success.get(""))
-        if got is None:
-            return ViewSource(nid, None, f"the keys of '{short_name(nid)}' come from the output "
-                              f"of '{short_name(src[0])}', which has not run yet: run "
-                              f"`barca get {short_name(nid)}` first")
-        keys = one_dim_keys(ctx.graph.nodes[nid].dims[0].name, got.keys)
-    else:
-        keys = ctx.static_keys(nid) or []
-    rows = [(k, hist.latest_success[k]) for k in sorted(keys) if k in hist.latest_success]
-    return ViewSource(nid, rows)
+    stale = [k for k in ns.keys if k not in cur and hist.newest_success(k) is not None]
+    if stale:
+        st = ns.step(stale[0])
+        why = f" ({st.detail})" if st is not None and st.detail else ""
+        what = "its result is" if stale == [""] else \
+            f"{len(stale)} of {len(ns.keys)} keys' results are"
+        return ViewSource(nid, None, f"{what} not current{why}: run `barca get {name}` first")
+    return ViewSource(nid, [(k, cur[k]) for k in sorted(ns.keys) if k in cur])
+
+
+_LITERAL = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.S)
+
+
+def identifiers(sql: str) -> set[str]:
+    """The words of a query that can name a view: outside string literals and comments (a
+    double-quoted identifier counts, by its content)."""
+    return set(_WORD.findall(_LITERAL.sub(" ", sql)))
 
 
 def _records(value: Any) -> list[dict[str, Any]]:
@@ -175,9 +190,11 @@ def query(ctx: Context, sql: str,
     for nid in graph.order:
         by_name.setdefault(short_name(nid), nid)
     con = duckdb.connect(":memory:")
-    words = set(_WORD.findall(sql))
-    for name in sorted(words & set(by_name)):
-        vs = current_rows(ctx, by_name[name])
+    words = identifiers(sql)
+    names = sorted(words & set(by_name))
+    states = walk(ctx, [by_name[n] for n in names]) if names else {}
+    for name in names:
+        vs = current_rows(ctx, by_name[name], states[by_name[name]])
         if vs.rows is None:
             raise UsageError(f"view '{name}' is not available: {vs.problem}", "")
         if not vs.rows:

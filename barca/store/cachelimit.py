@@ -1,13 +1,15 @@
-"""The cache size limit: ``.barca/`` kept under ``[cache] max_size`` (default 10% of the
-filesystem) by evicting results -- first those superseded by a newer result of the same step
-and key, then current results least recently read. What the running command produced or read,
-a Manual node's current result, and what another running command made are never evicted.
+"""The cache size limit: ``.barca/`` -- every environment's store, ``.barca/envs/*`` included --
+kept under ``[cache] max_size`` (default 10% of the filesystem) by evicting results from all of
+them: first those superseded (not the current result of their step, see engine.current), then
+current results, each least recently read first. What the running command produced or read, a
+Manual node's current result, and what another running command made are never evicted.
 An evicted result is recorded as such: the planner treats it as a missing artifact (reason
 ``evicted``), computed again only where something reads it."""
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
 
 DEFAULT = "10%"
 GC_TARGET = 0.8   # `barca gc` evicts down to 80% of the limit
+ESTIMATE = "cache-bytes"   # under .barca/: the size last measured, plus what runs wrote since
 
 
 def human(n: int) -> str:
@@ -126,9 +129,36 @@ class CacheReport(Record):
                 "text/html": f'<pre class="barca-gc">{html.escape(str(self))}</pre>'}
 
 
-def _candidates(store: Store, keep: set[str], manual: set[str], since: float | None
-                ) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int]], list[str]]:
-    """(superseded, current by least recent read, held): (path, asset, size) each."""
+class Currency(Record):
+    """What the decision says is current, for the cache limit's tiers (see engine.current):
+    the paths of every environment's current results, the nodes whose every key was decided
+    (a result of one of them that is not current is superseded), and the paths that must stay
+    (what the running command produced or read; a Manual node's current result is kept by
+    ``evict``'s ``manual``)."""
+    __slots__ = ("current", "decided", "keep")
+    current: frozenset[str]
+    decided: frozenset[tuple[str, str]]   # (store prefix, node)
+    keep: frozenset[str]
+
+
+def stores(root: Path) -> list[Store]:
+    """Every environment's store under ``root/.barca`` (the default one and ``envs/*``) that
+    exists: the cache limit measures them all, so it evicts from them all."""
+    out = [Store(root, create=False)]
+    envs = root / ".barca" / "envs"
+    if envs.is_dir():
+        out += [Store(root, create=False, prefix=f".barca/envs/{d.name}")
+                for d in sorted(envs.iterdir()) if (d / "metadata.db").is_file()]
+    return [s for s in out if s.conn is not None]
+
+
+def _candidates(store: Store, cur: Currency, manual: set[str], since: float | None
+                ) -> tuple[list[tuple[str, int, float, Store]], list[tuple[str, int, float, Store]],
+                           list[str]]:
+    """(superseded, current, held) of one store: (path, size, last created or read, store).
+    Superseded: a result of a decided node that is not its current one. A node not decided
+    (not in the command's files, or a key not knowable without running) is never called
+    superseded: its results count as current."""
     assert store.conn is not None
     rows = list(store.conn.execute(
         "SELECT m.id, m.asset, m.partition, m.path, m.size, m.created_at, r.at "
@@ -138,69 +168,101 @@ def _candidates(store: Store, keep: set[str], manual: set[str], since: float | N
     newest: dict[tuple[str, str], int] = {}
     for rid, asset, part, *_ in rows:
         newest[(asset, part)] = rid
-    current = {r[3] for r in rows if newest[(r[1], r[2])] == r[0]}
-    superseded, live, held = [], {}, []
-    seen: set[str] = set()
+    prefix = store.prefix
+    superseded: dict[str, tuple[str, int, float, Store]] = {}
+    live: dict[str, tuple[str, int, float, Store]] = {}
+    held: dict[str, None] = {}   # in order, looked up often
     for rid, asset, part, path, size, created, read in rows:
-        if path in seen:
+        when = max(created or 0, read or 0)
+        if path in cur.keep or path in held:
             continue
-        if path in keep or (path in current and asset in manual):
+        if asset in manual and (path in cur.current or (
+                (prefix, asset) not in cur.decided and newest[(asset, part)] == rid)):
+            continue  # a Manual node's current result: only running it replaces it
+        if since is not None and when >= since:
+            held[path] = None
+            live.pop(path, None)
+            superseded.pop(path, None)
             continue
-        if since is not None and max(created or 0, read or 0) >= since:
-            held.append(path)
-            seen.add(path)
-            continue
-        if path in current:
-            live[path] = (path, asset, size or 0, max(created or 0, read or 0))
-        elif newest[(asset, part)] != rid:
-            superseded.append((path, asset, size or 0))
-            seen.add(path)
-    order = sorted(live.values(), key=lambda t: t[3])
-    return superseded, [(p, a, s) for p, a, s, _ in order], held
+        if path in cur.current or (prefix, asset) not in cur.decided:
+            superseded.pop(path, None)
+            got = live.get(path)
+            live[path] = (path, size or 0, max(when, got[2] if got else 0), store)
+        elif path not in live:
+            got = superseded.get(path)
+            superseded[path] = (path, size or 0, max(when, got[2] if got else 0), store)
+    return list(superseded.values()), list(live.values()), list(held)
 
 
-def evict(store: Store, budget: int | None, target: int, keep: set[str] = frozenset(),  # type: ignore[assignment]
+def evict(root: Path, budget: int | None, target: int, cur: Currency,
           manual: set[str] = frozenset(), dry_run: bool = False,  # type: ignore[assignment]
           superseded_only: bool = False) -> CacheReport:
-    """Evict until ``.barca/`` is at most ``target`` bytes (every superseded result, and
-    nothing else, with ``superseded_only``)."""
-    folder = store.root / ".barca"
+    """Evict until ``.barca/`` (every environment) is at most ``target`` bytes: superseded
+    results first, then current ones, each tier least recently read first across every
+    environment (every superseded result, and nothing else, with ``superseded_only``). The
+    sizes reported add up: after = before - the bytes of the files deleted."""
+    folder = root / ".barca"
     size = usage(folder)
-    if store.conn is None:
-        return CacheReport(size, budget, target, size, {}, (), (), (), dry_run)
-    running = [r for r in store.runs(50) if r["status"] == "running"]
-    since = min((r["started_at"] or 0) for r in running) if running else None
-    superseded, current, held = _candidates(store, set(keep), set(manual), since)
-    tiers: dict[str, list[str]] = {"superseded": [], "least_recently_read": []}
-    now, chosen = size, []
-    for tier, items in (("superseded", superseded), ("least_recently_read", current)):
-        if superseded_only and tier != "superseded":
-            break
-        for path, asset, nbytes in items:
-            if not superseded_only and now <= target:
+    all_stores = stores(root)
+    try:
+        superseded, current, held = [], [], []
+        for store in all_stores:
+            running = store.running_runs()
+            since = min((r["started_at"] or 0) for r in running) if running else None
+            s, c, h = _candidates(store, cur, manual, since)
+            superseded += s
+            current += c
+            held += h
+        tiers: dict[str, list[str]] = {"superseded": [], "least_recently_read": []}
+        now, chosen = size, []
+        for tier, items in (("superseded", superseded), ("least_recently_read", current)):
+            if superseded_only and tier != "superseded":
                 break
-            tiers[tier].append(path)
-            chosen.append((path, asset))
-            now -= nbytes
-    failed: list[str] = []
-    if not dry_run and chosen:
-        done = []
-        for path, asset in chosen:
-            try:
-                (store.root / path).unlink(missing_ok=True)
-                done.append((path, asset, time.time()))
-            except OSError:
-                failed.append(path)
-        store._write("INSERT OR REPLACE INTO evictions (path, asset, at) VALUES (?, ?, ?)", done)
-        store._evicted = None
-        now = usage(folder)
-    if not dry_run:
-        _remember(store, now)
+            for path, nbytes, _, store in sorted(items, key=lambda t: t[2]):
+                if not superseded_only and now <= target:
+                    break
+                tiers[tier].append(path)
+                chosen.append((path, store))
+                now -= nbytes
+        failed: list[str] = []
+        freed = 0
+        if not dry_run and chosen:
+            done: dict[Store, list[tuple[str, str, float]]] = {}
+            asset_of = _assets(chosen)
+            for path, store in chosen:
+                try:
+                    p = root / path
+                    nbytes = p.stat().st_size if p.is_file() else 0
+                    p.unlink(missing_ok=True)
+                    freed += nbytes
+                    done.setdefault(store, []).append((path, asset_of[path], time.time()))
+                except OSError:
+                    failed.append(path)
+            for store, rows in done.items():
+                store._write("INSERT OR REPLACE INTO evictions (path, asset, at) "
+                             "VALUES (?, ?, ?)", rows)
+                store._evicted = None
+            now = size - freed
+        if not dry_run:
+            _remember(root, now)
+    finally:
+        for store in all_stores:
+            store.close()
     rel = [p.removeprefix(".barca/") for p, _ in chosen if p not in failed]
     tiers = {t: [p.removeprefix(".barca/") for p in ps if p not in failed]
              for t, ps in tiers.items()}
     return CacheReport(size, budget, target, now, tiers, tuple(rel), tuple(failed),
                        tuple(p.removeprefix(".barca/") for p in held), dry_run)
+
+
+def _assets(chosen: list[tuple[str, Store]]) -> dict[str, str]:
+    """The node each chosen path is a result of (for the evictions table)."""
+    out: dict[str, str] = {}
+    for path, store in chosen:
+        got = store.conn.execute(  # type: ignore[union-attr]
+            "SELECT asset FROM materializations WHERE path=? LIMIT 1", (path,)).fetchone()
+        out[path] = got[0] if got else ""
+    return out
 
 
 def note_reads(store: Store, paths: set[str]) -> None:
@@ -215,57 +277,43 @@ def reads_write(paths: set[str]) -> tuple[str, list[tuple[Any, ...]]]:
     return "INSERT OR REPLACE INTO reads (path, at) VALUES (?, ?)", [(p, at) for p in paths]
 
 
-def _estimate(store: Store) -> float | None:
+def _estimate(root: Path) -> float | None:
     """``.barca/``'s size as last measured plus what commands wrote since (an upper bound but
     for what the database grew by): measuring walks every file, which at 200,000 results
-    costs more than the run."""
-    assert store.conn is not None
-    got = store.conn.execute("SELECT value FROM settled WHERE name='cache_bytes'").fetchone()
-    return None if got is None else got[0]
+    costs more than the run. One figure for every environment (a file beside their stores),
+    as the limit covers them all."""
+    try:
+        return float((root / ".barca" / ESTIMATE).read_text())
+    except (OSError, ValueError):
+        return None
 
 
-def _remember(store: Store, size: float) -> None:
-    store._write("INSERT OR REPLACE INTO settled (name, value) VALUES ('cache_bytes', ?)",
-                 [(size,)])
+def _remember(root: Path, size: float) -> None:
+    path = root / ".barca" / ESTIMATE
+    tmp = path.with_name(f".{ESTIMATE}.{os.getpid()}")
+    try:
+        tmp.write_text(str(int(size)))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # no estimate: the next run measures
 
 
-def after_run(store: Store, settings: Settings, keep: set[str], manual: set[str], written: int
-              ) -> CacheReport | None:
+def after_run(store: Store, settings: Settings, currency: Callable[[], Currency],
+              manual: set[str], written: int) -> CacheReport | None:
     """After a run that wrote ``written`` bytes of results: if ``.barca/`` is over the limit,
     evict until it is under it. ``.barca/`` is measured only when the estimate passes the
-    limit (or was never taken)."""
+    limit (or was never taken); ``currency`` (what is current, what must stay) is asked only
+    then: it decides every node."""
     budget = limit(settings)
     if budget is None or store.conn is None:
         return None
-    known = _estimate(store)
+    root = store.root
+    known = _estimate(root)
     if known is not None and known + written <= budget:
-        _remember(store, known + written)
+        _remember(root, known + written)
         return None
-    size = usage(store.root / ".barca")
+    size = usage(root / ".barca")
     if size <= budget:
-        _remember(store, size)
+        _remember(root, size)
         return None
-    report = evict(store, budget, budget, keep, manual)
-    _remember(store, report.after_bytes)
-    return report
-
-
-def gc(*files: str, max_size: str | None = None, dry_run: bool = False,
-       settings: Settings | None = None, **flags: Any) -> CacheReport:
-    """``barca gc``: evict now, down to 80% of the cache size limit (``max_size``: a one-off
-    budget; ``"off"``: every superseded result and nothing else). A CacheReport. ``flags``:
-    settings of this call (``env="dev"``), on top of ``settings``."""
-    from barca.core.settings import settings_of
-    from barca.model.topology import load_graph
-    settings = settings_of(settings, **flags)
-    root = settings.root
-    budget = limit(settings, max_size)  # an invalid size: exit 2 before anything
-    graph = load_graph(files, settings)  # which nodes are Manual: never evicted
-    manual = {n for n, m in graph.nodes.items() if m.freshness == "manual"}
-    store = Store(root, create=False, prefix=settings.store_prefix)
-    try:
-        if budget is None:
-            return evict(store, None, 0, manual=manual, dry_run=dry_run, superseded_only=True)
-        return evict(store, budget, int(budget * GC_TARGET), manual=manual, dry_run=dry_run)
-    finally:
-        store.close()
+    return evict(root, budget, budget, currency(), manual)

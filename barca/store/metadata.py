@@ -16,7 +16,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, command TEXT, target TEXT, status TEXT,
     started_at REAL, finished_at REAL, steps_run INTEGER, steps_cached INTEGER,
-    steps_failed INTEGER, pool_size INTEGER, error TEXT);
+    steps_failed INTEGER, pool_size INTEGER, error TEXT, pid INTEGER, proc TEXT);
 CREATE TABLE IF NOT EXISTS materializations (
     id INTEGER PRIMARY KEY AUTOINCREMENT, node TEXT NOT NULL, asset TEXT NOT NULL,
     partition TEXT NOT NULL, run_hash TEXT NOT NULL, path TEXT, format TEXT, size INTEGER,
@@ -107,6 +107,11 @@ class Store:
                 cols = {r[1] for r in self.conn.execute("PRAGMA table_info(materializations)")}
                 if "remote" not in cols:  # a store written before the remote column existed
                     self.conn.execute("ALTER TABLE materializations ADD COLUMN remote INTEGER")
+                cols = {r[1] for r in self.conn.execute("PRAGMA table_info(runs)")}
+                for col in ("pid INTEGER", "proc TEXT"):  # a store before runs knew their process
+                    if col.split()[0] not in cols:
+                        with contextlib.suppress(sqlite3.OperationalError):  # added meanwhile
+                            self.conn.execute(f"ALTER TABLE runs ADD COLUMN {col}")
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
         except OSError as exc:
@@ -253,6 +258,7 @@ class Store:
     def runs(self, limit: int = 20) -> list[dict[str, Any]]:
         if self.conn is None:
             return []
+        self.reap_crashed()
         cur = self.conn.execute(
             "SELECT run_id, command, target, status, started_at, finished_at, steps_run, "
             "steps_cached, steps_failed, pool_size, error FROM runs "
@@ -353,13 +359,46 @@ class Store:
                     [(cone, key, value)])
 
     # ---------------------------------------------------------------- writes
-    _BEGIN_RUN = ("INSERT INTO runs (run_id, command, target, status, started_at, pool_size) "
-                  "VALUES (?, ?, ?, 'running', ?, ?)")
+    _BEGIN_RUN = ("INSERT INTO runs (run_id, command, target, status, started_at, pool_size, "
+                  "pid, proc) VALUES (?, ?, ?, 'running', ?, ?, ?, ?)")
     _END_RUN = ("UPDATE runs SET status=?, finished_at=?, steps_run=?, steps_cached=?, "
                 "steps_failed=?, error=? WHERE run_id=?")
+    # a served run is begun and finished in one transaction: no process to record
 
     def begin_run(self, run_id: str, command: str, target: str, pool_size: int) -> None:
-        self._write(self._BEGIN_RUN, [(run_id, command, target, time.time(), pool_size)])
+        self.reap_crashed()
+        self._write(self._BEGIN_RUN, [(run_id, command, target, time.time(), pool_size,
+                                       os.getpid(), process_token(os.getpid()))])
+
+    def reap_crashed(self) -> list[str]:
+        """Mark ``crashed`` every ``running`` run whose process is gone (its pid no longer
+        names the process that began it: ended, killed, or the pid reused, told apart by the
+        process's start time). A run begun on another machine, or by a barca that did not
+        record its process, is left as it is: nothing here can tell. The run ids marked."""
+        if self.conn is None:
+            return []
+        try:
+            running = list(self.conn.execute(
+                "SELECT run_id, pid, proc FROM runs WHERE status='running'"))
+        except sqlite3.OperationalError:  # a store written before runs knew their process
+            return []
+        gone = [run_id for run_id, pid, proc in running
+                if pid is not None and proc and not process_alive(pid, proc)]
+        if gone:
+            with contextlib.suppress(InfrastructureError):  # a read-only store: shown as is
+                self._write("UPDATE runs SET status='crashed', finished_at=?, error=? "
+                            "WHERE run_id=? AND status='running'",
+                            [(time.time(), "the process running it ended before it finished "
+                              "(killed or crashed)", r) for r in gone])
+        return gone
+
+    def running_runs(self) -> list[dict[str, Any]]:
+        """The runs in progress now (a crashed one marked so first)."""
+        if self.conn is None:
+            return []
+        self.reap_crashed()
+        cur = self.conn.execute("SELECT run_id, started_at FROM runs WHERE status='running'")
+        return [{"run_id": r, "started_at": t} for r, t in cur]
 
     def end_run(self, run_id: str, status: str, run: int, cached: int, failed: int,
                 error: str | None = None) -> None:
@@ -370,7 +409,8 @@ class Store:
         """A run served whole from what a process kept (barca.api.warm): begun and finished, with
         ``also`` (what it read), in one transaction."""
         now = time.time()
-        self._write_all([(self._BEGIN_RUN, [(run_id, command, target, now, pool_size)]),
+        self._write_all([(self._BEGIN_RUN, [(run_id, command, target, now, pool_size, None,
+                                              None)]),
                          (self._END_RUN, [("success", now, 0, cached, 0, None, run_id)]),
                          *also])
 
@@ -407,3 +447,44 @@ class Store:
             with contextlib.suppress(sqlite3.DatabaseError):
                 self.conn.execute("ROLLBACK")
             raise self._db_error(exc) from None
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat's fields after the command name (Linux); None elsewhere or gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2:].split()
+
+
+def process_token(pid: int) -> str:
+    """What names one process beyond its pid, which the system reuses: the host and, where
+    the system tells (Linux), the process's start time."""
+    import socket
+    fields = _proc_stat(pid)
+    start = fields[19] if fields and len(fields) > 19 else ""
+    return f"{socket.gethostname()}|{start}"
+
+
+def process_alive(pid: int, token: str) -> bool:
+    """Whether the process ``token`` (see process_token) names is still running. A process on
+    another host counts as alive: it cannot be checked from here."""
+    import socket
+    host, _, start = token.partition("|")
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, under another user
+    except OSError:
+        return True
+    fields = _proc_stat(pid)
+    if fields is None:
+        return not Path("/proc/self/stat").exists()  # no /proc: the pid exists, trust it
+    if fields[0] in ("Z", "X"):  # a zombie: dead, not yet waited for
+        return False
+    return not start or (len(fields) > 19 and fields[19] == start)
