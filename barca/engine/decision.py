@@ -15,7 +15,8 @@ from barca.engine.states import NodeState, StepState
 from barca.identity.hashing import run_hash, run_hashes, snapshot_digest
 from barca.store.view import NodeHistory
 
-PART_ORDER = ("code", "decorator", "helper:", "module:", "env:", "input:", "key", "value")
+PART_ORDER = ("code", "decorator", "helper:", "module:", "path:", "untracked:", "env:", "input:",
+              "key", "value")
 
 
 def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],

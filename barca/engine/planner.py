@@ -95,6 +95,20 @@ class Context:
             self._defs[nid] = (definition_hash(parts), parts)
         return self._defs[nid]
 
+    def untracked(self, nids: list[NodeId], only_known: bool = False
+                  ) -> dict[str, list[NodeId]]:
+        """The imports the cones of these nodes reach that resolve to neither the project nor
+        an installed package (``untracked_import``), each with the nodes that reach it.
+        ``only_known``: of the definitions this command has computed, no more."""
+        out: dict[str, list[NodeId]] = {}
+        for nid in nids:
+            if only_known and nid not in self._defs:
+                continue
+            for name in self.definition(nid)[1]:
+                if name.startswith("untracked:"):
+                    out.setdefault(name[len("untracked:"):], []).append(nid)
+        return out
+
     def history(self, nid: NodeId) -> Any:
         """The node's rows as this command read them (see StoreView)."""
         return self.view.history(nid)
