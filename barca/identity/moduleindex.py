@@ -56,7 +56,7 @@ def build_index(tree: ast.Module, source: str | None = None) -> Index:
     stars: list[ast.ImportFrom] = []
     effects: list[tuple[ast.stmt, Effects]] = []
     imported: set[str] = set()      # bound by an import: a module (or a thing from one)
-    functions: dict[str, tuple[set[str], set[str]]] = {}
+    defined: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     for stmt in tree.body:
         if isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr)
                                           and isinstance(stmt.value, ast.Constant)):
@@ -67,14 +67,21 @@ def build_index(tree: ast.Module, source: str | None = None) -> Index:
         else:
             fx = statement_effects(stmt)
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                functions[stmt.name] = function_changes(stmt)
+                defined[stmt.name] = stmt
         if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
                                  ast.Assign, ast.AnnAssign, ast.Expr)):
             _stars(stmt, stars)
         effects.append((stmt, fx))
     # a module function called at module level changes what its body (and what it calls)
     # changes; a name that is also rebound elsewhere may not be that function any more,
-    # which only hashes more
+    # which only hashes more. Only the functions called at module level are read.
+    functions: dict[str, tuple[set[str], set[str]]] = {}
+    todo = [f for _, fx in effects for f in fx.calls if f in defined]
+    while todo:
+        f = todo.pop()
+        if f not in functions:
+            functions[f] = function_changes(defined[f])
+            todo += [g for g in functions[f][1] if g in defined and g not in functions]
     reach: dict[str, set[str]] = {f: set(ch) for f, (ch, _) in functions.items()}
     grew = True
     while grew:
