@@ -221,6 +221,44 @@ CASES = [
         "setup_conf.py": 'import conf\nconf.CFG["k"] = 1\n'},
      "pipeline.py", 'import setup_conf\n', 'import setup_conf  # noqa\nconf.CFG["k"] = 2\n',
      1, 2),
+    ("another module changes an imported dict (from defaults import CFG)", {
+        "pipeline.py": '''
+        from barca import asset
+        import overrides
+        from defaults import CFG
+
+        @asset()
+        def a() -> int:
+            return CFG["k"]
+        ''',
+        "defaults.py": 'CFG = {"k": 0}\n',
+        "overrides.py": 'from defaults import CFG\n\nCFG["k"] = 1\n'},
+     "overrides.py", '= 1', '= 2', 1, 2),
+    ("a module imported for its side effect starts changing another", {
+        "pipeline.py": '''
+        from barca import asset
+        import conf
+        import tweaks
+
+        @asset()
+        def a() -> int:
+            return conf.CFG["k"]
+        ''',
+        "conf.py": 'CFG = {"k": 0}\n',
+        "tweaks.py": 'X = 1\n'},
+     "tweaks.py", 'X = 1\n', 'import conf\nconf.CFG["k"] = 5\n', 0, 5),
+    ("a helper module seeds a module outside the project", {
+        "pipeline.py": '''
+        from barca import asset
+        import random
+        import seeding
+
+        @asset()
+        def a() -> int:
+            return random.Random(random.getrandbits(32)).randint(0, 10**6) * 0 + seeding.N
+        ''',
+        "seeding.py": 'import random\n\nN = 1\nrandom.seed(1)\n'},
+     "seeding.py", 'random.seed(1)', 'random.seed(2)', 1, 1),
     ("a lib folder put on sys.path by a literal", {
         "pipeline.py": '''
         from barca import asset

@@ -110,8 +110,12 @@ class DefinitionCache:
                 (salt() + "\0" + fm.source).encode("utf-8", "surrogatepass"))
         return got
 
-    def put(self, node: NodeModel, fm: FileModel, parts: dict[str, str]) -> None:
+    def put(self, node: NodeModel, fm: FileModel, parts: dict[str, str],
+            modules: list[str] | tuple[str, ...] = ()) -> None:
+        """``modules``: every project module the pipelines import, whether a part names it or
+        not: one may change another's names when imported (barca.identity.foreign)."""
         files = {f for f in map(_part_file, parts) if f and f != fm.path}
+        files |= {f for f in modules if f != fm.path}
         pipeline_dir = str(Path(fm.path).parent)
         dirs = {pipeline_dir, "."} | {str(Path(f).parent) for f in files}
         # a project folder the pipeline puts on sys.path: imports resolve through its listing

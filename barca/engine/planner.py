@@ -91,7 +91,7 @@ class Context:
                 if parts is None:
                     parts = self.hasher.parts(m, shape)
                     if self.memo and not m.env:  # env values are read live, never memoised
-                        self.defcache.put(m, fm, parts)
+                        self.defcache.put(m, fm, parts, self.hasher.project.parsed())
             self._defs[nid] = (definition_hash(parts), parts)
         return self._defs[nid]
 

@@ -51,6 +51,7 @@ class Project:
         self._stmt_digest: dict[tuple[int, str], str] = {}
         self._pipelines: dict[str, tuple[Module | None, tuple[Path, ...]]] = {}
         self.path_dirs: dict[str, list[Path]] = {}   # pipeline -> folders it puts on sys.path
+        self._foreign: Any = None
         self._external: dict[str, bool] = {}
 
     # ------------------------------------------------------------ modules
@@ -285,6 +286,21 @@ class Project:
             out[f"untracked:{dotted}"] = digest("untracked")
         return out
 
+    def foreign(self, key: tuple[Any, str]) -> list[tuple[Module, str, Chain]]:
+        """The names of other modules whose statements change ``key`` (barca.identity.foreign),
+        over every module the pipelines import (``check_imports`` has parsed them all)."""
+        if self._foreign is None:
+            from barca.identity.foreign import foreign_index
+            searches = list(dict.fromkeys(s for _, ss in self._pipelines.values() for s in ss))
+            self._foreign = foreign_index(
+                self, [m for m in self._modules.values() if m is not None], searches)
+        return self._foreign.get(key, [])  # type: ignore[no-any-return]
+
+    def parsed(self) -> list[str]:
+        """Every project module parsed (the pipelines' import closure): a module among them
+        may change a name of another when imported."""
+        return sorted(m.rel for m in self._modules.values() if m is not None and m.path)
+
     def external(self, name: str) -> bool:
         """Whether a top-level module is found outside the project by this process's import
         system (the standard library, an installed package): not followed, not a warning."""
@@ -373,6 +389,10 @@ class _ConeSearch:
             return
         if (id(mod), name) == self.exclude:
             return
+        for other, local, _ in self.p.foreign((id(mod), name)):  # changed from elsewhere
+            self.push("sym", other, local, ())
+        for other, local, _ in self.p.foreign((id(mod), "*")):
+            self.push("sym", other, local, (name,))
         idx = mod.index
         if name in idx.conservative:
             self.push("whole", mod, False)
@@ -444,11 +464,19 @@ class _ConeSearch:
     def _bind(self, ctx: Module, stmt: Import, alias: ast.alias, chain: Chain) -> None:
         """An import binding in ``ctx``, read with ``chain``."""
         if isinstance(stmt, ast.Import):
-            for target in self._resolve(alias.name if alias.asname
-                                        else alias.name.split(".")[0]):
+            dotted = alias.name if alias.asname else alias.name.split(".")[0]
+            found = self._resolve(dotted)
+            for target in found:
                 self.push("mod", target, chain)
+            if not found:  # not the project's: what other modules change of it counts
+                for other, local, _ in self.p.foreign(("ext", dotted.split(".")[0])):
+                    self.push("sym", other, local, ())
             return
-        for src in self._source(ctx, stmt, reached=True):
+        srcs = self._source(ctx, stmt, reached=True)
+        if not srcs and not stmt.level and stmt.module:  # ``from numpy import random``
+            for other, local, _ in self.p.foreign(("ext", stmt.module.split(".")[0])):
+                self.push("sym", other, local, ())
+        for src in srcs:
             if alias.name == "*":
                 self.push("whole", src, True)
             else:
