@@ -344,6 +344,22 @@ UNRELATED = [
         def a() -> int:
             return CFG["k"]
         ''', [('OTHER = 1', 'OTHER = 2'), ('N += 1', 'N += 2'), ('["x"]', '["y"]')]),
+    ("a name bound by blocks and augmented assignment, beside other statements", '''
+        from barca import asset
+        N = 1
+        N += 1
+        for LAST in ["x"]:
+            pass
+        if N:
+            MODE = "a"
+        OTHER = 1
+        MORE = []
+        MORE.append(1)
+
+        @asset()
+        def a() -> str:
+            return f"{N}{LAST}{MODE}"
+        ''', [('OTHER = 1', 'OTHER = 2'), ('MORE.append(1)', 'MORE.append(2)')]),
     ("a derived constant, an import's method, a block that touches other names", '''
         from barca import asset
         import polars_like as pl
@@ -418,3 +434,56 @@ def test_untracked_import_is_a_plan_warning(tmp_path: Path,
     assert sum("extmod" in t for t in events) == 1, events
     again = api.plan("pipeline.py").to_json()["warnings"]
     assert [w["node"] for w in again if w["kind"] == "untracked_import"] == ["pipeline.py:a"]
+
+
+# ----------------------------------------------------------------------------- the real CLI
+
+def test_cli_item_assignment_in_a_helper_module(project) -> None:  # noqa: ANN001 (fixture)
+    """Through the CLI: ``--dry-run`` and ``status`` name the changed definition before
+    ``get`` re-runs it; an unrelated statement of the same module re-runs nothing."""
+    project.write("pipeline.py", '''\
+        from barca import asset
+        import helpers
+
+
+        @asset()
+        def a() -> int:
+            return helpers.CFG["max_km"]
+        ''')
+    project.write("helpers.py", 'CFG = {}\nCFG["max_km"] = 150\nZONES = []\nZONES.append("Z02")\n')
+    assert project.barca("get", "a", "pipeline.py", "-o", "value").out.strip() == "150"
+    project.edit("helpers.py", '= 150', '= 80')
+    dry = project.barca("get", "a", "pipeline.py", "--dry-run", "--json").json()
+    assert [s["action"] for s in dry["steps"]] == ["will run"], dry
+    assert "helper helpers.py:CFG" in dry["steps"][0]["detail"]
+    status = project.barca("status", "pipeline.py", "--json").json()
+    assert [r["cache"]["state"] for r in status["nodes"]] == ["stale"], status
+    assert project.barca("get", "a", "pipeline.py", "-o", "value").out.strip() == "80"
+    project.edit("helpers.py", '"Z02"', '"Z99"')
+    res = project.barca("get", "a", "pipeline.py", "--json")
+    assert res.code == 0 and res.json()["steps_executed"] == 0, res.out
+
+
+def test_cli_untracked_import_warning(project) -> None:  # noqa: ANN001 (fixture)
+    """``barca plan --json``: the warning in ``warnings``, and one line on stderr."""
+    project.write("pipeline.py", '''\
+        import os
+        import sys
+
+        from barca import asset
+
+        sys.path.append(os.environ.get("EXTRA_LIB", "ext"))
+
+
+        @asset()
+        def a() -> int:
+            import extmod
+            return extmod.f()
+        ''')
+    project.write("ext/extmod.py", "def f():\n    return 1\n")
+    res = project.barca("plan", "pipeline.py", "--json")
+    assert res.code == 0, res.err
+    kinds = [(w["kind"], w["node"]) for w in res.json()["warnings"]]
+    assert kinds == [("untracked_import", "pipeline.py:a")], kinds
+    lines = [ln for ln in res.err.splitlines() if "untracked import 'extmod'" in ln]
+    assert len(lines) == 1, res.err
