@@ -356,12 +356,13 @@ class _ConeSearch:
                 out.append(mod)
         return out
 
-    def _resolve(self, dotted: str) -> list[Module]:
+    def _resolve(self, dotted: str, guarded: bool = False) -> list[Module]:
         """``_find``, for an import a step reaches: one whose top-level name is neither the
-        project's nor found by the import system is an ``untracked_import``."""
+        project's nor found by the import system is an ``untracked_import`` -- unless a
+        ``try: ... except ImportError`` around it expects it may be missing."""
         found = self._find(dotted)
         top = dotted.split(".")[0]
-        if not found and top not in _NEVER_FOLLOW and not any(
+        if not found and not guarded and top not in _NEVER_FOLLOW and not any(
                 self.p.find(top, s) for s in self.searches) and not self.p.external(top):
             self.untracked.add(top)
         return found
@@ -372,7 +373,9 @@ class _ConeSearch:
         if stmt.level == 0:
             if not stmt.module:
                 return []
-            return self._resolve(stmt.module) if reached else self._find(stmt.module)
+            if not reached:
+                return self._find(stmt.module)
+            return self._resolve(stmt.module, id(stmt) in ctx.guarded_imports)
         mod = self.p.import_source(ctx, stmt, ())
         return [mod] if mod is not None else []
 
@@ -465,7 +468,7 @@ class _ConeSearch:
         """An import binding in ``ctx``, read with ``chain``."""
         if isinstance(stmt, ast.Import):
             dotted = alias.name if alias.asname else alias.name.split(".")[0]
-            found = self._resolve(dotted)
+            found = self._resolve(dotted, id(stmt) in ctx.guarded_imports)
             for target in found:
                 self.push("mod", target, chain)
             if not found:  # not the project's: what other modules change of it counts

@@ -147,6 +147,7 @@ class Module:
     imports: list[Import] = field(default_factory=list)   # every import, at any depth
     _whole: str | None = None
     _lines: list[str] | None = None
+    _guarded: set[int] | None = None
 
     @property
     def lines(self) -> list[str] | None:
@@ -182,6 +183,19 @@ class Module:
         self._dynamic_imports = dynamic_imports(self.tree, nodes)
 
     @property
+    def guarded_imports(self) -> set[int]:
+        """Imports inside a ``try`` whose handler catches a failed import (``ImportError``,
+        ``ModuleNotFoundError``, ``Exception``, a bare ``except``): an optional dependency."""
+        if self._guarded is None:
+            self._guarded = set()
+            if self.tree is not None and self.source is not None and "try" in self.source:
+                for n in ast.walk(self.tree):
+                    if isinstance(n, ast.Try) and any(_catches_import(h) for h in n.handlers):
+                        self._guarded |= {id(i) for b in n.body for i in ast.walk(b)
+                                          if isinstance(i, (ast.Import, ast.ImportFrom))}
+        return self._guarded
+
+    @property
     def chains(self) -> dict[str, set[Chain]]:
         """Attribute chains of every name, anywhere in the module."""
         if self._chains is None:
@@ -201,6 +215,17 @@ class Module:
         if self._bindings is None:
             self._scan()
         return self._bindings  # type: ignore[return-value]
+
+
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def _catches_import(h: ast.ExceptHandler) -> bool:
+    if h.type is None:
+        return True
+    types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+    return any((t.id if isinstance(t, ast.Name) else getattr(t, "attr", "")) in _IMPORT_ERRORS
+               for t in types)
 
 
 def _walk_lines(tree: ast.AST, lines: list[str] | None, needle: str) -> Iterable[ast.AST]:
