@@ -392,6 +392,17 @@ RULES = [
                    "for B in range(3):\n    pass\nC = 3\n"},
      ["helper:conf.py:A", "helper:conf.py:B", "helper:conf.py:contextlib"],
      ["module:conf.py", "helper:conf.py:C"]),
+    ("a change after a star import: the star's source too", {
+        "pipeline.py": "from barca import asset\nfrom conf import *\nCFG['k'] = 1\n\n"
+                       "@asset()\ndef step() -> int:\n    return CFG['k']\n",
+        "conf.py": "CFG = {}\nOTHER = 1\n"},
+     ["helper:pipeline.py:CFG", "helper:conf.py:CFG"], ["helper:conf.py:OTHER"]),
+    ("a folder put on sys.path by a literal", {
+        "pipeline.py": "import sys\nfrom barca import asset\nsys.path.insert(0, 'lib')\n"
+                       "import libmod\n\n@asset()\ndef step() -> int:\n"
+                       "    return libmod.f()\n",
+        "lib/libmod.py": "def f():\n    return 1\n\ndef g():\n    return 2\n"},
+     ["helper:lib/libmod.py:f", "path:lib"], ["helper:lib/libmod.py:g", "untracked:libmod"]),
     ("a module passed as a value: whole, with what it imports", {
         "pipeline.py": "from barca import asset\nimport valmod\n\ndef run(m):\n"
                        "    return m.a()\n\n@asset()\ndef step() -> int:\n"

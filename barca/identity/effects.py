@@ -92,6 +92,9 @@ def statement_effects(stmt: ast.stmt) -> Effects:
                 kids += a.defaults + [d for d in a.kw_defaults if d is not None]
                 stack += [(k, False) for k in kids]
             continue
+        if isinstance(n, (ast.List, ast.Tuple, ast.Set)) and \
+                all(type(e) is ast.Constant for e in n.elts):
+            continue  # a literal of constants (a long key list) changes nothing
         if isinstance(n, ast.Lambda):
             stack += [(d, in_class) for d in n.args.defaults]
             continue
