@@ -1,8 +1,10 @@
 """The dependency cone of a step: every definition it uses, followed statically (``ast``; user
 code is never imported) through the project's own modules, as part name -> short digest.
 
-Parts are ``helper:<file>:<name>`` (one module-level binding) and ``module:<file>`` (a whole
-module, where static analysis cannot tell which of its definitions are used). Resolution
+Parts are ``helper:<file>:<name>`` (one module-level name: every statement that binds or
+changes it, see barca.identity.effects), ``module:<file>`` (a whole module, where static
+analysis cannot tell), ``path:<folder>`` (a folder the pipeline puts on ``sys.path``) and
+``untracked:<module>`` (an import that resolves nowhere barca can see). Resolution
 follows Python's import system as a worker sees it: ``sys.path`` starts with the pipeline
 file's directory, then the project root. Anything found elsewhere (the standard library,
 installed packages, ``PYTHONPATH``) is not the project's and is never followed.
