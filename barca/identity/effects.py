@@ -18,6 +18,7 @@ from barca.model.scope import pattern_names
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SETATTR = frozenset({"setattr", "delattr"})
+_LEAVES = frozenset({ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass})
 
 
 def root(e: ast.AST) -> str | None:
@@ -75,6 +76,13 @@ def statement_effects(stmt: ast.stmt) -> Effects:
     stack: list[tuple[ast.AST, bool]] = [(stmt, False)]
     while stack:
         n, in_class = stack.pop()
+        t = type(n)
+        if t in _LEAVES:
+            continue  # a constant, a read name, a context: nothing below changes anything
+        if t is ast.Name:
+            if not in_class and type(n.ctx) is not ast.Load:  # type: ignore[attr-defined]
+                fx.binds.add(n.id)  # type: ignore[attr-defined]
+            continue
         if isinstance(n, (*_FUNCS, ast.ClassDef)):
             if not in_class:
                 fx.binds.add(n.name)
@@ -103,10 +111,7 @@ def statement_effects(stmt: ast.stmt) -> Effects:
                 from barca.identity.moduleindex import local_name
                 fx.binds |= {local_name(n, a) for a in n.names if a.name != "*"}
             continue
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            if not in_class:
-                fx.binds.add(n.id)
-        elif isinstance(n, (ast.Attribute, ast.Subscript)) and \
+        if isinstance(n, (ast.Attribute, ast.Subscript)) and \
                 isinstance(n.ctx, (ast.Store, ast.Del)):
             if (r := root(n)) is not None:
                 fx.changes.add(r)
