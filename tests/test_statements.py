@@ -377,6 +377,29 @@ UNRELATED = [
 ]
 
 
+def test_a_module_new_in_a_sys_path_folder_shadows_the_old_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``lib`` is searched first: a ``helpers.py`` created there is the one imported now (the
+    definitions table depends on the folder's listing, not only on the files it read)."""
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"pipeline.py": '''
+        import sys
+
+        from barca import asset
+
+        sys.path.insert(0, "lib")
+        import helpers
+
+        @asset()
+        def a() -> int:
+            return helpers.f()
+        ''', "helpers.py": "def f():\n    return 1\n", "lib/README.txt": "libs\n"})
+    assert _run("a") == (1, 1)
+    _write(tmp_path, {"lib/helpers.py": "def f():\n    return 2\n"})
+    assert _stale("a")
+    assert _run("a") == (2, 1)
+
+
 @pytest.mark.parametrize("case,text,edits", UNRELATED, ids=[u[0] for u in UNRELATED])
 def test_an_unrelated_statement_reruns_nothing(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch, case: str,
