@@ -234,6 +234,20 @@ CASES = [
         "defaults.py": 'CFG = {"k": 0}\n',
         "overrides.py": 'from defaults import CFG\n\nCFG["k"] = 1\n'},
      "overrides.py", '= 1', '= 2', 1, 2),
+    ("another module changes a dict it imports inside try", {
+        "pipeline.py": '''
+        from barca import asset
+        import overrides
+        from defaults import CFG
+
+        @asset()
+        def a() -> int:
+            return CFG["k"]
+        ''',
+        "defaults.py": 'CFG = {"k": 0}\n',
+        "overrides.py": 'try:\n    from defaults import CFG\nexcept ImportError:\n'
+                        '    CFG = {}\n\nCFG.update(k=1)\n'},
+     "overrides.py", 'k=1', 'k=2', 1, 2),
     ("a module imported for its side effect starts changing another", {
         "pipeline.py": '''
         from barca import asset

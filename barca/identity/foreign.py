@@ -25,9 +25,12 @@ def foreign_index(project: Any, modules: list[Module],
         if m.tree is None:
             continue
         for local, stmts in m.index.defs.items():
-            imports = [s for s in stmts if isinstance(s, (ast.Import, ast.ImportFrom))]
-            if not imports or len(imports) == len(stmts):
-                continue  # not an import, or never changed here
+            top = [s for s in stmts if isinstance(s, (ast.Import, ast.ImportFrom))]
+            if len(top) == len(stmts):
+                continue  # never changed here
+            # imported at the top level, or inside a block (``try: from conf import CFG``)
+            imports = top + [i for i, _ in m.bindings.get(local, ()) if i not in top and any(
+                s.lineno <= i.lineno <= (s.end_lineno or s.lineno) for s in stmts)]
             for st in imports:
                 for a in st.names:
                     if a.name == "*" or local_name(st, a) != local:
