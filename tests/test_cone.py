@@ -362,34 +362,47 @@ RULES = [
                        "def step(r: str) -> str:\n    return r\n",
         "regions.py": "KEYS = ['a', 'b']\n"},
      [], ["helper:regions.py:KEYS", "module:regions.py"]),
-    ("module-level if: whole module", {
+    ("module-level if: the block is the name's definition", {
         "pipeline.py": "from barca import asset\nfrom conf import MODE\n\n@asset()\n"
                        "def step() -> str:\n    return MODE\n",
-        "conf.py": "import os\nif os.environ.get('X'):\n    MODE = 'a'\nelse:\n    MODE = 'b'\n"},
-     ["module:conf.py"], []),
-    ("module-level try import: whole module, and what it imports", {
+        "conf.py": "import os\nif os.environ.get('X'):\n    MODE = 'a'\nelse:\n    MODE = 'b'\n"
+                   "OTHER = 1\n"},
+     ["helper:conf.py:MODE", "helper:conf.py:os"], ["module:conf.py", "helper:conf.py:OTHER"]),
+    ("module-level try import: the block, and what it imports", {
         "pipeline.py": "from barca import asset\nfrom compat import fast\n\n@asset()\n"
                        "def step() -> int:\n    return fast()\n",
         "compat.py": "try:\n    from speedy import fast\nexcept ImportError:\n"
                      "    def fast():\n        return 0\n",
         "speedy.py": "def fast():\n    return 1\n"},
-     ["module:compat.py", "helper:speedy.py:fast"], []),
-    ("tuple unpacking: whole module", {
+     ["helper:compat.py:fast", "helper:speedy.py:fast"], []),
+    ("tuple unpacking", {
         "pipeline.py": "from barca import asset\nfrom conf import A\n\n@asset()\n"
                        "def step() -> int:\n    return A\n",
-        "conf.py": "A, B = 1, 2\n"},
-     ["module:conf.py"], []),
-    ("augmented assignment: whole module", {
+        "conf.py": "A, B = 1, 2\nC = 3\n"},
+     ["helper:conf.py:A"], ["module:conf.py", "helper:conf.py:C"]),
+    ("augmented assignment", {
         "pipeline.py": "from barca import asset\nfrom conf import A\n\n@asset()\n"
                        "def step() -> int:\n    return A\n",
-        "conf.py": "A = 1\nA += 1\n"},
-     ["module:conf.py"], []),
-    ("module-level with and for: whole module", {
+        "conf.py": "A = 1\nA += 1\nC = 3\n"},
+     ["helper:conf.py:A"], ["module:conf.py", "helper:conf.py:C"]),
+    ("module-level with and for", {
         "pipeline.py": "from barca import asset\nfrom conf import A, B\n\n@asset()\n"
                        "def step() -> int:\n    return A + B\n",
         "conf.py": "import contextlib\nwith contextlib.nullcontext(1) as A:\n    pass\n"
-                   "for B in range(3):\n    pass\n"},
-     ["module:conf.py"], []),
+                   "for B in range(3):\n    pass\nC = 3\n"},
+     ["helper:conf.py:A", "helper:conf.py:B", "helper:conf.py:contextlib"],
+     ["module:conf.py", "helper:conf.py:C"]),
+    ("a change after a star import: the star's source too", {
+        "pipeline.py": "from barca import asset\nfrom conf import *\nCFG['k'] = 1\n\n"
+                       "@asset()\ndef step() -> int:\n    return CFG['k']\n",
+        "conf.py": "CFG = {}\nOTHER = 1\n"},
+     ["helper:pipeline.py:CFG", "helper:conf.py:CFG"], ["helper:conf.py:OTHER"]),
+    ("a folder put on sys.path by a literal", {
+        "pipeline.py": "import sys\nfrom barca import asset\nsys.path.insert(0, 'lib')\n"
+                       "import libmod\n\n@asset()\ndef step() -> int:\n"
+                       "    return libmod.f()\n",
+        "lib/libmod.py": "def f():\n    return 1\n\ndef g():\n    return 2\n"},
+     ["helper:lib/libmod.py:f", "path:lib"], ["helper:lib/libmod.py:g", "untracked:libmod"]),
     ("a module passed as a value: whole, with what it imports", {
         "pipeline.py": "from barca import asset\nimport valmod\n\ndef run(m):\n"
                        "    return m.a()\n\n@asset()\ndef step() -> int:\n"

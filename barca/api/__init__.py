@@ -21,7 +21,13 @@ from barca.core.types import NodeId, key_preview, short_name
 from barca.engine.planner import Context
 from barca.engine.runner import Runner, new_run_id
 from barca.engine.selection import Selection, check_selection, resolve_refresh, walk_order
-from barca.model.topology import Graph, load_graph, plan_warnings
+from barca.model.topology import (
+    Graph,
+    load_graph,
+    plan_warnings,
+    untracked_message,
+    untracked_warnings,
+)
 from barca.present.outputs import node_output
 from barca.present.results import (
     PhasePlan,
@@ -396,8 +402,9 @@ def status(target: str | None = None, *files: str, settings: Settings | None = N
 
 
 def plan(*files: str, target: str | None = None, settings: Settings | None = None,
-         **flags: Any) -> PhasePlan:
-    """The execution plan: phases, one entry per step (per key), and the pool size."""
+         on_event: ev.EventCallback = ev.ignore, **flags: Any) -> PhasePlan:
+    """The execution plan: phases, one entry per step (per key), and the pool size. An
+    ``untracked_import`` warning is also a line on stderr (``on_event``)."""
     from barca.engine.executors import default_pool_size
     settings = settings_of(settings, **flags)
     sess = Session(files, write=False, settings=settings)
@@ -422,9 +429,14 @@ def plan(*files: str, target: str | None = None, settings: Settings | None = Non
                           "key_preview": key_preview(keys), "will_run": t.count("run"),
                           "cached": t.count("cached"), "unknown": t.count("unknown")})
         order = sorted(phases)
+        untracked = sess.ctx.untracked(list(w.order))
+        for module, nids in sorted(untracked.items()):
+            on_event(ev.Note(untracked_message(module, nids), "warning"))
+        warnings = sorted(plan_warnings(graph, w.order) + untracked_warnings(graph, untracked),
+                          key=lambda x: (x["node"], x["parameter"], x["kind"]))
         return PhasePlan(default_pool_size(settings), tuple(tuple(phases[k]) for k in order),
                          tuple(dict(d, phase=order.index(d["phase"]) + 1) for d in nodes),
-                         tuple(plan_warnings(graph, w.order)))
+                         tuple(warnings))
     finally:
         sess.close()
 

@@ -15,7 +15,8 @@ from barca.engine.states import NodeState, StepState
 from barca.identity.hashing import run_hash, run_hashes, snapshot_digest
 from barca.store.view import NodeHistory
 
-PART_ORDER = ("code", "decorator", "helper:", "module:", "env:", "input:", "key", "value")
+PART_ORDER = ("code", "decorator", "helper:", "module:", "path:", "untracked:", "env:", "input:",
+              "key", "value")
 
 
 def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
@@ -48,7 +49,8 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
             return NodeState.from_snapshot(nid, keys, ident, snap[1], hashes, hist)
         prev = (snap[2], hashes)
     def_hash, def_parts = ctx.definition(nid)
-    plan = InputPlan(ctx.graph, nid, states, ctx.input_name)
+    plan = InputPlan(ctx.graph, nid, states, ctx.input_name,
+                     lambda up: ctx.definition(up)[0])
     kind = m.kind
     odd: dict[str, StepState] = {}
 
@@ -277,6 +279,8 @@ def identity(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeSt
             if step is None or not step.sha256:
                 return None
             source = step.sha256
+            if graph.nodes[src[0]].kind == "sensor":  # its code counts too (InputPlan)
+                source += ":" + ctx.definition(src[0])[0]
         else:
             source = up.combined if then is None else then.get(up.node, up.combined)
     return snapshot_digest(ctx.definition(nid)[0], m.freshness or "", keys, inputs, source)

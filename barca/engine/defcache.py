@@ -101,16 +101,25 @@ class DefinitionCache:
         return files, dirs
 
     def fingerprint(self, fm: FileModel) -> str:
-        """The pipeline file's text, hashed once per command (not once per node)."""
+        """The pipeline file's text, hashed once per command (not once per node), salted with
+        barca's rules (barca.core.salt): parts an older barca computed are a miss."""
         got = self._prints.get(fm.path)
         if got is None:
-            got = self._prints[fm.path] = _sha(fm.source.encode("utf-8", "surrogatepass"))
+            from barca.core.salt import salt
+            got = self._prints[fm.path] = _sha(
+                (salt() + "\0" + fm.source).encode("utf-8", "surrogatepass"))
         return got
 
-    def put(self, node: NodeModel, fm: FileModel, parts: dict[str, str]) -> None:
+    def put(self, node: NodeModel, fm: FileModel, parts: dict[str, str],
+            modules: list[str] | tuple[str, ...] = ()) -> None:
+        """``modules``: every project module the pipelines import, whether a part names it or
+        not: one may change another's names when imported (barca.identity.foreign)."""
         files = {f for f in map(_part_file, parts) if f and f != fm.path}
+        files |= {f for f in modules if f != fm.path}
         pipeline_dir = str(Path(fm.path).parent)
         dirs = {pipeline_dir, "."} | {str(Path(f).parent) for f in files}
+        # a project folder the pipeline puts on sys.path: imports resolve through its listing
+        dirs |= {name[len("path:"):] for name in parts if name.startswith("path:")}
         deps = {"files": {f: self._file(f) for f in sorted(files)},
                 "dirs": {d: self._dir(d) for d in sorted(dirs)}}
         self._deps[node.id] = deps  # type: ignore[assignment]

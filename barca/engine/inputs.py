@@ -42,6 +42,11 @@ def hold_of(graph: Graph, up: StepState | None, up_id: NodeId) -> Hold | None:
     return None
 
 
+def sensor_code(input_name: str) -> str:
+    """The input name of a sensor's code, for a node whose keys come from its value."""
+    return input_name + ":code"
+
+
 def merge(a: Hold, b: Hold) -> Hold:
     """Two holds in input order: the first of each kind."""
     return (a[0] or b[0],
@@ -59,7 +64,7 @@ class InputPlan:
                  "missing_source")
 
     def __init__(self, graph: Graph, nid: NodeId, states: dict[NodeId, NodeState],
-                 input_name: Any = None) -> None:
+                 input_name: Any = None, code_of: Any = None) -> None:
         self.graph, self.nid = graph, nid
         name_of = input_name or (lambda up: f"input:{up}")  # see Context.input_name
         m = graph.nodes[nid]
@@ -100,6 +105,12 @@ class InputPlan:
             elif dynamic:
                 out = src_state.output
                 self.source = out if out is not None and out.digests is not None else None
+                if code_of is not None and graph.nodes[src_id].kind == "sensor":
+                    # engine.md §2: what reads a sensor hashes its run hash (code and value).
+                    # Keys from its value read the value key by key (a new key runs that key
+                    # only); its code counts for every key, as for any other consumer
+                    entries.append((sensor_code(name_of(src_id)), code_of(src_id), None, None,
+                                    None))
             else:
                 entries.append((name_of(src_id), *self._per_key(src_state)))
         for e in entries:

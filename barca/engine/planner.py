@@ -91,9 +91,23 @@ class Context:
                 if parts is None:
                     parts = self.hasher.parts(m, shape)
                     if self.memo and not m.env:  # env values are read live, never memoised
-                        self.defcache.put(m, fm, parts)
+                        self.defcache.put(m, fm, parts, self.hasher.project.parsed())
             self._defs[nid] = (definition_hash(parts), parts)
         return self._defs[nid]
+
+    def untracked(self, nids: list[NodeId], only_known: bool = False
+                  ) -> dict[str, list[NodeId]]:
+        """The imports the cones of these nodes reach that resolve to neither the project nor
+        an installed package (``untracked_import``), each with the nodes that reach it.
+        ``only_known``: of the definitions this command has computed, no more."""
+        out: dict[str, list[NodeId]] = {}
+        for nid in nids:
+            if only_known and nid not in self._defs:
+                continue
+            for name in self.definition(nid)[1]:
+                if name.startswith("untracked:"):
+                    out.setdefault(name[len("untracked:"):], []).append(nid)
+        return out
 
     def history(self, nid: NodeId) -> Any:
         """The node's rows as this command read them (see StoreView)."""

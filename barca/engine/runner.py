@@ -177,6 +177,11 @@ class Runner:
                     self._execute_many([(n, t) for n, t in ready if t])
                     for nid, _ in ready:
                         self._finish_node(nid)
+            if self.execute:
+                # an import barca cannot follow is never silent (of the definitions hashed)
+                from barca.model.topology import untracked_message
+                for module, nids in sorted(self.ctx.untracked(list(w.order), True).items()):
+                    self._warn(untracked_message(module, nids))
             if self.execute:  # a value we return (or show) must be intact too
                 verify = [t for t in self.targets if t in w.states
                           and (self.verify_all or len(w.states[t].keys or ()) <= 1000)]

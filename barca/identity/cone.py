@@ -1,8 +1,10 @@
 """The dependency cone of a step: every definition it uses, followed statically (``ast``; user
 code is never imported) through the project's own modules, as part name -> short digest.
 
-Parts are ``helper:<file>:<name>`` (one module-level binding) and ``module:<file>`` (a whole
-module, where static analysis cannot tell which of its definitions are used). Resolution
+Parts are ``helper:<file>:<name>`` (one module-level name: every statement that binds or
+changes it, see barca.identity.effects), ``module:<file>`` (a whole module, where static
+analysis cannot tell), ``path:<folder>`` (a folder the pipeline puts on ``sys.path``) and
+``untracked:<module>`` (an import that resolves nowhere barca can see). Resolution
 follows Python's import system as a worker sees it: ``sys.path`` starts with the pipeline
 file's directory, then the project root. Anything found elsewhere (the standard library,
 installed packages, ``PYTHONPATH``) is not the project's and is never followed.
@@ -47,9 +49,12 @@ class Project:
         self._trees = dict(trees or {})           # abspath -> (source, tree) already parsed
         self._modules: dict[str, Module | None] = {}
         self._find: dict[tuple[Any, ...], Module | None] = {}
-        self._uses: dict[tuple[int, str], Uses] = {}
+        self._uses: dict[tuple[int, int], Uses] = {}
         self._stmt_digest: dict[tuple[int, str], str] = {}
         self._pipelines: dict[str, tuple[Module | None, tuple[Path, ...]]] = {}
+        self.path_dirs: dict[str, list[Path]] = {}   # pipeline -> folders it puts on sys.path
+        self._foreign: Any = None
+        self._external: dict[str, bool] = {}
 
     # ------------------------------------------------------------ modules
     def _allowed(self, path: Path) -> bool:
@@ -183,8 +188,8 @@ class Project:
         return mod
 
     # ------------------------------------------------------------ memoised per definition
-    def uses(self, mod: Module, name: str, stmt: ast.stmt) -> Uses:
-        key = (id(mod), name)
+    def uses(self, mod: Module, stmt: ast.stmt) -> Uses:
+        key = (id(mod), id(stmt))
         if key not in self._uses:
             self._uses[key] = analyse(stmt, lines=mod.lines)
         return self._uses[key]
@@ -250,10 +255,21 @@ class Project:
             # A worker's sys.path starts with the pipeline's folder, then the root. A pipeline
             # inside a package is also resolved from the root alone (as `python -m pkg.mod`
             # would): where the two differ, both are followed.
-            searches = [tuple(dict.fromkeys([real.parent, self.root]))]
+            mod = self.module_at(real, pipeline=True)
+            front: list[Path] = []
+            back: list[Path] = []
+            if mod is not None and mod.source is not None and "sys.path" in mod.source:
+                # a project folder the pipeline puts on sys.path is searched as the worker
+                # will (one outside the project is not the project's: never followed)
+                from barca.identity.syspath import sys_path_dirs
+                front, back = (
+                    [d for d in ds if self._allowed(d) and d.is_dir()]
+                    for ds in sys_path_dirs(mod.tree, real, self.root))  # type: ignore[arg-type]
+            self.path_dirs[key] = [*front, *back]
+            searches = [tuple(dict.fromkeys([*front, real.parent, self.root, *back]))]
             if (real.parent / "__init__.py").is_file() and real.parent != self.root:
-                searches.append((self.root,))
-            self._pipelines[key] = (self.module_at(real, pipeline=True), tuple(searches))
+                searches.append(tuple(dict.fromkeys([*front, self.root, *back])))
+            self._pipelines[key] = (mod, tuple(searches))
         return self._pipelines[key]
 
     def cone(self, file: str, uses: Uses, exclude: str) -> dict[str, str]:
@@ -263,7 +279,40 @@ class Project:
         walk = _ConeSearch(self, searches)
         walk.exclude = (id(mod), exclude)
         walk.add_uses(mod, uses)
-        return walk.run()
+        out = walk.run()
+        for d in self.path_dirs.get(file, ()):
+            # where imports resolve depends on these folders' listings (the definition
+            # cache records them): a part names each
+            out[f"path:{d.relative_to(self.root).as_posix()}"] = digest("sys.path")
+        for dotted in walk.untracked:
+            out[f"untracked:{dotted}"] = digest("untracked")
+        return out
+
+    def foreign(self, key: tuple[Any, str]) -> list[tuple[Module, str, Chain]]:
+        """The names of other modules whose statements change ``key`` (barca.identity.foreign),
+        over every module the pipelines import (``check_imports`` has parsed them all)."""
+        if self._foreign is None:
+            from barca.identity.foreign import foreign_index
+            searches = list(dict.fromkeys(s for _, ss in self._pipelines.values() for s in ss))
+            self._foreign = foreign_index(
+                self, [m for m in self._modules.values() if m is not None], searches)
+        return self._foreign.get(key, [])  # type: ignore[no-any-return]
+
+    def parsed(self) -> list[str]:
+        """Every project module parsed (the pipelines' import closure): a module among them
+        may change a name of another when imported."""
+        return sorted(m.rel for m in self._modules.values() if m is not None and m.path)
+
+    def external(self, name: str) -> bool:
+        """Whether a top-level module is found outside the project by this process's import
+        system (the standard library, an installed package): not followed, not a warning."""
+        if name not in self._external:
+            import importlib.util
+            try:
+                self._external[name] = importlib.util.find_spec(name) is not None
+            except (ImportError, ValueError, AttributeError):
+                self._external[name] = True  # found, but not loadable here: not ours either
+        return self._external[name]
 
 
 class _ConeSearch:
@@ -277,6 +326,7 @@ class _ConeSearch:
         self.done: set[tuple[Any, ...]] = set()
         self.todo: list[tuple[Any, ...]] = []
         self.exclude: tuple[int, str] | None = None   # the step itself
+        self.untracked: set[str] = set()   # imports that resolve nowhere barca can see
 
     def push(self, *item: Any) -> None:
         key = tuple(id(x) if isinstance(x, (Module, ast.AST)) else x for x in item)
@@ -296,7 +346,7 @@ class _ConeSearch:
         for (stmt, alias), chain in uses.imports:
             self.push("bind", mod, stmt, alias, chain)
         for dotted in uses.dynamic:
-            for target in self._find(dotted):
+            for target in self._resolve(dotted):
                 self.push("whole", target, True)
 
     def _find(self, dotted: str) -> list[Module]:
@@ -308,10 +358,26 @@ class _ConeSearch:
                 out.append(mod)
         return out
 
-    def _source(self, ctx: Module, stmt: ast.ImportFrom) -> list[Module]:
+    def _resolve(self, dotted: str, guarded: bool = False) -> list[Module]:
+        """``_find``, for an import a step reaches: one whose top-level name is neither the
+        project's nor found by the import system is an ``untracked_import`` -- unless a
+        ``try: ... except ImportError`` around it expects it may be missing."""
+        found = self._find(dotted)
+        top = dotted.split(".")[0]
+        if not found and not guarded and top not in _NEVER_FOLLOW and not any(
+                self.p.find(top, s) for s in self.searches) and not self.p.external(top):
+            self.untracked.add(top)
+        return found
+
+    def _source(self, ctx: Module, stmt: ast.ImportFrom, reached: bool = False
+                ) -> list[Module]:
         """The project module(s) ``from <module> import ...`` in ``ctx`` reads from."""
         if stmt.level == 0:
-            return self._find(stmt.module) if stmt.module else []
+            if not stmt.module:
+                return []
+            if not reached:
+                return self._find(stmt.module)
+            return self._resolve(stmt.module, id(stmt) in ctx.guarded_imports)
         mod = self.p.import_source(ctx, stmt, ())
         return [mod] if mod is not None else []
 
@@ -328,6 +394,10 @@ class _ConeSearch:
             return
         if (id(mod), name) == self.exclude:
             return
+        for other, local, _ in self.p.foreign((id(mod), name)):  # changed from elsewhere
+            self.push("sym", other, local, ())
+        for other, local, _ in self.p.foreign((id(mod), "*")):
+            self.push("sym", other, local, (name,))
         idx = mod.index
         if name in idx.conservative:
             self.push("whole", mod, False)
@@ -340,18 +410,24 @@ class _ConeSearch:
             self.push("mod", sub, chain)
         if stmts:
             self.out[f"helper:{mod.rel}:{name}"] = self.p.binding_digest(mod, name, stmts)
+            nested = mod.bindings.get(name, ())
             for st in stmts:
                 if isinstance(st, (ast.Import, ast.ImportFrom)):
                     for a in st.names:
                         if local_name(st, a) == name:
                             self.push("bind", mod, st, a, chain)
-                elif ("def", id(mod), name) not in self.done:
-                    self.done.add(("def", id(mod), name))
-                    self.add_uses(mod, self.p.uses(mod, name, st))
-            # a star import after the binding may rebind it
-            if idx.stars and min(s.lineno for s in stmts) < max(s.lineno for s in idx.stars):
+                    continue
+                if ("def", id(mod), id(st)) not in self.done:
+                    self.done.add(("def", id(mod), id(st)))
+                    self.add_uses(mod, self.p.uses(mod, st))
+                for imp, a in nested:  # ``try: from fast import f`` binds it too
+                    if st.lineno <= imp.lineno <= (st.end_lineno or st.lineno):
+                        self.push("bind", mod, imp, a, chain)
+            # a star import may bind it too (before a change, or where a block binds it not)
+            if idx.stars:
                 self._via_stars(mod, name, chain)
-            return
+            if name in idx.bound:
+                return
         if sub is not None:
             return
         if self._via_stars(mod, name, chain):
@@ -393,11 +469,19 @@ class _ConeSearch:
     def _bind(self, ctx: Module, stmt: Import, alias: ast.alias, chain: Chain) -> None:
         """An import binding in ``ctx``, read with ``chain``."""
         if isinstance(stmt, ast.Import):
-            for target in self._find(alias.name if alias.asname
-                                     else alias.name.split(".")[0]):
+            dotted = alias.name if alias.asname else alias.name.split(".")[0]
+            found = self._resolve(dotted, id(stmt) in ctx.guarded_imports)
+            for target in found:
                 self.push("mod", target, chain)
+            if not found:  # not the project's: what other modules change of it counts
+                for other, local, _ in self.p.foreign(("ext", dotted.split(".")[0])):
+                    self.push("sym", other, local, ())
             return
-        for src in self._source(ctx, stmt):
+        srcs = self._source(ctx, stmt, reached=True)
+        if not srcs and not stmt.level and stmt.module:  # ``from numpy import random``
+            for other, local, _ in self.p.foreign(("ext", stmt.module.split(".")[0])):
+                self.push("sym", other, local, ())
+        for src in srcs:
             if alias.name == "*":
                 self.push("whole", src, True)
             else:

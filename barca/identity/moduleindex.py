@@ -9,8 +9,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from barca.identity.effects import Effects, function_changes, statement_effects
 from barca.identity.hashing import digest
-from barca.model.scope import global_names, pattern_names
+from barca.model.scope import global_names
 
 Chain = tuple  # the attribute names read after a name: ``helpers.clean`` -> ("clean",)
 Import = ast.Import | ast.ImportFrom
@@ -35,61 +36,87 @@ def local_name(stmt: Import, alias: ast.alias) -> str:
 
 @dataclass
 class Index:
-    """How each module-level name of a module is bound."""
-    defs: dict[str, list[ast.stmt]]   # one def/class/assignment, or one or more imports
+    """How each module-level name of a module is bound and changed."""
+    defs: dict[str, list[ast.stmt]]   # every statement that binds or changes it, in order
+    bound: set[str]                   # names some module-level statement binds
     conservative: set[str]            # bound where static analysis cannot pin it down
     stars: list[ast.ImportFrom]       # ``from x import *`` (at any depth of module code)
     dynamic: bool                     # globals()/exec/vars/__getattr__: any name may exist
 
 
-def _bound_names(stmt: ast.AST, stars: list[ast.ImportFrom]) -> set[str]:
-    """Every name a compound module-level statement may bind."""
-    out: set[str] = set()
-    for n in ast.walk(stmt):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            out.add(n.id)
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(n.name)
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            for a in n.names:
-                if a.name == "*":
-                    stars.append(n)  # type: ignore[arg-type]
-                else:
-                    out.add(local_name(n, a))
-        else:
-            out.update(pattern_names(n))
-    return out
+def _stars(stmt: ast.stmt, stars: list[ast.ImportFrom]) -> None:
+    for n in ast.walk(stmt) if not isinstance(stmt, ast.ImportFrom) else (stmt,):
+        if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names):
+            stars.append(n)
 
 
 def build_index(tree: ast.Module, source: str | None = None) -> Index:
-    defs: dict[str, list[ast.stmt]] = {}
-    kinds: dict[str, list[str]] = {}
-    conservative: set[str] = set()
+    """A name's definition is every module-level statement that can change it (see
+    ``barca.identity.effects``), in source order."""
     stars: list[ast.ImportFrom] = []
-
-    def bind(name: str, stmt: ast.stmt, kind: str) -> None:
-        defs.setdefault(name, []).append(stmt)
-        kinds.setdefault(name, []).append(kind)
-
+    effects: list[tuple[ast.stmt, Effects]] = []
+    imported: set[str] = set()      # bound by an import: a module (or a thing from one)
+    defined: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     for stmt in tree.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bind(stmt.name, stmt, "def")
-        elif isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
-            for t in stmt.targets:
-                bind(t.id, stmt, "def")  # type: ignore[attr-defined]
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-            if stmt.value is not None:
-                bind(stmt.target.id, stmt, "def")
-        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            for a in stmt.names:
-                if a.name == "*":
-                    stars.append(stmt)  # type: ignore[arg-type]
-                else:
-                    bind(local_name(stmt, a), stmt, "import")
-        elif isinstance(stmt, (ast.Expr, ast.Pass)):
-            continue
-        else:  # if/try/for/while/with/match, tuple unpacking, augmented assignment, del, ...
-            conservative |= _bound_names(stmt, stars)
+        if isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr)
+                                          and isinstance(stmt.value, ast.Constant)):
+            continue  # a docstring changes no name
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            fx = Effects(binds={local_name(stmt, a) for a in stmt.names if a.name != "*"})
+            imported |= fx.binds
+        else:
+            fx = statement_effects(stmt)
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defined[stmt.name] = stmt
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                 ast.Assign, ast.AnnAssign, ast.Expr)):
+            _stars(stmt, stars)
+        effects.append((stmt, fx))
+    # a module function called at module level changes what its body (and what it calls)
+    # changes; a name that is also rebound elsewhere may not be that function any more,
+    # which only hashes more. Only the functions called at module level are read.
+    functions: dict[str, tuple[set[str], set[str]]] = {}
+    todo = [f for _, fx in effects for f in fx.calls if f in defined]
+    while todo:
+        f = todo.pop()
+        if f not in functions:
+            functions[f] = function_changes(defined[f])
+            todo += [g for g in functions[f][1] if g in defined and g not in functions]
+    reach: dict[str, set[str]] = {f: set(ch) for f, (ch, _) in functions.items()}
+    grew = True
+    while grew:
+        grew = False
+        for f, (_, calls) in functions.items():
+            for g in calls & functions.keys():
+                if not reach[g] <= reach[f]:
+                    reach[f] |= reach[g]
+                    grew = True
+    changers: dict[str, list[int]] = {}
+    binders: dict[str, list[int]] = {}
+    aliases: set[tuple[str, str]] = set()
+    for i, (_, fx) in enumerate(effects):
+        changed = fx.changes | (fx.weak - imported)
+        for f in fx.calls & functions.keys():
+            changed |= reach[f] - imported
+        for n in fx.binds:
+            binders.setdefault(n, []).append(i)
+        for n in changed:
+            changers.setdefault(n, []).append(i)
+        aliases |= {(b, a) for b, a in fx.aliases if a not in imported}
+    # ``ROW = TABLE[0]`` then ``ROW.append(1)``: changing ROW's object changes TABLE's
+    grew = True
+    while grew:
+        grew = False
+        for b, a in aliases:
+            extra = set(changers.get(b, ())) - set(changers.get(a, ()))
+            if extra:
+                changers.setdefault(a, []).extend(extra)
+                grew = True
+    defs: dict[str, list[ast.stmt]] = {}
+    for n in binders.keys() | changers.keys():
+        order = sorted(set(binders.get(n, ())) | set(changers.get(n, ())))
+        defs[n] = [effects[i][0] for i in order]
+    conservative: set[str] = set()
     dynamic = False
     needles = (":=", "global", *_DYNAMIC)
     for n in ast.walk(tree) if source is None or any(x in source for x in needles) else ():
@@ -99,12 +126,10 @@ def build_index(tree: ast.Module, source: str | None = None) -> Index:
             conservative.update(n.names)      # rebound from inside a function
         elif isinstance(n, ast.Name) and n.id in _DYNAMIC:
             dynamic = True
-    # Bound more than once: only several imports (``import a.b`` + ``import a.c``) stay exact.
-    conservative |= {n for n, k in kinds.items() if len(k) > 1 and set(k) != {"import"}}
     for n in conservative:
         defs.pop(n, None)
     dynamic = dynamic or "__getattr__" in defs or "__getattr__" in conservative
-    return Index(defs, conservative, stars, dynamic)
+    return Index(defs, set(binders) - conservative, conservative, stars, dynamic)
 
 
 @dataclass(eq=False)
@@ -122,6 +147,7 @@ class Module:
     imports: list[Import] = field(default_factory=list)   # every import, at any depth
     _whole: str | None = None
     _lines: list[str] | None = None
+    _guarded: set[int] | None = None
 
     @property
     def lines(self) -> list[str] | None:
@@ -157,6 +183,19 @@ class Module:
         self._dynamic_imports = dynamic_imports(self.tree, nodes)
 
     @property
+    def guarded_imports(self) -> set[int]:
+        """Imports inside a ``try`` whose handler catches a failed import (``ImportError``,
+        ``ModuleNotFoundError``, ``Exception``, a bare ``except``): an optional dependency."""
+        if self._guarded is None:
+            self._guarded = set()
+            if self.tree is not None and self.source is not None and "try" in self.source:
+                for n in ast.walk(self.tree):
+                    if isinstance(n, ast.Try) and any(_catches_import(h) for h in n.handlers):
+                        self._guarded |= {id(i) for b in n.body for i in ast.walk(b)
+                                          if isinstance(i, (ast.Import, ast.ImportFrom))}
+        return self._guarded
+
+    @property
     def chains(self) -> dict[str, set[Chain]]:
         """Attribute chains of every name, anywhere in the module."""
         if self._chains is None:
@@ -176,6 +215,17 @@ class Module:
         if self._bindings is None:
             self._scan()
         return self._bindings  # type: ignore[return-value]
+
+
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def _catches_import(h: ast.ExceptHandler) -> bool:
+    if h.type is None:
+        return True
+    types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+    return any((t.id if isinstance(t, ast.Name) else getattr(t, "attr", "")) in _IMPORT_ERRORS
+               for t in types)
 
 
 def _walk_lines(tree: ast.AST, lines: list[str] | None, needle: str) -> Iterable[ast.AST]:

@@ -349,6 +349,24 @@ def plan_warnings(graph: Graph, nids: list[NodeId]) -> list[dict[str, str]]:
     return sorted(out, key=lambda w: (w["node"], w["parameter"], w["kind"]))
 
 
+def untracked_message(module: str, nodes: list[str]) -> str:
+    """The one line an ``untracked_import`` says (plan warning, stderr of a run)."""
+    return (f"untracked import '{module}' (reached by {', '.join(nodes)}): it is neither a "
+            "project module nor an installed package, so barca cannot hash its code and an "
+            "edit of it re-runs nothing. Put it in the project (or on sys.path with a literal "
+            "path in the pipeline), or install it.")
+
+
+def untracked_warnings(graph: Graph, untracked: dict[str, list[NodeId]]
+                       ) -> list[dict[str, str]]:
+    """``untracked_import`` plan warnings: one per node and import, as ``plan_warnings``."""
+    return [{"node": nid, "parameter": "", "kind": "untracked_import",
+             "message": f"'{graph.nodes[nid].function}' imports '{module}', which is neither "
+                        "a project module nor an installed package: barca cannot hash its "
+                        "code, so an edit of it re-runs nothing"}
+            for module, nids in sorted(untracked.items()) for nid in nids]
+
+
 # ---------------------------------------------------------------------------- keys
 
 def validate_keys(node: NodeModel, dim: str, keys: Any, line: int | None = None) -> list[str]:
