@@ -92,7 +92,8 @@ def test_pickle_is_not_a_view(project: Project) -> None:
 
 def test_a_view_whose_keys_were_stored_in_different_formats(project: Project) -> None:
     """A DataFrame parquet cannot hold is pickled (with a warning) while its sibling keys are
-    parquet: the view still reads every key; a key that is no table is a clear usage error."""
+    parquet: a query never unpickles (a pickle is code, #35), so the view is a clear usage
+    error naming the key, as for a key that is no table."""
     project.write("pipeline.py", """
         import pandas as pd
         from barca import asset, partitions
@@ -107,16 +108,16 @@ def test_a_view_whose_keys_were_stored_in_different_formats(project: Project) ->
     r = project.barca("get", "sales", "pipeline.py", "--json")
     assert r.code == 0 and "stored as pickle" in r.err, r.err
     r = project.barca("sql", "select partition, n from sales order by n", "--json")
-    assert r.code == 0, r.err
-    assert json.loads(r.out)["rows"] == [["region=amer", 1], ["region=amer", 2],
-                                         ["region=emea", 3], ["region=emea", 4]]
+    assert r.code == 2, r.err
+    assert json.loads(r.err.strip().splitlines()[-1])["error"] == (
+        "'sales' (key region=emea) is stored as a pickle, which barca sql does not read.")
     project.edit("pipeline.py", 'return pd.DataFrame({"n": [3, 4], "note": ["c", 5]})',
                  'return {3, 4}')
     assert project.barca("get", "sales", "pipeline.py", "--json").code == 0
     r = project.barca("sql", "select * from sales", "--json")
     assert r.code == 2, r.err
     err = json.loads(r.err.strip().splitlines()[-1])
-    assert err["error"] == ("'sales' (key region=emea) is stored as a pickle of a set, which "
+    assert err["error"] == ("'sales' (key region=emea) is stored as a pickle, which "
                             "barca sql does not read.")
 
 
@@ -152,3 +153,23 @@ def test_a_view_fetches_results_missing_here_from_the_remote_store(seed: Project
     r = seed.barca("sql", "select count(*) from prices", "--json", env=env)
     assert r.code == 0, r.err
     assert json.loads(r.out)["rows"] == [[3]]
+
+
+def test_a_query_never_unpickles_and_checks_what_it_reads(project: Project) -> None:
+    """#35: a pickle in a view is never deserialised (it would run code from the store), and a
+    result whose bytes changed after barca wrote them is refused, not read."""
+    project.write("pipeline.py", """
+        import pandas as pd
+        from barca import asset, partitions
+
+
+        @asset(partitions={"region": partitions(["amer", "emea"])})
+        def sales(region: str) -> pd.DataFrame:
+            return pd.DataFrame({"n": [1, 2] if region == "amer" else [3, 4]})
+    """)
+    assert project.barca("get", "sales", "pipeline.py", "--json").code == 0
+    emea = next((project.path / ".barca" / "artifacts").glob("*emea*/*.parquet"))
+    import pandas as pd
+    pd.DataFrame({"n": [999]}).to_parquet(emea)   # changed behind barca's back
+    r = project.barca("sql", "select sum(n) as s from sales", "--json")
+    assert r.code == 2 and "is not the one recorded" in r.err, (r.out, r.err)

@@ -113,14 +113,20 @@ def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
 
 
 def _local(ctx: Context, name: str, row: Row) -> Path:
-    """Where a view's result is on disk: fetched from the remote store (when one is configured)
-    if this machine lacks it; a usage error when neither has it."""
+    """Where a view's result is on disk, its bytes checked against their record: fetched from
+    the remote store (when one is configured) if this machine lacks it; a usage error when
+    neither has it, or when the bytes on disk are not the bytes recorded."""
     path = ctx.graph.root / (row.path or "")
     if not path.is_file():
         from barca.store import remote
         store = remote.open_store(ctx.settings)
         if store is None or store.fetch(ctx.graph.root, row.path or "", row.sha256) is None:
             raise _missing(name, row)
+    from barca.store.artifacts import file_sha256
+    if row.sha256 and (path.is_symlink() or file_sha256(path) != row.sha256):
+        raise UsageError(f"view '{name}': the result of {row.node} on disk ({row.path}) is not "
+                         "the one recorded: it was changed after barca wrote it.",
+                         f"Run `barca get {name}` to check and compute it again.")
     return path
 
 
@@ -133,20 +139,18 @@ def _table(ctx: Context, vs: ViewSource, key: str, row: Row) -> Any:
     from barca.store import frames
     from barca.store.artifacts import deserialize
     name = short_name(vs.node)
+    where = f" (key {key})" if key else ""
+    if row.format not in ("parquet", "csv", "json"):  # a pickle is code: never run by a query
+        raise UsageError(f"'{name}'{where} is stored as a pickle, which barca sql does not "
+                         "read.", f"Return JSON-like values or a DataFrame from '{name}', or "
+                         f"read it in Python with barca.get('{name}').")
     path = _local(ctx, name, row)
     if row.format in ("parquet", "csv"):
         return pd.read_parquet(path) if row.format == "parquet" else pd.read_csv(path)
-    # barca's own store, read as barca.get reads it
-    value = deserialize(path.read_bytes(), row.format or "pickle")
+    value = deserialize(path.read_bytes(), "json")
     if frames.kind(value) is not None:
         return frames.convert(value, "pandas")
-    if row.format == "json":
-        return pd.DataFrame(_records(value))
-    where = f" (key {key})" if key else ""
-    raise UsageError(f"'{name}'{where} is stored as a pickle of a {type(value).__name__}, which "
-                     "barca sql does not read.",
-                     f"Return JSON-like values or a DataFrame from '{name}', or read it in "
-                     f"Python with barca.get('{name}').")
+    return pd.DataFrame(_records(value))
 
 
 def _missing(name: str, row: Row) -> UsageError:
