@@ -410,7 +410,10 @@ class Runner:
                     if st.action == "cached" and st.path:
                         producers.setdefault(st.path, st)
         self._ensure_steps(list(producers.values()))
-        self._execute(nid, [s for s, _ in bad], attempt=1)
+        retry = [s for s, _ in bad]
+        for s in retry:  # a recomputed input may have other bytes (a uuid, a timestamp): the
+            s.kwargs = None  # second attempt checks the digest recorded now, not the old one
+        self._execute(nid, retry, attempt=1)
 
     def _producer(self, path: str) -> StepState | None:
         """The cached step behind an artifact: its file is named by its run hash."""
