@@ -92,7 +92,8 @@ class Worker:
             if key[2] in frames.LAZY:
                 return value  # cheap to make again; a relation belongs to its connection
         else:
-            value = artifacts.deserialize(self.verified(relpath, sha256).read_bytes(), fmt)
+            data = self._bytes(relpath, sha256)
+            value = artifacts.deserialize(data, fmt)
         if len(self.values) > 512:
             self.values.clear()
         self.values[key] = value
@@ -118,6 +119,16 @@ class Worker:
         if sha256 and artifacts.file_sha256(path) != sha256:
             raise BadInput(relpath, "corrupt")
         return path
+
+    def _bytes(self, relpath: str, sha256: str | None) -> bytes:
+        """A small input's bytes, read once and checked as ``verified`` checks a file."""
+        path = self.root / relpath
+        if artifacts.file_kind(path) != "file":
+            path = self.verified(relpath, sha256)  # fetched and checked, or why not
+        data = path.read_bytes()
+        if sha256 and hashlib.sha256(data).hexdigest() != sha256:
+            raise BadInput(relpath, "corrupt")
+        return data
 
     def collected(self, items: list[tuple[Any, ...]], reader: str | None) -> Any:
         """Every key of a partitioned upstream: one lazy frame (or relation) over all their
