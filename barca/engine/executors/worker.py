@@ -279,9 +279,6 @@ class Worker:
             rec.infra = rec.error = f"cannot write {rel}: {exc.strerror or exc}"
             rec.elapsed = time.perf_counter() - start
             return rec
-        written = frames.kind(value) if fmt in frames.TABLE_FORMATS else None
-        if written != "duckdb":  # a relation is not kept: it belongs to the step's connection
-            self.values[(rel, written)] = value
         self._upload(rel, rec, task, data)
         rec.path, rec.format = rel, fmt
         if data is not None:
@@ -290,6 +287,9 @@ class Worker:
         else:
             rec.size = (self.root / rel).stat().st_size
             rec.sha256 = artifacts.file_sha256(self.root / rel)
+        written = frames.kind(value) if fmt in frames.TABLE_FORMATS else None
+        if written != "duckdb":  # a relation is not kept: it belongs to the step's connection
+            self.values[(rel, rec.sha256, written)] = value  # as load looks it up
         rec.elapsed = time.perf_counter() - start
         return rec
 
