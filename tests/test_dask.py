@@ -100,3 +100,62 @@ def test_remote_scheduler_needs_a_shared_store(seed: Project) -> None:
     r = seed.barca("get", "report", "pipeline.py", "--executor", "tcp://127.0.0.1:1",
                    "--pretty")
     assert r.code == 2 and "BARCA_REMOTE_URI" in r.err
+
+
+LIMITS = """
+import os
+import time
+from pathlib import Path
+
+from barca import asset
+
+
+@asset(timeout_seconds=1)
+def stuck() -> int:
+    Path("stuck.pid").write_text(str(os.getpid()))
+    time.sleep(60)
+    return 1
+
+
+@asset(retries=2, timeout_seconds=30)
+def flaky() -> int:
+    p = Path("attempts")
+    n = int(p.read_text()) + 1 if p.exists() else 1
+    p.write_text(str(n))
+    if n < 3:
+        raise RuntimeError(f"attempt {n}")
+    return n
+
+
+@asset(retries=1)
+def fragile() -> int:
+    raise RuntimeError("always")
+"""
+
+
+def test_timeout_and_retries_as_on_the_local_pool(tmp_path: Path) -> None:
+    import os
+    import time
+    local, dask = _pair(tmp_path, LIMITS)
+    got = []
+    for p, env in ((local, {}), (dask, DASK)):
+        start = time.time()
+        r = p.barca("get", "stuck", "pipeline.py", "--json", env=env, timeout=120)
+        took = time.time() - start
+        assert r.code == 1, r.err
+        err = json.loads(r.err.strip().splitlines()[-1])
+        pid = int((p.path / "stuck.pid").read_text())
+        alive = os.path.exists(f"/proc/{pid}") and "zombie" not in \
+            Path(f"/proc/{pid}/status").read_text().lower()
+        got.append((r.code, err["node"], err["error"], alive))
+        assert took < 45, took  # killed after 1 s, not after its 60 s sleep
+        r = p.barca("get", "flaky", "pipeline.py", "--json", env=env, timeout=120)
+        assert r.code == 0, r.err
+        assert r.json()["final_output"] == 3
+        r = p.barca("get", "fragile", "pipeline.py", "--json", env=env, timeout=120)
+        got.append((r.code, json.loads(r.err.strip().splitlines()[-1])["error"]))
+    assert got[0] == got[2] == (1, "pipeline.py:stuck",
+                                "step 'pipeline.py:stuck' failed: Timeout: pipeline.py:stuck "
+                                "did not finish within timeout_seconds=1; its process was "
+                                "killed; 0 downstream steps skipped", False), got
+    assert got[1] == got[3], got

@@ -354,7 +354,9 @@ def test_readers_never_see_a_half_written_result(tmp_path: Path) -> None:
         reader = Remote(remote.uri)
         if reader.fetch(tmp_path / "r", rel) is not None:
             seen.add((tmp_path / "r" / rel).read_bytes())
-        assert not reader.notes, reader.notes
+        # nothing rejected (the one note: a store without a key is unsigned, see test_reads)
+        assert all(n.startswith("results taken from the shared store are not signed")
+                   for n in reader.notes), reader.notes
     assert not errors
     assert seen and seen <= set(values)
     folder = tmp_path / "store" / "artifacts" / "pipeline.py--v"

@@ -67,3 +67,48 @@ def test_adding_or_editing_a_sink_reruns_the_asset(project: Project) -> None:
     assert (project.path / "out" / "all.json").is_file()
     r = project.barca("get", "total", "pipeline.py", "--json", "--agent")
     assert r.completed() == []
+
+
+SENSED = """
+from pathlib import Path
+
+from barca import asset, partitions_from, sensor, sink
+
+
+@sensor()
+def regions() -> list:
+    return Path("regions.txt").read_text().split()
+
+
+@sink("dataset/")
+@asset(partitions={"region": partitions_from(regions)})
+def sales(region: str) -> dict:
+    return {"revenue": 10}
+"""
+
+
+def test_a_hive_dataset_holds_the_current_keys_only(project: Project) -> None:
+    project.write("pipeline.py", SENSED)
+    project.write("regions.txt", "emea amer apac")
+    assert project.barca("get", "sales", "pipeline.py", "--json").code == 0
+    ds = project.path / "dataset"
+    assert pd.read_parquet(ds)["revenue"].sum() == 30
+    project.write("dataset/README.txt", "the user's own file")
+    project.write("elsewhere/region=apac/part-0.parquet", "not the sink's")
+    project.write("regions.txt", "emea amer")
+    # --partition narrows the run: the other keys are not gone, nothing is removed
+    r = project.barca("get", "sales", "pipeline.py", "--partition", "region=emea", "--json")
+    assert r.code == 0, r.err
+    assert (ds / "region=apac" / "part-0.parquet").is_file()
+    r = project.barca("get", "sales", "pipeline.py", "--json")
+    assert r.code == 0, r.err
+    assert "removed 1 file of keys that are gone" in r.err
+    assert pd.read_parquet(ds / "region=emea")["revenue"].sum() == 10
+    assert sorted(p.name for p in ds.iterdir()) == ["README.txt", "region=amer", "region=emea"]
+    assert sum(pd.read_parquet(ds / d)["revenue"].sum()
+               for d in ("region=amer", "region=emea")) == 20
+    assert (project.path / "elsewhere/region=apac/part-0.parquet").read_text() == \
+        "not the sink's"
+    project.write("regions.txt", "")      # no keys: no key's folder
+    assert project.barca("get", "sales", "pipeline.py", "--json").code == 0
+    assert sorted(p.name for p in ds.iterdir()) == ["README.txt"]

@@ -41,14 +41,21 @@ class Integrity:
 
     def intact(self, s: StepState) -> bool:
         import os
+
+        from barca.store.artifacts import file_kind
         where = os.path.join(self.root, s.path or "")
+        kind = file_kind(Path(where))
         try:
+            if kind not in ("file", None):  # a result is a regular file: never follow a link
+                raise IsADirectoryError(where)
             digest, data = read_digest(where, bool(s.sha256))
         except IsADirectoryError:
             path = Path(where)
             aside = path.with_name(f"{path.name}.moved-aside-{int(time.time())}")
             path.rename(aside)
-            self.warn(f"{s.path} was a directory; moved it aside to {aside.name} and computing "
+            what = {"link": "a symlink", "other": "not a regular file"}.get(kind or "",
+                                                                              "a directory")
+            self.warn(f"{s.path} was {what}; moved it aside to {aside.name} and computing "
                       f"{s.id} again")
             s.reason = "artifact_missing"
             return False

@@ -270,10 +270,29 @@ class Runner:
                 and ns.keys is not None:
             self._snapshots.append((nid, ns.ident, ns.combined, "\x00".join(ns.keys),
                                     "".join(ns.run_hashes() or ())))
+        m = self.graph.nodes[nid]
+        if m.partitioned and ns.keys is not None and self.selection is None \
+                and any(k.endswith("/") for k in m.sinks):
+            self._prune_sinks(m.sinks, ns.keys)
         if nid in self.ctx.key_sources:
             step = ns.step("")
             if step is not None and step.action == "cached" and ns.output is None:
                 ns.output = keys_from_row(self.ctx, step.row)
+
+    def _prune_sinks(self, sinks: list[str], keys: list[str]) -> None:
+        """A Hive dataset sink holds the node's current keys only (every key known, none
+        narrowed away by --partition): a removed key's folder goes."""
+        from barca.store import sinks as sink_files
+        for sink in sinks:
+            try:
+                gone = sink_files.prune(self.graph.root, sink, keys)
+            except OSError as exc:
+                self._warn(f"@sink({sink!r}): could not remove a removed key's files: {exc}")
+                continue
+            if gone:
+                self.on_event(ev.Note(f"@sink({sink!r}): removed {len(gone)} file"
+                                      f"{'s' if len(gone) != 1 else ''} of keys that are gone",
+                                      "note"))
 
     # ------------------------------------------------------------------ integrity
     def _ensure_steps(self, steps: list[StepState]) -> None:
@@ -418,7 +437,10 @@ class Runner:
                     if st.action == "cached" and st.path:
                         producers.setdefault(st.path, st)
         self._ensure_steps(list(producers.values()))
-        self._execute(nid, [s for s, _ in bad], attempt=1)
+        retry = [s for s, _ in bad]
+        for s in retry:  # a recomputed input may have other bytes (a uuid, a timestamp): the
+            s.kwargs = None  # second attempt checks the digest recorded now, not the old one
+        self._execute(nid, retry, attempt=1)
 
     def _producer(self, path: str) -> StepState | None:
         """The cached step behind an artifact: its file is named by its run hash."""

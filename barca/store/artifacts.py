@@ -182,6 +182,20 @@ def commit(tmp: str, path: Path, fsync: bool = False) -> None:
     os.replace(tmp, path)
 
 
+def file_kind(path: Path) -> str | None:
+    """What is at ``path``, not following a symlink: ``file`` (a regular file), ``link``,
+    ``dir`` or ``other``; None when nothing is. Only a regular file is ever read as a result:
+    a symlink could point anywhere, and change after its target was checked."""
+    import stat
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISREG(mode):
+        return "file"
+    return "link" if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode) else "other"
+
+
 def file_sha256(path: Path) -> str:
     """A file's SHA-256, read in blocks (a big table is never held whole to hash it)."""
     h = hashlib.sha256()

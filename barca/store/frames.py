@@ -183,46 +183,55 @@ def read(path: Path, fmt: str, reader: str | None) -> Any:
     raise ValueError(f"unknown reader {reader!r}")
 
 
-def read_remote(fs: Any, url: str, fmt: str, reader: str) -> Any:
-    """A lazy reader over a parquet file in an fsspec filesystem, read in place: polars and
-    DuckDB push the step's column projection and row-group filters into a pyarrow dataset,
-    which reads only those byte ranges. None for what cannot be read so (csv, a missing
-    file): the caller downloads it."""
-    if fmt != "parquet":
-        return None
-    try:
-        if not fs.exists(url):
-            return None
-        import pyarrow.dataset as ds
-        from pyarrow.fs import FSSpecHandler, PyFileSystem
-    except (ImportError, OSError):
-        return None
-    data = ds.dataset(url, filesystem=PyFileSystem(FSSpecHandler(fs)), format="parquet")
-    if reader == "lazy":
-        import polars as pl
-        return pl.scan_pyarrow_dataset(data)
-    import duckdb
-    return duckdb.from_arrow(data)
-
-
 def read_keys(files: list[tuple[str, Path, str]], reader: str) -> Any:
-    """One lazy frame (or duckdb relation) over every key's file, with a ``partition`` column
-    first: (key, path, format) for each key."""
-    if reader == "lazy":
+    """One table over every key's file, with a ``partition`` column first: (key, path,
+    format) for each key. A lazy frame or a relation reads the files when queried; a polars,
+    pandas or pyarrow table reads them now."""
+    if not files:
+        return empty_keys(reader)
+    if reader in ("lazy", "polars"):
         import polars as pl
         frames = [read(p, f, "lazy").select(pl.lit(k).alias("partition"), pl.all())
                   for k, p, f in files]
-        if not frames:
-            return pl.LazyFrame({"partition": []}, schema={"partition": pl.String})
-        return pl.concat(frames, how="diagonal_relaxed")
+        lazy = pl.concat(frames, how="diagonal_relaxed")
+        return lazy if reader == "lazy" else lazy.collect()
+    if reader == "pandas":
+        import pandas as pd
+        tables = [read(p, f, "pandas") for _, p, f in files]
+        for (k, _, _), t in zip(files, tables, strict=True):
+            t.insert(0, "partition", k)
+        return pd.concat(tables, ignore_index=True)
+    if reader == "pyarrow":
+        import pyarrow as pa
+        tables = [read(p, f, "pyarrow") for _, p, f in files]
+        return pa.concat_tables(
+            [t.add_column(0, "partition", pa.array([k] * t.num_rows, pa.string()))
+             for (k, _, _), t in zip(files, tables, strict=True)], promote_options="default")
     import duckdb
-    if not files:
-        return duckdb.sql("SELECT NULL::VARCHAR AS partition WHERE false")
     parts = []
     for k, p, f in files:
         fn = "read_parquet" if f == "parquet" else "read_csv_auto"
         parts.append(f"SELECT {_sql(k)} AS partition, * FROM {fn}({_sql(str(p))})")
     return duckdb.sql(" UNION ALL BY NAME ".join(parts))
+
+
+def empty_keys(reader: str | None) -> Any:
+    """``collect()`` of no keys in the type its parameter asks for: an empty table with only a
+    ``partition`` column for a table type, ``[]`` for a list (or no annotation)."""
+    if reader is None or reader.endswith("[]"):
+        return []
+    if reader in ("lazy", "polars"):
+        import polars as pl
+        frame = pl.DataFrame({"partition": []}, schema={"partition": pl.String})
+        return frame.lazy() if reader == "lazy" else frame
+    if reader == "pandas":
+        import pandas as pd
+        return pd.DataFrame({"partition": pd.Series([], dtype="object")})
+    if reader == "pyarrow":
+        import pyarrow as pa
+        return pa.table({"partition": pa.array([], pa.string())})
+    import duckdb
+    return duckdb.sql("SELECT NULL::VARCHAR AS partition WHERE false")
 
 
 def _sql(text: str) -> str:

@@ -56,6 +56,7 @@ class Remote:
         self.on_note = on_note            # told each remark as it is made (the runner's warnings)
         self.notes: list[str] = []
         self.warned_pickles = False
+        self.warned_unsigned = False
         self._rejected: set[str] = set()
 
     def _path(self, rel: str) -> str:
@@ -188,8 +189,11 @@ class Remote:
                 return None
             sha256, size = body["sha256"], body["size"]
             sources, why = [manifest.blob_path(path, sha256)], "did not match its manifest"
-        from barca.store.artifacts import commit, discard
+        from barca.store.artifacts import commit, discard, file_kind
         for source in sources:
+            if self.local and file_kind(Path(self._full(source))) not in ("file", None):
+                self._reject(rel, "is not a regular file (a symlink?)")  # never followed
+                return None
             got = self._stream(source, dest)
             if got is None:
                 continue  # not in the store under this name
@@ -198,17 +202,28 @@ class Remote:
                 discard(tmp)
                 self._reject(rel, why)
                 return None
-            if (body is not None and body["format"] == "pickle" and self.secret is None
-                    and not self.warned_pickles):
-                self.warned_pickles = True
-                self._note("a pickle from the shared store is trusted as code: set "
-                           f"{manifest.KEY_ENV} on every machine that shares it to accept only "
-                           "signed results (barca docs remote)")
+            if body is not None and self.secret is None:
+                self._unsigned(body["format"])
             commit(tmp, dest)
             return length
         if size is not None:  # a manifest naming bytes the store does not have
             self._reject(rel, why)
         return None
+
+    def _unsigned(self, fmt: str) -> None:
+        """A result taken on the store's word alone (its manifest, with no key to check who
+        wrote it): said once per command, and once more, louder, for a pickle."""
+        if not self.warned_unsigned:
+            self.warned_unsigned = True
+            self._note("results taken from the shared store are not signed: anyone "
+                       f"who can write to it decides what they hold; set {manifest.KEY_ENV} (the "
+                       "same long random string on every machine that shares the store) to "
+                       "accept only signed results (barca docs remote)")
+        if fmt == "pickle" and not self.warned_pickles:
+            self.warned_pickles = True
+            self._note("a pickle from the shared store is trusted as code: set "
+                       f"{manifest.KEY_ENV} on every machine that shares it to accept only "
+                       "signed results (barca docs remote)")
 
     def _stream(self, source: str, dest: Path) -> tuple[str, str, int] | None:
         """``source`` copied into a temp file beside ``dest`` in chunks: (temp path, SHA-256,
@@ -233,20 +248,6 @@ class Remote:
             discard(tmp)
             return None
         return tmp, h.hexdigest(), length
-
-    def located(self, rel: str, sha256: str | None) -> str | None:
-        """Where the store keeps a result's bytes, for a lazy reader that reads them in place
-        (byte ranges, never all of them -- so their digest is not checked here): found by this
-        machine's record, else through the manifest (signed, with a key). None: no such
-        result."""
-        path = self._path(rel)
-        if sha256:
-            for candidate in (manifest.blob_path(path, sha256), path):  # path: an old store
-                if self.fs.exists(self._full(candidate)):
-                    return self._full(candidate)
-            return None
-        body = self._manifest(rel, path)
-        return None if body is None else self._full(manifest.blob_path(path, body["sha256"]))
 
     def vouches(self, rel: str) -> bool:
         """The store holds this result under a manifest that checks (signed, with a key), as

@@ -2,8 +2,8 @@
 
 ``out.parquet`` (or ``.csv``, ``.json``) is one file; a partitioned asset writes one file per
 key (``out_region_emea.parquet``). A path ending in ``/`` is one Hive-partitioned parquet
-dataset with a ``region=emea/`` folder per key. Every file is written atomically; a sink that
-fails fails its step."""
+dataset with a ``region=emea/`` folder per key, which holds the current keys only (a removed
+key's folder goes). Every file is written atomically; a sink that fails fails its step."""
 from __future__ import annotations
 
 import io
@@ -77,3 +77,38 @@ def write(root: Path, sinks: list[str], key: str, value: Any) -> list[str]:
         write_atomic(path, encode(value, suffix, drop))
         written.append(str(rel))
     return written
+
+
+PART = "part-0.parquet"
+
+
+def prune(root: Path, sink: str, keys: list[str]) -> list[str]:
+    """A Hive dataset sink (a path ending in ``/``) made to hold the current ``keys`` only:
+    the file barca wrote for any other key (``<dim>=<value>/.../part-0.parquet``, as deep as
+    a key has dimensions) is removed, then its folders if that left them empty. Nothing else
+    is touched: not a file barca did not write, nothing outside the sink's folder. The paths
+    removed (relative to the project)."""
+    if not sink.endswith("/") or not (root / sink).is_dir():
+        return []
+    base = (root / sink).resolve()
+    depth = len(parse_key(keys[0])) if keys else None
+    keep = {targets(sink, k).parent for k in keys}
+    removed = []
+    for part in sorted(base.rglob(PART)):
+        rel = part.relative_to(base)
+        folders = rel.parts[:-1]
+        if not folders or any("=" not in f for f in folders) or part.is_symlink() \
+                or (depth is not None and len(folders) != depth):
+            continue  # not a key's file as barca lays them out
+        if Path(sink, *folders) in keep:
+            continue
+        part.unlink()
+        removed.append(str(Path(sink, *rel.parts)))
+        folder = part.parent
+        while folder != base and folder.is_relative_to(base):
+            try:
+                folder.rmdir()  # only once empty: a file the user put there keeps its folder
+            except OSError:
+                break
+            folder = folder.parent
+    return removed

@@ -7,6 +7,7 @@ metadata. Workers on other machines read inputs from and write artifacts to the 
 (``BARCA_REMOTE_URI``)."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable
@@ -35,9 +36,94 @@ def _run_chunk(settings: Any, tasks: list[StepJob]) -> tuple[list[str], list[Ste
     worker.notify = lambda kind, data: imported.append(data) if kind == "importing" else None
     os.makedirs(root, exist_ok=True)
     os.chdir(root)
-    records = [worker.run(t) for t in tasks]
+    records = [worker.run(t) if not t.timeout else _alone(settings, t, imported)
+               for t in tasks]
     worker.stamp = _project_stamp(root, tasks)
     return imported, records
+
+
+# ---------------------------------------------------------------------- timeout_seconds
+# A Dask task runs in a thread of the worker, which nothing can stop; and a worker is a daemon
+# process, which multiprocessing refuses children. So a step with ``timeout_seconds`` runs in
+# an interpreter of its own, killed (with what it started) when its time is up: the local
+# pool's contract, its messages and its exit code. Its clock starts once that interpreter is
+# ready, as the local pool's starts when its worker takes the step.
+
+_CHILD = "from barca.engine.executors.dask import _child; _child()"
+
+
+def _child() -> None:
+    """The process of one step with a timeout: (settings, task) pickled on stdin; ``S`` on
+    stdout once ready, then (imported files, record) pickled."""
+    import pickle
+    import sys
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # a stray write to stdout must never mix with the record
+    settings, task = pickle.load(sys.stdin.buffer)
+    from barca.engine.executors.worker import Worker
+    imported: list[str] = []
+    worker = Worker(settings, lambda kind, data: imported.append(data)
+                    if kind == "importing" else None)
+    out.write(b"S")
+    out.flush()
+    record = worker.run(task)  # retries= too: each failed attempt is retried in here
+    out.write(pickle.dumps((imported, record)))
+    out.flush()
+
+
+def _alone(settings: Any, task: StepJob, imported: list[str]) -> StepRecord:
+    """Run one step with ``timeout_seconds`` in a process of its own; its record, or the
+    local pool's failure when it overran (or its process died)."""
+    import pickle
+    import select
+    import signal
+    import subprocess
+    import sys
+    import time
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, cwd=str(settings.root),
+                            start_new_session=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(pickle.dumps((settings, task)))
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass  # it died at once: said below
+    fd, got, deadline = proc.stdout.fileno(), bytearray(), None
+    try:
+        while True:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([fd], [], [], wait)[0]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                return StepRecord(task.index, "failed", float(task.timeout or 0),
+                                  error=f"Timeout: {task.step} did not finish within "
+                                        f"timeout_seconds={task.timeout:g}; its process was "
+                                        "killed")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            if deadline is None:  # ready: the step's clock starts
+                deadline = time.monotonic() + float(task.timeout or 0)
+                chunk = chunk[1:]
+            got += chunk
+    finally:
+        proc.stdout.close()
+    code = proc.wait()
+    try:
+        files, record = pickle.loads(bytes(got))
+    except Exception:  # it died before it could say how the step went
+        how = f"exited with code {code}"
+        if code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        return StepRecord(task.index, "failed", 0.0,
+                          error=f"WorkerDied: the worker process running {task.step} {how}")
+    imported.extend(files)
+    return record
 
 
 def _project_stamp(root: str, tasks: list[StepJob]) -> tuple[Any, ...]:

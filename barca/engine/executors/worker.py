@@ -75,32 +75,24 @@ class Worker:
 
     def load(self, relpath: str, fmt: str, sha256: str | None = None,
              reader: str | None = None) -> Any:
-        """An input's value, checked against its recorded SHA-256 as it is read: a missing or
-        corrupt input is reported to the coordinator (which computes it again), never passed
-        to the function and never blamed on this step. A table is read as ``reader`` asks
-        (see barca.model.readers); a lazy reader reads only what the step's query touches."""
+        """An input's value, checked against its recorded SHA-256 before the step sees it: a
+        missing or corrupt input is reported to the coordinator (which fetches or computes it
+        again), never passed to the function and never blamed on this step. A table is read as
+        ``reader`` asks (see barca.model.readers); a lazy reader scans the verified local file
+        and reads only what the step's query touches."""
         table = fmt in frames.TABLE_FORMATS
-        key = (relpath, (reader or "pandas").rstrip("[]") if table else None)
+        # keyed by the digest too: a result recomputed under the same run hash with other bytes
+        # (a uuid, a timestamp) is a new value, never the one this worker held before
+        key = (relpath, sha256, (reader or "pandas").rstrip("[]") if table else None)
         if key in self.values:
             return self.values[key]
         if table:
-            if key[1] in frames.LAZY and not (self.root / relpath).is_file():
-                value = self._read_in_place(relpath, fmt, key[1], sha256)
-                if value is not None:
-                    return value
             path = self.verified(relpath, sha256)
             value = frames.read(path, fmt, reader or "pandas")
-            if key[1] in frames.LAZY:
+            if key[2] in frames.LAZY:
                 return value  # cheap to make again; a relation belongs to its connection
         else:
-            try:
-                data = (self.root / relpath).read_bytes()
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-                data = self._fetch(relpath, sha256)  # a worker elsewhere: the shared store
-                if data is None:
-                    raise BadInput(relpath, "missing") from None
-            if sha256 and hashlib.sha256(data).hexdigest() != sha256:
-                raise BadInput(relpath, "corrupt")
+            data = self._bytes(relpath, sha256)
             value = artifacts.deserialize(data, fmt)
         if len(self.values) > 512:
             self.values.clear()
@@ -110,20 +102,50 @@ class Worker:
         return value
 
     def verified(self, relpath: str, sha256: str | None) -> Path:
-        """A table file's path once its SHA-256 is checked, read in blocks (never whole)."""
+        """An input file's path once its SHA-256 is checked (read in blocks, never whole). A
+        file this machine lacks is fetched from the shared store into its local place, checked
+        on the way (against this record, else the store's manifest, signed with a key), and
+        only the local copy is read -- a lazy reader too. A regular file only: a symlink (or
+        a directory) in an artifact's place is not the result that was recorded."""
         path = self.root / relpath
-        if not path.is_file():
-            store = self._remote_store()  # a worker on another machine: the shared store
+        kind = artifacts.file_kind(path)
+        if kind is None:  # not here: a worker elsewhere, or evicted -- the shared store
+            store = self._remote_store()
             if store is None or store.fetch(self.root, relpath, sha256) is None:
                 raise BadInput(relpath, "missing")
+            kind = artifacts.file_kind(path)
+        if kind != "file":
+            raise BadInput(relpath, "not a regular file")
         if sha256 and artifacts.file_sha256(path) != sha256:
             raise BadInput(relpath, "corrupt")
         return path
 
+    def _bytes(self, relpath: str, sha256: str | None) -> bytes:
+        """A small input's bytes, read once and checked as ``verified`` checks a file."""
+        path = self.root / relpath
+        try:  # one open that never follows a symlink (no stat first: thousands of inputs)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except (FileNotFoundError, NotADirectoryError):
+            fd = os.open(self.verified(relpath, sha256), os.O_RDONLY)  # fetched and checked
+        except OSError:  # ELOOP: a symlink
+            raise BadInput(relpath, "not a regular file") from None
+        try:
+            with open(fd, "rb") as f:
+                data = f.read()
+        except IsADirectoryError:
+            raise BadInput(relpath, "not a regular file") from None
+        if sha256 and hashlib.sha256(data).hexdigest() != sha256:
+            raise BadInput(relpath, "corrupt")
+        return data
+
     def collected(self, items: list[tuple[Any, ...]], reader: str | None) -> Any:
         """Every key of a partitioned upstream: one lazy frame (or relation) over all their
-        files, with a ``partition`` column, for a lazy annotation; else a list of values."""
-        if reader in frames.LAZY and items and all(i[1] in frames.TABLE_FORMATS for i in items):
+        files, with a ``partition`` column, for a lazy annotation; one frame for an eager
+        one; else a list of values. No keys: an empty value of the type asked for."""
+        if not items:
+            return frames.empty_keys(reader)
+        if reader is not None and not reader.endswith("[]") \
+                and all(i[1] in frames.TABLE_FORMATS for i in items):
             return frames.read_keys([(i[3], self.verified(i[0], i[2]), i[1]) for i in items],
                                     reader)
         return [self.load(i[0], i[1], i[2], reader) for i in items]
@@ -133,22 +155,6 @@ class Worker:
             from barca.store import remote
             self.remote = remote.open_store(self.settings)
         return self.remote
-
-    def _fetch(self, relpath: str, sha256: str | None) -> bytes | None:
-        store = self._remote_store()
-        if store is None or store.fetch(self.root, relpath, sha256) is None:
-            return None
-        return (self.root / relpath).read_bytes()
-
-    def _read_in_place(self, relpath: str, fmt: str, reader: str, sha256: str | None) -> Any:
-        """A lazy input missing here, read where the remote store holds it (byte ranges of
-        the columns and row groups the step's query touches), not downloaded whole. Its
-        SHA-256 is not checked: that would read it all."""
-        store = self._remote_store()
-        where = store.located(relpath, sha256) if store is not None else None
-        if where is None:
-            return None
-        return frames.read_remote(store.fs, where, fmt, reader)
 
     def _upload(self, rel: str, rec: StepRecord, task: StepJob, data: bytes | None) -> None:
         """Copy an artifact to the remote store, if one is configured; a failure is reported,
@@ -273,9 +279,6 @@ class Worker:
             rec.infra = rec.error = f"cannot write {rel}: {exc.strerror or exc}"
             rec.elapsed = time.perf_counter() - start
             return rec
-        written = frames.kind(value) if fmt in frames.TABLE_FORMATS else None
-        if written != "duckdb":  # a relation is not kept: it belongs to the step's connection
-            self.values[(rel, written)] = value
         self._upload(rel, rec, task, data)
         rec.path, rec.format = rel, fmt
         if data is not None:
@@ -284,6 +287,9 @@ class Worker:
         else:
             rec.size = (self.root / rel).stat().st_size
             rec.sha256 = artifacts.file_sha256(self.root / rel)
+        written = frames.kind(value) if fmt in frames.TABLE_FORMATS else None
+        if written != "duckdb":  # a relation is not kept: it belongs to the step's connection
+            self.values[(rel, rec.sha256, written)] = value  # as load looks it up
         rec.elapsed = time.perf_counter() - start
         return rec
 
