@@ -21,7 +21,7 @@ from barca.engine.executors.job import StepJob, StepRecord, unpack_output
 from barca.engine.inputs import source_dim, step_kwargs
 from barca.engine.integrity import Integrity
 from barca.engine.planner import Context, keys_from_row
-from barca.engine.selection import Selection, walk_order
+from barca.engine.selection import Selection, check_keys, walk_order
 from barca.engine.states import NodeState, SourceOutput, StepState
 from barca.model.discovery import PSEUDO_ABSPATH
 
@@ -117,6 +117,8 @@ class Runner:
             keys = one_dim_keys(dim, src_state.output.keys)
         assert keys is not None
         if self.selection is not None:
+            if self.ctx.static_keys(nid) is None:  # keys known only now: check them now
+                check_keys(self.selection, self.graph.nodes[nid].dims, keys, short_name(nid))
             keys = [k for k in keys if self.selection.admits(k)]
         return keys, ""
 
