@@ -75,3 +75,17 @@ def test_an_unknown_key_is_a_usage_error_with_the_known_keys(here, target, dim, 
     # a known key still narrows the run
     value = 1 if target == "from_dict" else valid
     assert api.get(target, "pipeline.py", partition=f"{dim}={valid}") == {f"{dim}={valid}": value}
+
+
+@pytest.mark.parametrize("damage", ["deleted", "corrupted"])
+def test_a_key_source_whose_artifact_is_gone_is_computed_again_not_read_as_no_keys(
+        here, damage) -> None:
+    """Found by the oracle (tests/test_oracle.py): the dict asset's artifact deleted, ``get`` of
+    its consumer served ``{}`` (no keys) with exit 0."""
+    assert api.get("from_dict", "pipeline.py") == {"t=gamma": 1, "t=delta": 2}
+    (art,) = (here / ".barca" / "artifacts").glob("pipeline.py--table/*")
+    if damage == "deleted":
+        art.unlink()
+    else:
+        art.write_bytes(b"{}")
+    assert api.get("from_dict", "pipeline.py") == {"t=gamma": 1, "t=delta": 2}

@@ -109,7 +109,7 @@ class Runner:
             step = src_state.step("")
             if src_state.output is None and step is not None and step.row is not None and (
                     step.action == "cached" or not self.execute):  # a sensor's last value
-                src_state.output = keys_from_row(self.ctx, step.row)
+                src_state.output = self._keys_of_cached(src_state, step)
             if src_state.output is None:
                 return None, (f"partition keys come from the output of "
                               f"'{short_name(src[0])}', which is not available until it runs")
@@ -267,7 +267,17 @@ class Runner:
         if nid in self.ctx.key_sources:
             step = ns.step("")
             if step is not None and step.action == "cached" and ns.output is None:
-                ns.output = keys_from_row(self.ctx, step.row)
+                ns.output = self._keys_of_cached(ns, step)
+
+    def _keys_of_cached(self, ns: NodeState, step: StepState) -> Any:
+        """A cached key source's keys, read from its artifact -- checked intact first when
+        executing (else computed again, which sets them): a missing or damaged file never
+        reads as no keys."""
+        if self.execute and step.action == "cached":
+            self._ensure_steps([step])
+            if ns.output is not None:
+                return ns.output
+        return keys_from_row(self.ctx, step.row)
 
     # ------------------------------------------------------------------ integrity
     def _ensure_steps(self, steps: list[StepState]) -> None:
