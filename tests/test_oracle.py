@@ -333,7 +333,7 @@ def sql_value(name: str, value: Any, flags: dict[str, Any]) -> Any:
 KIND_LIST = enabled_kinds()
 
 
-@settings(max_examples=int(os.environ.get("BARCA_ORACLE_EXAMPLES", "12")), deadline=None,
+@settings(max_examples=int(os.environ.get("BARCA_ORACLE_EXAMPLES", "20")), deadline=None,
           derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(p=projects(), edits=st.lists(st.tuples(st.sampled_from(KIND_LIST), st.integers(0, 99)),
