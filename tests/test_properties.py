@@ -5,6 +5,9 @@ After every edit, the decisions and run hashes are the same with every memo laye
 pool size (1, 2, 4); and at the end a full ``--refresh-all`` recomputes exactly the values
 the cached run served.
 
+After "rules_changed" (barca upgraded: its memo salt and a hashing rule move, tests/rulechange.py)
+the memo layers made under the older rules must not answer.
+
 Two copies of one project get the same edits: ``on`` keeps its memo layers, ``off`` loses them
 before every command (its snapshot and definition rows deleted, ``.barca/discovery/`` removed,
 and its predictions made with ``Context(memo=False)``). The API runs in this process; steps run
@@ -25,11 +28,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rulechange import set_rules
 
 pytestmark = pytest.mark.slow
 
 EDITS = ("none", "code", "helper", "constant", "key_added", "key_removed", "dict_value",
-         "dict_key", "sensor", "artifact_deleted", "artifact_corrupted")
+         "dict_key", "sensor", "artifact_deleted", "artifact_corrupted", "rules_changed")
 
 
 @st.composite
@@ -117,6 +121,9 @@ def edit(roots: list[Path], p: dict[str, Any], what: str, pick: int) -> None:
         p["prices"][free[pick % len(free)]] = pick % 99 + 1
     elif what == "sensor":
         p["signal"] = "v2" if p["signal"] == "v1" else "v1"
+    elif what == "rules_changed":  # an upgraded barca: its salt and a hashing rule move
+        p["rules"] = p.get("rules", 0) + 1
+        set_rules(p["rules"])
     for root in roots:
         write(root, p)
     if what in ("artifact_deleted", "artifact_corrupted"):  # the same artifact in each copy
@@ -176,6 +183,14 @@ def get(root: Path, memo: bool, pool: int, refresh_all: bool = False) -> Any:
         return api.materialize(None, "pipeline.py", pool_size=pool, refresh_all=refresh_all)
 
 
+@contextmanager
+def _own_rules_after() -> Iterator[None]:
+    try:
+        yield
+    finally:
+        set_rules(0)
+
+
 def settled(d: dict[str, tuple]) -> bool:
     """Nothing left to run but sensors (which always run)."""
     return all(a == "cached" or r == "sensor" for a, r, *_ in d.values())
@@ -188,7 +203,7 @@ def settled(d: dict[str, tuple]) -> bool:
                                      min_size=1, max_size=3),
        pools=st.tuples(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4])))
 def test_decisions_do_not_depend_on_memo_layers_or_pool_size(p, edits, pools) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, _own_rules_after():
         on, off = Path(tmp, "on"), Path(tmp, "off")
         on.mkdir()
         off.mkdir()

@@ -221,6 +221,9 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         try:
             w = runner.run()
             status = "failed" if w.failed else "success"
+        except UsageError:  # --partition naming a key the walk found not to exist
+            status = "failed"
+            raise
         finally:
             wd = runner.w
             sess.store.end_run(runner.run_id, status, wd.done, wd.cached, wd.failed)

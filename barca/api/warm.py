@@ -100,7 +100,8 @@ class Ask:
         self.settings = settings
         self.generation: int | None = None
         self.events: list[Any] | None = []
-        self.key = (command, repr(target), files, os.getcwd(), settings.values(),
+        from barca.core.salt import salt  # barca's one memo salt: a changed barca is a miss
+        self.key = (salt(), command, repr(target), files, os.getcwd(), settings.values(),
                     load_values)
 
     @staticmethod

@@ -4,7 +4,8 @@ Following a node's dependency cone means parsing and analysing source; for a cac
 is most of barca's own work. The parts of a node are a pure function of the files they were
 read from, so they are stored with a fingerprint of those files — the pipeline file's text,
 every project module a part names, and the listing of each folder that module resolution
-searched — and reused while the fingerprint holds. Any doubt is a miss: recompute."""
+searched — and of the barca that made them (the one memo salt, barca.core.salt, is part of the
+row's ``file_sha``), and reused while the fingerprint holds. Any doubt is a miss: recompute."""
 from __future__ import annotations
 
 import hashlib
@@ -101,13 +102,13 @@ class DefinitionCache:
         return files, dirs
 
     def fingerprint(self, fm: FileModel) -> str:
-        """The pipeline file's text, hashed once per command (not once per node), salted with
-        barca's rules (barca.core.salt): parts an older barca computed are a miss."""
+        """The pipeline file's text under barca's one memo salt (barca.core.salt), hashed once
+        per command (not once per node): a row made by a barca whose rules differ is a miss."""
         got = self._prints.get(fm.path)
         if got is None:
             from barca.core.salt import salt
             got = self._prints[fm.path] = _sha(
-                (salt() + "\0" + fm.source).encode("utf-8", "surrogatepass"))
+                salt().encode() + b"\0" + fm.source.encode("utf-8", "surrogatepass"))
         return got
 
     def put(self, node: NodeModel, fm: FileModel, parts: dict[str, str],

@@ -21,7 +21,7 @@ from barca.engine.executors.job import StepJob, StepRecord, unpack_output
 from barca.engine.inputs import source_dim, step_kwargs
 from barca.engine.integrity import Integrity
 from barca.engine.planner import Context, keys_from_row
-from barca.engine.selection import Selection, walk_order
+from barca.engine.selection import Selection, check_keys, walk_order
 from barca.engine.states import NodeState, SourceOutput, StepState
 from barca.model.discovery import PSEUDO_ABSPATH
 
@@ -111,7 +111,7 @@ class Runner:
             step = src_state.step("")
             if src_state.output is None and step is not None and step.row is not None and (
                     step.action == "cached" or not self.execute):  # a sensor's last value
-                src_state.output = keys_from_row(self.ctx, step.row)
+                src_state.output = self._keys_of_cached(src_state, step)
             if src_state.output is None:
                 return None, (f"partition keys come from the output of "
                               f"'{short_name(src[0])}', which is not available until it runs")
@@ -119,6 +119,8 @@ class Runner:
             keys = one_dim_keys(dim, src_state.output.keys)
         assert keys is not None
         if self.selection is not None:
+            if self.ctx.static_keys(nid) is None:  # keys known only now: check them now
+                check_keys(self.selection, self.graph.nodes[nid].dims, keys, short_name(nid))
             keys = [k for k in keys if self.selection.admits(k)]
         return keys, ""
 
@@ -277,7 +279,17 @@ class Runner:
         if nid in self.ctx.key_sources:
             step = ns.step("")
             if step is not None and step.action == "cached" and ns.output is None:
-                ns.output = keys_from_row(self.ctx, step.row)
+                ns.output = self._keys_of_cached(ns, step)
+
+    def _keys_of_cached(self, ns: NodeState, step: StepState) -> Any:
+        """A cached key source's keys, read from its artifact -- checked intact first when
+        executing (else computed again, which sets them): a missing or damaged file never
+        reads as no keys."""
+        if self.execute and step.action == "cached":
+            self._ensure_steps([step])
+            if ns.output is not None:
+                return ns.output
+        return keys_from_row(self.ctx, step.row)
 
     def _prune_sinks(self, sinks: list[str], keys: list[str]) -> None:
         """A Hive dataset sink holds the node's current keys only (every key known, none

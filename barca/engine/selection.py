@@ -69,3 +69,19 @@ def check_selection(ctx: Context, order: list[NodeId], sel: Selection, target_la
                     f"--partition: {', '.join(repr(b) for b in bad)} is not a key of dimension "
                     f"'{d}'." + did_you_mean(bad[0], sorted(valid)),
                     f"Valid values: {', '.join(sorted(valid))}")
+
+
+def check_keys(sel: Selection, dims: list, keys: list[str], node: str) -> None:
+    """``--partition`` against keys known only while walking (from a sensor's or an asset's
+    output): a wanted key that is not among them is a usage error, as for keys known before."""
+    for d in dims:
+        wanted = sel.dims.get(d.name)
+        if not wanted:
+            continue
+        valid = {parse_key(k).get(d.name, "") for k in keys}
+        bad = [v for v in wanted if v not in valid]
+        if bad:
+            raise UsageError(
+                f"--partition: {', '.join(repr(b) for b in bad)} is not a key of dimension "
+                f"'{d.name}' (the keys of '{node}' now)." + did_you_mean(bad[0], sorted(valid)),
+                f"Valid values: {', '.join(sorted(valid)) or '(none)'}")

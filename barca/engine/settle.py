@@ -23,8 +23,6 @@ from barca.core.types import NodeId
 from barca.identity.hashing import sha
 from barca.model.discovery import PSEUDO_ABSPATH
 
-_VERSION = "settle-1"
-
 
 def _own() -> str:
     """barca's one memo salt (barca.core.salt): a changed barca is a miss."""
@@ -51,8 +49,8 @@ class Settle:
         graph = ctx.graph
         # the command's resolved settings (flags, BARCA_*, barca.toml): passed, not read again
         settings = repr(ctx.settings.values())
-        self.cone = sha(_VERSION, str(graph.root), *order)
-        self.key = sha(self.cone, _own(), str(self.generation), settings,
+        self.cone = sha(_own(), str(graph.root), *order)
+        self.key = sha(self.cone, str(self.generation), settings,
                        *(f"{rel}\x00{ctx.defcache.fingerprint(fm)}"
                          for rel, fm in sorted(graph.files.items())))
 

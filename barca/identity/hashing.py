@@ -264,8 +264,10 @@ def snapshot_digest(definition: str, freshness: str, keys: list[str], inputs: li
                     source: str | None) -> str:
     """What every run hash of an asset node is a function of (the key its snapshot is stored
     under): its definition, freshness, keys, each input's combined digest (``inputs``, already
-    named and ordered), and its key source's digest."""
-    parts = ["snapshot-1", definition, freshness, str(len(keys)), "\x00".join(keys), *inputs]
+    named and ordered), and its key source's digest -- under barca's one memo salt
+    (barca.core.salt): a snapshot made by a barca whose rules differ is a miss."""
+    from barca.core.salt import salt
+    parts = [salt(), definition, freshness, str(len(keys)), "\x00".join(keys), *inputs]
     if source is not None:
         parts.append(f"source:{source}")
     return sha(*parts)
