@@ -238,3 +238,44 @@ def test_the_projects_own_notebooks(pt: pytest.Pytester) -> None:
     res = pt.runpytest("-p", PLUGIN, "-p", "no:cacheprovider", "--barca-notebooks",
                        "--barca-timeout", "240", str(REPO / "notebooks"))
     res.assert_outcomes(passed=len(list((REPO / "notebooks").glob("*.ipynb"))))
+
+
+@pytest.mark.slow
+def test_a_cell_past_the_timeout_fails(pt: pytest.Pytester) -> None:
+    write_notebook(pt.path / "slow.ipynb", "x = 1", "import time\ntime.sleep(60)")
+    res = pt.runpytest("-p", PLUGIN, "-p", "no:cacheprovider", "--barca-notebooks",
+                       "--barca-timeout", "2", "slow.ipynb")
+    res.assert_outcomes(failed=1)
+    assert "slow.ipynb: cell 1 (counting from 0) timed out after 2s" in res.stdout.str()
+
+
+def _worked_example() -> tuple[dict[str, str], list[str]]:
+    """The files and the notebook cells of barca/docs/testing.md's worked example."""
+    import re
+    page = (REPO / "barca" / "docs" / "testing.md").read_text()
+    example = page.split("## A worked example", 1)[1]
+    files, cells = {}, []
+    for block in re.findall(r"```python\n(.*?)```", example, re.S):
+        first = block.splitlines()[0]
+        named = re.fullmatch(r"# ([\w/]+\.py)", first)
+        if named:
+            files[named.group(1)] = block
+        else:
+            cells.append(block)
+    return files, cells
+
+
+@pytest.mark.slow
+def test_the_manuals_worked_example(pt: pytest.Pytester) -> None:
+    """barca docs testing: its notebook test and its pytest tests pass as written."""
+    files, cells = _worked_example()
+    assert sorted(files) == ["helpers.py", "pipeline.py", "tests/test_pipeline.py"]
+    for name, text in files.items():
+        (pt.path / name).parent.mkdir(parents=True, exist_ok=True)
+        (pt.path / name).write_text(text)
+    first, *rest = cells
+    write_notebook(pt.path / "explore.ipynb", (first, ["parameters"]), *rest)
+    res = pt.runpytest("-p", PLUGIN, "-p", "no:cacheprovider", "--barca-notebooks",
+                       "explore.ipynb", "tests/test_pipeline.py")
+    res.assert_outcomes(passed=3)
+    assert not (pt.path / ".barca").exists()
