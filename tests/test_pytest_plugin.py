@@ -53,6 +53,7 @@ def test_notebooks_are_collected_only_when_asked(pt: pytest.Pytester) -> None:
     write_notebook(pt.path / "nbs" / ".ipynb_checkpoints" / "a-checkpoint.ipynb", "1")
     res = pt.runpytest("-p", PLUGIN, "--collect-only", "-q", "--barca-notebooks", "nbs")
     lines = [ln for ln in res.outlines if ".ipynb" in ln]
+    assert "barca_notebook" in pt.runpytest("-p", PLUGIN, "--markers").stdout.str()
     assert lines == ["nbs/a.ipynb::a.ipynb", "nbs/deep/b.ipynb::b.ipynb"], res.outlines
     res = pt.runpytest("-p", PLUGIN, "--collect-only", "-q", "nbs")
     assert not [ln for ln in res.outlines if ".ipynb" in ln]
@@ -62,6 +63,14 @@ def test_a_bad_param_is_a_usage_error(pt: pytest.Pytester) -> None:
     res = pt.runpytest("-p", PLUGIN, "--barca-param", "not a name=3")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert "NAME=VALUE" in res.stderr.str()
+
+
+def test_a_missing_kernel_is_one_line(pt: pytest.Pytester) -> None:
+    write_notebook(pt.path / "a.ipynb", "1")
+    res = pt.runpytest("-p", PLUGIN, "--barca-notebooks", "--barca-kernel", "nosuch", "a.ipynb")
+    res.assert_outcomes(failed=1)
+    assert "a.ipynb: no Jupyter kernel named 'nosuch'" in res.stdout.str()
+    assert "Traceback" not in res.stdout.str()
 
 
 FIXTURE_TEST = '''

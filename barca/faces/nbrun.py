@@ -129,6 +129,13 @@ def run_notebook(path: Path, cwd: Path | None = None, parameters: dict[str, Any]
     # allow_errors: the loop below judges each cell itself (tags, the report's wording)
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel, allow_errors=True,
                             resources={"metadata": {"path": str(cwd or path.parent)}})
+    from jupyter_client.kernelspec import NoSuchKernel
+    try:
+        client.km = client.create_kernel_manager()
+        client.km.kernel_spec  # noqa: B018 - a missing kernel: one line, not a traceback
+    except NoSuchKernel:
+        raise NotebookFailed(f"{name}: no Jupyter kernel named {kernel!r} (`jupyter kernelspec "
+                             "list` shows them; --barca-kernel picks one)") from None
     with client.setup_kernel():
         for i, cell in enumerate(nb.cells):
             if cell.cell_type != "code":

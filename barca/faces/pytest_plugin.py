@@ -34,6 +34,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "barca_notebook: a notebook run by --barca-notebooks")
     params: dict[str, Any] = {}
     for text in config.getoption("barca_param") or ():
         from barca.faces.nbrun import parse_param  # only when asked: every pytest run is here
@@ -54,7 +55,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 class NotebookFile(pytest.File):
     def collect(self) -> Any:
-        yield NotebookItem.from_parent(self, name=self.path.name)
+        item = NotebookItem.from_parent(self, name=self.path.name)
+        item.add_marker("barca_notebook")  # -m "not barca_notebook" leaves them out
+        yield item
 
 
 class NotebookItem(pytest.Item):

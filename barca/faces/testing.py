@@ -41,6 +41,8 @@ class StepsResult:
         return dict(self._why)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "result":  # unset (a copy being built): no endless lookup through itself
+            raise AttributeError(name)
         return getattr(self.result, name)
 
     def __repr__(self) -> str:
