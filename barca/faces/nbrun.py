@@ -34,12 +34,9 @@ def strip_ansi(text: str) -> str:
 
 def project_root(notebook: Path) -> Path:
     """The notebook's project: the nearest folder above it holding ``barca.toml``, else the
-    notebook's own folder."""
-    here = notebook.resolve().parent
-    for folder in (here, *here.parents):
-        if (folder / "barca.toml").is_file():
-            return folder
-    return here
+    notebook's own folder (where barca itself would look from the notebook's kernel)."""
+    from barca.core.root import find_root
+    return find_root(Path(notebook).resolve().parent)
 
 
 def isolated_copy(notebook: Path, into: Path) -> Path:
