@@ -65,6 +65,16 @@ def test_a_bad_param_is_a_usage_error(pt: pytest.Pytester) -> None:
     assert "NAME=VALUE" in res.stderr.str()
 
 
+def test_param_values_are_literals_else_text() -> None:
+    from barca.faces.nbrun import parse_param
+    assert parse_param("n=5") == ("n", 5)
+    assert parse_param("tickers=['AAPL']") == ("tickers", ["AAPL"])
+    assert parse_param("since=2025-01-01") == ("since", "2025-01-01")
+    assert parse_param("name = 'x=y'") == ("name", "x=y")
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+        parse_param("5=n")
+
+
 def test_a_missing_kernel_is_one_line(pt: pytest.Pytester) -> None:
     write_notebook(pt.path / "a.ipynb", "1")
     res = pt.runpytest("-p", PLUGIN, "--barca-notebooks", "--barca-kernel", "nosuch", "a.ipynb")
