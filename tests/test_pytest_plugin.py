@@ -147,9 +147,12 @@ def test_a_failed_step_raises(barca_project):
 '''
 
 
+@pytest.mark.slow
 def test_fixture_ran_and_cached_after_an_edit(pt: pytest.Pytester) -> None:
     pt.makepyfile(test_fixture=FIXTURE_TEST)
-    res = pt.runpytest("-p", PLUGIN, "-p", "no:cacheprovider")
+    # in a subprocess: an inline run's sys.modules are rolled back after it, and the engine's
+    # worker pool would then pickle classes of modules that are no longer the imported ones
+    res = pt.runpytest_subprocess("-p", PLUGIN, "-p", "no:cacheprovider")
     res.assert_outcomes(passed=2, failed=1)
     out = res.stdout.str()
     # the WHY of each step that differed: scaled ran because its helper changed
@@ -157,6 +160,33 @@ def test_fixture_ran_and_cached_after_an_edit(pt: pytest.Pytester) -> None:
     assert "helpers.py" in out.split("expected cached, was pipeline.py:scaled")[1].split("\n")[0]
     assert "- expected ran, was pipeline.py:other: cached" in out
     assert "- not expected to be ran: pipeline.py:report: ran" in out
+
+
+def test_the_project_object_says_what_ran_after_an_edit(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """What barca_project returns, in this process (the fast subset's copy of the test above):
+    an edit of a helper re-runs its cone, the rest is cached, key by key."""
+    from barca.faces.testing import assert_steps, new_project
+    monkeypatch.chdir(tmp_path)
+    pipeline = FIXTURE_TEST.split('PIPELINE = """', 1)[1].split('"""', 1)[0]
+    p = new_project(tmp_path, {"pipeline.py": pipeline,
+                               "helpers.py": "def scale(x):\n    return x * 2\n"})
+    first = p.get("report", "pipeline.py")
+    assert first.value == {"n": 2, "scaled": 20, "other": 7} and first.cached == ()
+    assert os.getcwd() == str(tmp_path) and (p.root / ".barca").is_dir()
+    p.write("helpers.py", "def scale(x):\n    return x * 3\n")
+    again = p.get("report", "pipeline.py")
+    assert again.value["scaled"] == 30
+    assert again.ran == ("pipeline.py:report", "pipeline.py:scaled")
+    assert again.cached == ("pipeline.py:other", "pipeline.py:prices[ticker=AAPL]",
+                            "pipeline.py:prices[ticker=MSFT]")
+    assert_steps(again, ran=["scaled", "report"], cached=["prices", "other"])
+    with pytest.raises(AssertionError) as exc:
+        assert_steps(again, ran=["other"], cached=["scaled", "report"])
+    msg = str(exc.value)
+    assert "- expected cached, was pipeline.py:scaled: ran (why: changed: helper helpers.py" \
+        in msg
+    assert "- expected ran, was pipeline.py:other: cached" in msg
 
 
 # ---------------------------------------------------------------------------- start-up cost
@@ -294,7 +324,18 @@ def test_the_manuals_worked_example(pt: pytest.Pytester) -> None:
         (pt.path / name).write_text(text)
     first, *rest = cells
     write_notebook(pt.path / "explore.ipynb", (first, ["parameters"]), *rest)
-    res = pt.runpytest("-p", PLUGIN, "-p", "no:cacheprovider", "--barca-notebooks",
-                       "explore.ipynb", "tests/test_pipeline.py")
+    res = pt.runpytest_subprocess("-p", PLUGIN, "-p", "no:cacheprovider", "--barca-notebooks",
+                                  "explore.ipynb", "tests/test_pipeline.py")
     res.assert_outcomes(passed=3)
     assert not (pt.path / ".barca").exists()
+
+
+def test_a_project_copied_into_a_folder_inside_itself(tmp_path: Path) -> None:
+    """barca_project(".") from a test whose tmp_path lies under the project: the copy leaves
+    itself (and the project's .barca/) out instead of copying itself forever."""
+    from barca.faces.testing import new_project
+    (tmp_path / "pipeline.py").write_text("x = 1\n")
+    (tmp_path / ".barca").mkdir()
+    (tmp_path / "tmp").mkdir()  # pytest's tmp_path, say: listed by the copy before it starts
+    p = new_project(tmp_path / "tmp", tmp_path)
+    assert sorted(x.name for x in p.root.iterdir()) == ["pipeline.py"]

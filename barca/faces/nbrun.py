@@ -44,8 +44,24 @@ def isolated_copy(notebook: Path, into: Path) -> Path:
     cache of its own and the user's is never read or written); the copy's notebook path."""
     root = project_root(notebook)
     dest = into / root.name
-    shutil.copytree(root, dest, ignore=shutil.ignore_patterns(*SKIP_COPY), symlinks=True)
+    copy_project(root, dest)
     return dest / notebook.resolve().relative_to(root)
+
+
+def copy_project(source: Path, dest: Path) -> None:
+    """Copy a project folder, without SKIP_COPY, nor the folder holding ``dest`` when it lies
+    inside ``source`` (a temporary folder under the project: the copy would copy itself)."""
+    dest = dest.resolve()
+    skip = shutil.ignore_patterns(*SKIP_COPY)
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        out = set(skip(folder, names))
+        for name in names:
+            p = Path(folder, name).resolve()
+            if p == dest or p in dest.parents:
+                out.add(name)
+        return out
+    shutil.copytree(source, dest, ignore=ignore, symlinks=True)
 
 
 def parse_param(text: str) -> tuple[str, Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import textwrap
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -184,7 +183,7 @@ def new_project(into: Path, source: str | os.PathLike[str] | Mapping[str, str],
                 timeout: float | None = None) -> BarcaProject:
     """A project in a new folder under ``into``: a copy of the folder ``source`` (without its
     ``.barca/``), or the files of a ``{relative path: text}`` dict."""
-    from barca.faces.nbrun import SKIP_COPY
+    from barca.faces.nbrun import copy_project
     if isinstance(source, Mapping):
         base = "project"
     else:
@@ -202,7 +201,7 @@ def new_project(into: Path, source: str | os.PathLike[str] | Mapping[str, str],
         for rel, text in source.items():
             project.write(rel, text)
         return project
-    shutil.copytree(source, root, ignore=shutil.ignore_patterns(*SKIP_COPY), symlinks=True)
+    copy_project(source, root)
     return BarcaProject(root, timeout)
 
 
