@@ -340,7 +340,7 @@ class Runner:
                     serializer=m.serializer if m.serializer != "expr" else None,
                     kwargs=s.kwargs, key_source=nid in self.ctx.key_sources,
                     timeout=m.timeout, retries=m.retries, sinks=m.sinks, shipped=shipped,
-                    store_prefix=self.ctx.store.prefix))
+                    store_prefix=self.ctx.store.prefix, retry_backoff=m.retry_backoff))
                 where.append((nid, s))
 
         bad_inputs: dict[NodeId, list[tuple[StepState, StepRecord]]] = {}
@@ -348,7 +348,7 @@ class Runner:
         def on_record(rec: StepRecord) -> None:
             nid, s = where[rec.index]
             m, def_parts, ns = nodes[nid]
-            s.elapsed = rec.elapsed
+            s.elapsed, s.attempts = rec.elapsed, rec.attempts
             if rec.warning:
                 self._warn(f"{s.id}: {rec.warning}")
             if rec.status == "input" and attempt == 0:  # repaired below, then run again

@@ -71,7 +71,8 @@ class _Model(Fields):
 class NodeModel(_Model):
     _TREE = "_fn"
     __slots__ = ("id", "file", "abspath", "function", "kind", "line", "_fn", "params", "inputs",
-                 "dims", "serializer", "freshness", "env", "retries", "timeout", "description",
+                 "dims", "serializer", "freshness", "env", "retries", "retry_backoff", "timeout",
+                 "description",
                  "counted_decorator", "counted_names", "sinks", "var_kw", "_file", "readers")
 
     def __init__(self, id: NodeId, file: str, abspath: str, function: str, kind: str, line: int,
@@ -98,6 +99,7 @@ class NodeModel(_Model):
         self.freshness = freshness
         self.env = [] if env is None else env
         self.retries = retries
+        self.retry_backoff = 0.0  # seconds x failed attempt k waited before the next one
         self.timeout = timeout
         self.description = description
         # dumps that enter the hash, and the names those counted arguments use
@@ -443,7 +445,7 @@ def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -
             raise _fail(fm, line, "env= must be a literal list of variable names",
                         'Write env=["API_TOKEN"].')
         node.env = sorted(set(env))
-    elif name in ("retries", "timeout_seconds"):
+    elif name in ("retries", "timeout_seconds", "retry_backoff"):
         try:
             num = ast.literal_eval(value)
         except ValueError:
@@ -453,6 +455,8 @@ def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -
                         f"Write {name}=3.")
         if name == "retries":
             node.retries = int(num)
+        elif name == "retry_backoff":  # barca 0.30 takes any value here; a typo is caught
+            node.retry_backoff = float(num)
         else:
             node.timeout = float(num)
     elif name == "description":

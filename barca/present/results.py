@@ -228,8 +228,8 @@ class Plan(_Displayable, Record):
 # ---------------------------------------------------------------------------- runs
 
 class StepSummary(Record):
-    __slots__ = ("id", "kind", "action", "reason", "detail", "run_hash", "partitions")
-    _defaults = {"partitions": None}
+    __slots__ = ("id", "kind", "action", "reason", "detail", "run_hash", "partitions", "extra")
+    _defaults = {"partitions": None, "extra": None}
     id: str
     kind: str
     action: str                # ran | cached | partial | failed | skipped
@@ -237,6 +237,15 @@ class StepSummary(Record):
     detail: str
     run_hash: str | None
     partitions: dict[str, Any] | None
+    extra: dict[str, Any] | None  # keys a step entry has only when they apply (attempts, ...)
+
+    def entry(self) -> dict[str, Any]:
+        """The step's entry in a run's JSON."""
+        out = {"id": self.id, "kind": self.kind, "status": self.action, "reason": self.reason,
+               "detail": self.detail, "run_hash": self.run_hash, "partitions": self.partitions}
+        if self.extra:
+            out.update(self.extra)
+        return out
 
 
 class OutputItem(Record):
@@ -341,9 +350,7 @@ class RunResult(_Displayable, Record):
             "status": self.status, "run_id": self.run_id,
             "elapsed_seconds": round(self.elapsed, 4), "steps_executed": self.steps_executed,
             "steps_total": self.steps_total, "phases": self.phases,
-            "steps": [{"id": s.id, "kind": s.kind, "status": s.action, "reason": s.reason,
-                       "detail": s.detail, "run_hash": s.run_hash, "partitions": s.partitions}
-                      for s in self.steps],
+            "steps": [s.entry() for s in self.steps],
             "final_output": self.final_output(),
             "warnings": list(self.warnings),
         }

@@ -185,8 +185,12 @@ def step_summary(ctx: Context, ns: NodeState) -> StepSummary:
         parts = {"cached": n_cached, "total": t.total, "will_run": len(will),
                  "will_run_keys": key_preview(s.key for s in will)}
     run_hash = first.run_hash if first is not None and not m.partitioned else None
+    extra: dict[str, Any] = {}
+    tries = [s.attempts for s in ran + failed if s.attempts]
+    if tries:  # how many calls the function took (retries=), the most over its keys
+        extra["attempts"] = max(tries)
     return StepSummary(ns.node, m.kind, action, first.reason if first else "", detail or "",
-                       run_hash, parts)
+                       run_hash, parts, extra or None)
 
 
 def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs: Any,
