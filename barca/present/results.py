@@ -5,54 +5,14 @@ Each is a ``barca.core.record.Record``: its fields are its ``__slots__`` in orde
 ``_defaults``; built by position or keyword, compared, hashed and shown like a frozen dataclass."""
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
 from barca.core.record import Record
-from barca.core.render import cell_label, html_table, plural, rich_table, short_names, text_table
+from barca.core.render import cell_label, plural, short_names, text_table
 from barca.core.types import short_name
-
-
-class _Displayable:
-    """Shared renderings: every result object shows itself the same way everywhere."""
-    __slots__ = ()
-
-    def to_json(self) -> dict[str, Any]:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
-        raise NotImplementedError
-
-    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
-        """The table as HTML shows it: ``_table()`` plus the WHY column's index (names are
-        shortened by the classes whose text keeps full ids)."""
-        headers, rows, col, summary = self._table()
-        return headers, rows, col, summary, None
-
-    def _repr_html_(self) -> str:
-        headers, rows, col, summary, why = self._html_table()
-        return html_table(headers, rows, col, summary, why_col=why)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        """Plain text and HTML. No ``application/json`` unless asked for with ``include``:
-        JupyterLab ranks it above HTML and would show a collapsed JSON tree, not the table."""
-        bundle: dict[str, Any] = {"text/plain": str(self), "text/html": self._repr_html_()}
-        if include and "application/json" in include:
-            bundle["application/json"] = self.to_json()
-        if include:
-            bundle = {k: v for k, v in bundle.items() if k in include}
-        if exclude:
-            bundle = {k: v for k, v in bundle.items() if k not in exclude}
-        return bundle
-
-    def __rich__(self) -> object:
-        headers, rows, col, summary = self._table()
-        return rich_table(headers, rows, col, summary)
-
-    def json_text(self) -> str:
-        return json.dumps(self.to_json(), indent=2, default=str, ensure_ascii=False)
-
+from barca.present.display import _Displayable  # noqa: F401 - shared by every result object
+from barca.present.plans import PhasePlan, Plan, PlanRow  # noqa: F401 - their old home
 
 # ---------------------------------------------------------------------------- listing
 
@@ -161,68 +121,6 @@ class StatusReport(_Displayable, Record):
     def __str__(self) -> str:
         headers, rows, _, summary = self._table()
         return text_table(headers, rows) + "\n\n" + summary
-
-
-# ---------------------------------------------------------------------------- dry run
-
-class PlanRow(Record):
-    __slots__ = ("step", "kind", "action", "reason", "detail", "partitions", "will_run", "cached",
-                 "unknown")
-    step: str
-    kind: str
-    action: str                # will run | cached | partial | unknown | skipped
-    reason: str
-    detail: str
-    partitions: dict[str, Any] | None
-    will_run: int
-    cached: int
-    unknown: int
-
-
-WHY_WIDTH = 70  # the dry-run WHY column pads to at most this; longer reasons overflow
-
-
-class Plan(_Displayable, Record):
-    __slots__ = ("command", "target", "rows")
-    command: str
-    target: str
-    rows: tuple[PlanRow, ...]
-
-    def summary(self) -> dict[str, int]:
-        return {"will_run": sum(r.will_run for r in self.rows),
-                "cached": sum(r.cached for r in self.rows),
-                "unknown": sum(r.unknown for r in self.rows)}
-
-    def summary_line(self) -> str:
-        s = self.summary()
-        return f"{s['will_run']} will run, {s['cached']} cached, {s['unknown']} unknown"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"dry_run": True, "command": self.command, "target": self.target,
-                "steps": [{"id": r.step, "kind": r.kind, "action": r.action, "reason": r.reason,
-                           "detail": r.detail, "partitions": r.partitions} for r in self.rows],
-                "summary": self.summary()}
-
-    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
-        return (["STATUS", "WHY", "STEP"], [[r.action, r.detail, r.step] for r in self.rows], 0,
-                self.summary_line())
-
-    def title(self) -> str:
-        return f"Dry run: {self.command} (nothing executed, nothing written)"
-
-    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
-        headers, rows, col, summary = self._table()
-        short = short_names([r.step for r in self.rows])
-        return headers, [[a, w, short[s]] for a, w, s in rows], col, summary, 1
-
-    def _repr_html_(self) -> str:
-        headers, rows, col, summary, why = self._html_table()
-        return html_table(headers, rows, col, summary, title=self.title(), why_col=why)
-
-    def __str__(self) -> str:
-        headers, rows, _, summary = self._table()
-        table = text_table(headers, rows, max_widths={1: WHY_WIDTH})
-        return f"{self.title()}\n\n{table}\n\n{summary}"
 
 
 # ---------------------------------------------------------------------------- runs
@@ -418,41 +316,6 @@ class RunResult(_Displayable, Record):
         headers, rows, col, summary = self._table()
         short = short_names([s.id for s in self.steps])
         return headers, [[a, short[s], w] for a, s, w in rows], col, summary, 2
-
-
-# ---------------------------------------------------------------------------- barca plan
-
-class PhasePlan(_Displayable, Record):
-    """``barca plan``: every step by phase, one summary per node (with the first twenty keys,
-    in lexical order), the warnings (sorted by node, parameter and kind) and the pool size."""
-    __slots__ = ("pool_size", "phases", "nodes", "warnings")
-    _defaults = {"nodes": (), "warnings": ()}
-    pool_size: int
-    phases: tuple[tuple[dict[str, Any], ...], ...]
-    nodes: tuple[dict[str, Any], ...]
-    warnings: tuple[dict[str, str], ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"pool_size": self.pool_size,
-                "phases": [{"phase": i + 1, "steps": list(p)} for i, p in enumerate(self.phases)],
-                "steps_total": sum(len(p) for p in self.phases),
-                "nodes": list(self.nodes), "warnings": list(self.warnings)}
-
-    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
-        rows = [[str(i + 1), s["id"], s["kind"], s["action"]]
-                for i, p in enumerate(self.phases) for s in p]
-        summary = f"{plural(len(self.phases), 'phase')}, pool size {self.pool_size}"
-        if self.warnings:
-            summary += f", {plural(len(self.warnings), 'warning')}"
-        return (["PHASE", "STEP", "KIND", "ACTION"], rows, 3, summary)
-
-    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
-        headers, rows, col, summary = self._table()
-        short = short_names([r[1] for r in rows])
-        return headers, [[p, short[s], k, a] for p, s, k, a in rows], col, summary, None
-
-    def __str__(self) -> str:
-        return json.dumps(self.to_json(), indent=2)
 
 
 # ---------------------------------------------------------------------------- sql
