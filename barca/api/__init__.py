@@ -197,6 +197,8 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         sess.ctx.defcache.conn = sess.store.conn
         if ask is not None:
             ask.generation = store.generation()
+        from barca.present.notices import Capacity
+        Capacity(settings).announce(sess.graph, order, on_event)
         runner = Runner(sess.ctx, targets, execute=True, refresh=refresh_ids,
                         cascade=not no_cascade, refresh_all=refresh_all, selection=selection,
                         on_event=on_event, verify_all=load_values)
@@ -336,7 +338,8 @@ def _predict(sess: Session, targets: list[NodeId], **kw: Any) -> Any:
 def plan_run(target: str | list[str] | None = None, *files: str, command: str = "get",
              refresh: str | list[str] | None = None, refresh_all: bool = False,
              no_cascade: bool = False, partition: str | dict[str, Any] | None = None,
-             settings: Settings | None = None, **flags: Any) -> Plan:
+             settings: Settings | None = None, on_event: ev.EventCallback = ev.ignore,
+             **flags: Any) -> Plan:
     """``--dry-run``: what a run would do. Runs nothing, writes nothing."""
     settings = settings_of(settings, **flags)
     _check_flags(target, refresh, no_cascade)
@@ -352,7 +355,12 @@ def plan_run(target: str | list[str] | None = None, *files: str, command: str = 
         w = _predict(sess, targets, refresh=refresh_ids, cascade=not no_cascade,
                      refresh_all=refresh_all, selection=selection)
         cmd = f"barca {command}" + (f" {','.join(_names(target))}" if target else "")
-        return Plan(cmd, label, tuple(plan_row(sess.ctx, w.states[n]) for n in w.order))
+        from barca.present.notices import Capacity
+        cap = Capacity(settings)
+        cap.announce(sess.graph, w.order, on_event)
+        weights = cap.weights(sess.graph, w.order)
+        return Plan(cmd, label, tuple(plan_row(sess.ctx, w.states[n], weights.get(n))
+                                      for n in w.order), cap.capacity)
     finally:
         sess.close()
 
@@ -383,9 +391,10 @@ def status(target: str | None = None, *files: str, settings: Settings | None = N
 
 
 def plan(*files: str, target: str | None = None, settings: Settings | None = None,
-         **flags: Any) -> PhasePlan:
-    """The execution plan: phases, one entry per step (per key), and the pool size."""
-    from barca.engine.executors import default_pool_size
+         on_event: ev.EventCallback = ev.ignore, **flags: Any) -> PhasePlan:
+    """The execution plan: phases, one entry per step (per key), the pool size and the
+    capacity."""
+    from barca.present.notices import Capacity
     settings = settings_of(settings, **flags)
     sess = Session(files, write=False, settings=settings)
     try:
@@ -409,9 +418,12 @@ def plan(*files: str, target: str | None = None, settings: Settings | None = Non
                           "key_preview": key_preview(keys), "will_run": t.count("run"),
                           "cached": t.count("cached"), "unknown": t.count("unknown")})
         order = sorted(phases)
-        return PhasePlan(default_pool_size(settings), tuple(tuple(phases[k]) for k in order),
+        cap = Capacity(settings)
+        cap.announce(graph, w.order, on_event)
+        return PhasePlan(cap.pool_size, tuple(tuple(phases[k]) for k in order),
                          tuple(dict(d, phase=order.index(d["phase"]) + 1) for d in nodes),
-                         tuple(plan_warnings(graph, w.order)))
+                         tuple(plan_warnings(graph, w.order)), cap.capacity, cap.source,
+                         cap.weights(graph, w.order))
     finally:
         sess.close()
 

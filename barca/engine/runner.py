@@ -340,7 +340,8 @@ class Runner:
                     serializer=m.serializer if m.serializer != "expr" else None,
                     kwargs=s.kwargs, key_source=nid in self.ctx.key_sources,
                     timeout=m.timeout, retries=m.retries, sinks=m.sinks, shipped=shipped,
-                    store_prefix=self.ctx.store.prefix, retry_backoff=m.retry_backoff))
+                    store_prefix=self.ctx.store.prefix, retry_backoff=m.retry_backoff,
+                    weight=m.weight))
                 where.append((nid, s))
 
         bad_inputs: dict[NodeId, list[tuple[StepState, StepRecord]]] = {}

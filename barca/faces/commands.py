@@ -321,7 +321,8 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
         if args.dry_run:
             res: Any = api.plan_run(target, *files, command=cmd, refresh=args.refresh,
                                     refresh_all=args.refresh_all, no_cascade=args.no_cascade,
-                                    partition=args.partition, settings=s)
+                                    partition=args.partition, settings=s,
+                                    on_event=on_event)
         else:
             res = api.materialize(target, *files, command=cmd, refresh=args.refresh,
                                   refresh_all=args.refresh_all, no_cascade=args.no_cascade,
@@ -337,7 +338,8 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
     if cmd == "graph":
         return Outcome(cmd, api.graph(*args.args, settings=s), args, s)
     if cmd == "plan":
-        return Outcome(cmd, api.plan(*args.args, target=args.target, settings=s), args, s)
+        return Outcome(cmd, api.plan(*args.args, target=args.target, settings=s,
+                                     on_event=on_event), args, s)
     if cmd == "history":
         return Outcome(cmd, api.history(args.limit, settings=s), args, s)
     if cmd == "gc":

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 ASSET_ARGS = ("inputs", "partitions", "serializer", "freshness", "retries", "retry_backoff",
-              "timeout_seconds", "description", "tags", "env", "name")
+              "timeout_seconds", "description", "tags", "env", "name", "weight")
 SENSOR_ARGS = tuple(a for a in ASSET_ARGS if a != "inputs")
 
 # Decorated functions defined in an interactive ``__main__`` (notebook cells), by name; the

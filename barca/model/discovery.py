@@ -15,6 +15,7 @@ from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
 from barca.core.root import find_root  # noqa: F401 - re-exported: the model finds its root
 from barca.core.types import NodeId
+from barca.model import arguments
 from barca.model.decorators import ASSET_ARGS, SENSOR_ARGS
 from barca.model.modelcache import ModelCache
 
@@ -72,7 +73,7 @@ class NodeModel(_Model):
     _TREE = "_fn"
     __slots__ = ("id", "file", "abspath", "function", "kind", "line", "_fn", "params", "inputs",
                  "dims", "serializer", "freshness", "env", "retries", "retry_backoff", "timeout",
-                 "description",
+                 "description", "weight",
                  "counted_decorator", "counted_names", "sinks", "var_kw", "_file", "readers")
 
     def __init__(self, id: NodeId, file: str, abspath: str, function: str, kind: str, line: int,
@@ -100,6 +101,7 @@ class NodeModel(_Model):
         self.env = [] if env is None else env
         self.retries = retries
         self.retry_backoff = 0.0  # seconds x failed attempt k waited before the next one
+        self.weight = 1           # how much of the capacity the step takes while it runs
         self.timeout = timeout
         self.description = description
         # dumps that enter the hash, and the names those counted arguments use
@@ -365,7 +367,9 @@ def _marker(fm: FileModel, expr: ast.expr) -> tuple[str, ast.expr] | None:
 
 def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -> None:
     line = value.lineno
-    if name == "inputs":
+    if name in arguments.HANDLED:
+        arguments.read(fm.path, node, name, value)
+    elif name == "inputs":
         if not isinstance(value, ast.Dict):
             raise _fail(fm, line, "inputs= must be a dict literal",
                         'Write inputs={"param": upstream_function}.')

@@ -13,7 +13,8 @@ from barca.present.display import _Displayable
 
 class PlanRow(Record):
     __slots__ = ("step", "kind", "action", "reason", "detail", "partitions", "will_run", "cached",
-                 "unknown")
+                 "unknown", "extra")
+    _defaults = {"extra": None}
     step: str
     kind: str
     action: str                # will run | cached | partial | unknown | skipped
@@ -23,16 +24,20 @@ class PlanRow(Record):
     will_run: int
     cached: int
     unknown: int
+    extra: dict[str, Any] | None  # keys a step entry has only when they apply (weight, ...)
 
 
 WHY_WIDTH = 70  # the dry-run WHY column pads to at most this; longer reasons overflow
 
 
 class Plan(_Displayable, Record):
-    __slots__ = ("command", "target", "rows")
+    __slots__ = ("command", "target", "rows", "capacity", "warnings")
+    _defaults = {"capacity": None, "warnings": ()}
     command: str
     target: str
     rows: tuple[PlanRow, ...]
+    capacity: int | None       # how much step weight may run at once
+    warnings: tuple[dict[str, Any], ...]
 
     def summary(self) -> dict[str, int]:
         return {"will_run": sum(r.will_run for r in self.rows),
@@ -44,10 +49,15 @@ class Plan(_Displayable, Record):
         return f"{s['will_run']} will run, {s['cached']} cached, {s['unknown']} unknown"
 
     def to_json(self) -> dict[str, Any]:
-        return {"dry_run": True, "command": self.command, "target": self.target,
-                "steps": [{"id": r.step, "kind": r.kind, "action": r.action, "reason": r.reason,
-                           "detail": r.detail, "partitions": r.partitions} for r in self.rows],
-                "summary": self.summary()}
+        out = {"dry_run": True, "command": self.command, "target": self.target,
+               "steps": [dict({"id": r.step, "kind": r.kind, "action": r.action,
+                               "reason": r.reason, "detail": r.detail,
+                               "partitions": r.partitions}, **(r.extra or {}))
+                         for r in self.rows],
+               "summary": self.summary(), "warnings": list(self.warnings)}
+        if self.capacity is not None:
+            out["capacity"] = self.capacity
+        return out
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
         return (["STATUS", "WHY", "STEP"], [[r.action, r.detail, r.step] for r in self.rows], 0,
@@ -76,15 +86,22 @@ class Plan(_Displayable, Record):
 class PhasePlan(_Displayable, Record):
     """``barca plan``: every step by phase, one summary per node (with the first twenty keys,
     in lexical order), the warnings (sorted by node, parameter and kind) and the pool size."""
-    __slots__ = ("pool_size", "phases", "nodes", "warnings")
-    _defaults = {"nodes": (), "warnings": ()}
+    __slots__ = ("pool_size", "phases", "nodes", "warnings", "capacity", "capacity_source",
+                 "weights")
+    _defaults = {"nodes": (), "warnings": (), "capacity": None, "capacity_source": "pool size",
+                 "weights": None}
     pool_size: int
     phases: tuple[tuple[dict[str, Any], ...], ...]
     nodes: tuple[dict[str, Any], ...]
     warnings: tuple[dict[str, str], ...]
+    capacity: int | None        # None: the pool size
+    capacity_source: str        # pool size | BARCA_CAPACITY | [execution] capacity
+    weights: dict[str, int] | None  # node id -> weight, for weights above 1
 
     def to_json(self) -> dict[str, Any]:
         return {"pool_size": self.pool_size,
+                "capacity": self.pool_size if self.capacity is None else self.capacity,
+                "capacity_source": self.capacity_source, "weights": dict(self.weights or {}),
                 "phases": [{"phase": i + 1, "steps": list(p)} for i, p in enumerate(self.phases)],
                 "steps_total": sum(len(p) for p in self.phases),
                 "nodes": list(self.nodes), "warnings": list(self.warnings)}

@@ -45,7 +45,8 @@ def partition_counts(ns: NodeState) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- dry run
 
-def plan_row(ctx: Context, ns: NodeState) -> PlanRow:
+def plan_row(ctx: Context, ns: NodeState, weight: int | None = None) -> PlanRow:
+    """A node's line in ``--dry-run`` (``weight``: shown when above 1)."""
     graph = ctx.graph
     m = graph.nodes[ns.node]
     t = ns.tally()
@@ -80,7 +81,7 @@ def plan_row(ctx: Context, ns: NodeState) -> PlanRow:
         else:
             detail = assume or "-"
     return PlanRow(ns.node, m.kind, action, reason, detail, parts, len(run), n_cached,
-                   len(unknown))
+                   len(unknown), {"weight": weight} if weight else None)
 
 
 # ---------------------------------------------------------------------------- status

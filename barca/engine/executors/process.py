@@ -91,6 +91,8 @@ class ProcessPool:
         self.on_import = on_import
         self.ctx = _context()
         self.slots: list[_Slot] = []
+        from barca.engine.executors import capacity
+        self.capacity = capacity(settings, size)[0]
 
     def _spawn(self) -> _Slot:
         parent, child = self.ctx.Pipe(duplex=True)
@@ -108,7 +110,9 @@ class ProcessPool:
         if not tasks:
             return
         by_index = {t.index: t for t in tasks}
-        per_chunk = max(1, min(64, math.ceil(len(tasks) / (self.size * 4))))
+        weighed = self.capacity < self.size or any(t.weight != 1 for t in tasks)
+        # weighed: one step per chunk, so what a worker holds is the weight of the step it runs
+        per_chunk = 1 if weighed else max(1, min(64, math.ceil(len(tasks) / (self.size * 4))))
         queue: deque[list[StepJob]] = deque(
             tasks[i:i + per_chunk] for i in range(0, len(tasks), per_chunk))
         remaining = len(tasks)
@@ -117,8 +121,11 @@ class ProcessPool:
                 self._replace(dead)
             idle = [s for s in self.slots if not s.chunk]
             while queue and (idle or len(self.slots) < self.size):
+                chunk = self._next_chunk(queue) if weighed else queue.popleft()
+                if chunk is None:
+                    break  # the capacity is taken until a running step ends
                 slot = idle.pop() if idle else self._spawn()
-                slot.chunk = queue.popleft()
+                slot.chunk = chunk
                 slot.done = set()
                 slot.deadline = None
                 slot.conn.send(slot.chunk)
@@ -155,6 +162,18 @@ class ProcessPool:
                     remaining -= self._fail_dead(slot, queue, on_record)
                 elif slot.chunk and slot.deadline is not None and now >= slot.deadline:
                     remaining -= self._fail_timeout(slot, queue, on_record, by_index)
+
+    def _next_chunk(self, queue: deque[list[StepJob]]) -> list[StepJob] | None:
+        """The first queued step whose weight fits in the capacity left, taken off the queue;
+        None when none fits. A step heavier than the capacity runs alone (when nothing else
+        does), never starved of it forever."""
+        used = sum(t.weight for s in self.slots for t in s.chunk if t.index not in s.done)
+        for i, chunk in enumerate(queue):
+            need = chunk[0].weight
+            if used + need <= self.capacity or (used == 0 and need > self.capacity):
+                del queue[i]
+                return chunk
+        return None
 
     def _replace(self, slot: _Slot) -> None:
         self.slots.remove(slot)
