@@ -9,6 +9,7 @@ from typing import Any
 from barca.core.errors import UsageError
 
 HANDLED = ("weight",)
+MAX_FAILURES = 5  # a schedule's default: consecutive failures before it stops firing
 
 
 def fail(path: str, line: int, message: str, remediation: str) -> UsageError:
@@ -29,3 +30,45 @@ def _weight(path: str, value: ast.expr) -> int:
                    "Write weight=2: how much of the capacity the step takes while it runs "
                    "(default 1; barca docs capacity).")
     return num
+
+
+def schedule_call(value: ast.expr) -> bool:
+    """``Schedule(...)`` or ``barca.Schedule(...)``."""
+    if not isinstance(value, ast.Call):
+        return False
+    f = value.func
+    return (isinstance(f, ast.Name) and f.id == "Schedule") or (
+        isinstance(f, ast.Attribute) and f.attr == "Schedule")
+
+
+def schedule(path: str, node: Any, call: ast.Call) -> None:
+    """``Schedule("<cron>", max_failures=N)``: the cron by position, checked now (a bad one is
+    exit 2 quoting it), and one keyword."""
+    from barca.core.cron import CronError, parse
+    line = call.lineno
+    fix = 'Write freshness=Schedule("0 5 * * *") or Schedule("0 5 * * *", max_failures=3).'
+    for kw in call.keywords:
+        if kw.arg == "cron":
+            raise fail(path, line, "Schedule() takes the cron by position, not as cron=", fix)
+        if kw.arg != "max_failures":
+            raise fail(path, line, f"Schedule() got an unexpected argument "
+                       f"'{kw.arg or '**'}'; it takes a cron and max_failures=", fix)
+        n = kw.value.value if isinstance(kw.value, ast.Constant) else None
+        if type(n) is not int or n < 1:
+            raise fail(path, line, f"Schedule(max_failures={ast.unparse(kw.value)}): "
+                       "max_failures must be a whole number >= 1", fix)
+        node.max_failures = n
+    if len(call.args) != 1:
+        raise fail(path, line, "Schedule() takes exactly one cron expression", fix)
+    arg = call.args[0]
+    if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+        raise fail(path, line, f"Schedule({ast.unparse(arg)}): the cron must be a string "
+                   "literal", fix)
+    try:
+        parse(arg.value)
+    except CronError as exc:
+        raise fail(path, line, f"Schedule({arg.value!r}): not a valid cron expression: {exc}",
+                   "A cron has 5 fields (minute hour day-of-month month day-of-week) or 6 "
+                   'with seconds first, e.g. "0 5 * * *" (05:00 every day); see barca docs '
+                   "scheduling.") from None
+    node.schedule = arg.value

@@ -67,19 +67,24 @@ class Collect(_Marker):
 
 
 class _Freshness:
-    def __init__(self, name: str, cron: str | None = None) -> None:
-        self.name, self.cron = name, cron
+    def __init__(self, name: str, cron: str | None = None, max_failures: int = 5) -> None:
+        self.name, self.cron, self.max_failures = name, cron, max_failures
 
     def __repr__(self) -> str:
-        return f"Schedule({self.cron!r})" if self.cron else self.name
+        if not self.cron:
+            return self.name
+        extra = f", max_failures={self.max_failures}" if self.max_failures != 5 else ""
+        return f"Schedule({self.cron!r}{extra})"
 
 
 Always = _Freshness("Always")
 Manual = _Freshness("Manual")
 
 
-def Schedule(cron: str) -> _Freshness:  # noqa: N802 - reads like the other freshness values
-    return _Freshness("Schedule", cron)
+def Schedule(cron: str, /, *, max_failures: int = 5) -> _Freshness:  # noqa: N802 - a value
+    """Fire on ``cron`` under ``barca serve``; stop after ``max_failures`` failures in a row
+    (both checked when the file is read: ``barca docs scheduling``)."""
+    return _Freshness("Schedule", cron, max_failures)
 
 
 def partitions(keys: Any, /) -> Partitions:

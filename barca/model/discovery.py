@@ -73,7 +73,7 @@ class NodeModel(_Model):
     _TREE = "_fn"
     __slots__ = ("id", "file", "abspath", "function", "kind", "line", "_fn", "params", "inputs",
                  "dims", "serializer", "freshness", "env", "retries", "retry_backoff", "timeout",
-                 "description", "weight",
+                 "description", "weight", "schedule", "max_failures",
                  "counted_decorator", "counted_names", "sinks", "var_kw", "_file", "readers")
 
     def __init__(self, id: NodeId, file: str, abspath: str, function: str, kind: str, line: int,
@@ -102,6 +102,8 @@ class NodeModel(_Model):
         self.retries = retries
         self.retry_backoff = 0.0  # seconds x failed attempt k waited before the next one
         self.weight = 1           # how much of the capacity the step takes while it runs
+        self.schedule: str | None = None  # freshness=Schedule(cron): the cron as written
+        self.max_failures = arguments.MAX_FAILURES
         self.timeout = timeout
         self.description = description
         # dumps that enter the hash, and the names those counted arguments use
@@ -435,6 +437,9 @@ def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -
             node.freshness = "always"
         elif low.startswith(("manual", "barca.manual")):
             node.freshness = "manual"
+        elif arguments.schedule_call(value):
+            arguments.schedule(fm.path, node, value)  # type: ignore[arg-type]
+            node.freshness = "schedule"
         elif "schedule" in low:
             node.freshness = "schedule"
         else:

@@ -17,13 +17,14 @@ from barca.present.plans import PhasePlan, Plan, PlanRow  # noqa: F401 - their o
 # ---------------------------------------------------------------------------- listing
 
 class ListRow(Record):
-    __slots__ = ("id", "kind", "freshness", "deps", "dims")
-    _defaults = {"dims": ()}
+    __slots__ = ("id", "kind", "freshness", "deps", "dims", "extra")
+    _defaults = {"dims": (), "extra": None}
     id: str
     kind: str
     freshness: str
     deps: tuple[str, ...]
     dims: tuple[str, ...]
+    extra: dict[str, Any] | None  # more keys of the node's JSON (inputs, env, schedule, ...)
 
 
 class Listing(_Displayable, Record):
@@ -31,9 +32,10 @@ class Listing(_Displayable, Record):
     rows: tuple[ListRow, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"nodes": [{"id": r.id, "name": short_name(r.id), "kind": r.kind,
-                           "freshness": r.freshness, "deps": list(r.deps),
-                           "partitions": list(r.dims)} for r in self.rows]}
+        return {"nodes": [dict({"id": r.id, "name": short_name(r.id), "kind": r.kind,
+                                "freshness": r.freshness, "deps": list(r.deps),
+                                "partitions": list(r.dims)}, **(r.extra or {}))
+                          for r in self.rows]}
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
         return (["NAME", "KIND", "FRESHNESS", "DEPS"],
@@ -56,8 +58,8 @@ class Listing(_Displayable, Record):
 
 class StatusRow(Record):
     __slots__ = ("id", "kind", "state", "reason", "detail", "last_run", "shape", "deps", "inputs",
-                 "partitions", "last_materialization")
-    _defaults = {"partitions": None, "last_materialization": None}
+                 "partitions", "last_materialization", "extra")
+    _defaults = {"partitions": None, "last_materialization": None, "extra": None}
     id: str
     kind: str
     state: str                 # JSON value: cached, stale, never_run, partial, unknown, always_runs
@@ -69,6 +71,7 @@ class StatusRow(Record):
     inputs: tuple[str, ...]
     partitions: dict[str, Any] | None
     last_materialization: dict[str, Any] | None
+    extra: dict[str, Any] | None  # keys the node's JSON has only when they apply (schedule)
 
     @property
     def name(self) -> str:
@@ -95,12 +98,12 @@ class StatusReport(_Displayable, Record):
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "nodes": [{
+            "nodes": [dict({
                 "id": r.id, "name": r.name, "kind": r.kind, "inputs": list(r.inputs),
                 "cache": {"state": r.state, "reason": r.reason, "detail": r.detail},
                 "partitions": r.partitions, "last_materialization": r.last_materialization,
                 "shape": None if r.shape == "-" else r.shape,
-            } for r in self.rows],
+            }, **(r.extra or {})) for r in self.rows],
             "summary": self.summary(),
         }
 

@@ -149,8 +149,14 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
     else:
         last_run, shape, lm = f"failed {_when(last.created_at)}", "-", _materialization(last)
     deps = tuple(graph.upstream[ns.node])
+    extra: dict[str, Any] = {}
+    if m.schedule is not None:
+        from barca.present.schedules import schedule_state
+        rows = ctx.store.rows(ns.node, order="id DESC LIMIT 1000")
+        extra["schedule"] = schedule_state(m, [r.status for r in rows])
     return StatusRow(ns.node, m.kind, state, reason, detail, last_run, shape, deps,
-                     tuple(i.target for i in m.inputs), parts, lm)  # type: ignore[misc]
+                     tuple(i.target for i in m.inputs), parts, lm,  # type: ignore[misc]
+                     extra or None)
 
 
 def _materialization(r: Row) -> dict[str, Any]:

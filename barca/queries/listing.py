@@ -15,5 +15,17 @@ def list_nodes(*files: str, settings: Settings | None = None, **flags: Any) -> L
                        settings_of(settings, **flags))
     return Listing(tuple(
         ListRow(n, graph.nodes[n].kind, graph.nodes[n].freshness, tuple(graph.upstream[n]),
-                tuple(d.name for d in graph.nodes[n].dims))
+                tuple(d.name for d in graph.nodes[n].dims), _extra(graph.nodes[n]))
         for n in graph.order))
+
+
+def _extra(m: Any) -> dict[str, Any]:
+    """What a node's JSON says besides its id, kind, freshness, deps and dimensions: its
+    inputs (parameter -> node id), the env= names, and a schedule's cron and next firing."""
+    out: dict[str, Any] = {"inputs": {i.param: i.target for i in m.inputs},
+                           "env": list(m.env)}
+    if m.schedule is not None:
+        from barca.present.schedules import next_fire
+        out["schedule"] = m.schedule
+        out["next_fire"] = next_fire(m.schedule)
+    return out
