@@ -9,6 +9,7 @@ from barca.model.decorators import (
     Manual,
     Schedule,
     asset,
+    asset_ref,
     collect,
     partitions,
     partitions_from,
@@ -21,7 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Always", "BarcaError", "Cancelled", "InfrastructureError", "Manual", "Schedule",
-    "StepFailed", "UsageError", "__version__", "asset", "collect", "get", "history",
+    "StepFailed", "UsageError", "__version__", "asset", "asset_ref", "collect", "get", "history",
     "list_nodes", "load_ipython_extension", "partitions", "partitions_from", "plan", "run",
     "sensor", "sink", "sql", "status", "task", "graph",
 ]  # StatusWidget (barca.StatusWidget) needs the [jupyter] extra: not star-imported

@@ -72,3 +72,16 @@ def schedule(path: str, node: Any, call: ast.Call) -> None:
                    'with seconds first, e.g. "0 5 * * *" (05:00 every day); see barca docs '
                    "scheduling.") from None
     node.schedule = arg.value
+
+
+def asset_ref(path: str, barca_attr: Any, fm: Any, value: ast.expr) -> str | None:
+    """The node id an ``asset_ref("file.py:fn")`` input names, as written; None for any other
+    expression. Exactly one positional string."""
+    if not (isinstance(value, ast.Call) and barca_attr(fm, value.func) == "asset_ref"):
+        return None
+    arg = value.args[0] if len(value.args) == 1 and not value.keywords else None
+    if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+        raise fail(path, value.lineno, "asset_ref() takes exactly one positional string, the "
+                   "node id", 'Write asset_ref("other.py:prices") (the file relative to the '
+                   "project root, a colon, the function).")
+    return arg.value

@@ -66,6 +66,15 @@ class Collect(_Marker):
         return self.value
 
 
+class AssetRef(_Marker):
+    """``asset_ref("file.py:fn")``: a node of another file as an input, by its id (the file is
+    read, never imported, to find it)."""
+
+    @property
+    def id(self) -> Any:
+        return self.value
+
+
 class _Freshness:
     def __init__(self, name: str, cron: str | None = None, max_failures: int = 5) -> None:
         self.name, self.cron, self.max_failures = name, cron, max_failures
@@ -97,6 +106,10 @@ def partitions_from(source: Any, /) -> PartitionsFrom:
 
 def collect(source: Any, /) -> Collect:
     return Collect(source)
+
+
+def asset_ref(node_id: str, /) -> AssetRef:
+    return AssetRef(node_id)
 
 
 def _decorator(kind: str, accepted: tuple[str, ...]) -> Callable[..., Any]:

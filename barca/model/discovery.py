@@ -28,15 +28,16 @@ _IMPORTS_BARCA = re.compile(r"^\s*(from\s+barca[\s.]|import\s+barca\b)", re.M)
 
 
 class InputRef(Fields):
-    __slots__ = ("param", "ref", "collect", "line", "target")
+    __slots__ = ("param", "ref", "collect", "line", "target", "by_id")
 
     def __init__(self, param: str, ref: str, collect: bool, line: int,
-                 target: NodeId | None = None) -> None:
+                 target: NodeId | None = None, by_id: bool = False) -> None:
         self.param = param
         self.ref = ref            # the expression as written: "feed_version", "mod.fn"
         self.collect = collect
         self.line = line
         self.target = target
+        self.by_id = by_id        # asset_ref("file.py:fn"): ref is that node id, as written
 
 
 class DimSpec(Fields):
@@ -387,11 +388,13 @@ def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -
                                 f"not in inputs=",
                                 'Write partitions={"dim": ' + marker[0] + '(...)}.')
                 is_collect, v = True, marker[1]
-            ref = _ref_text(v)
+            by_id = arguments.asset_ref(fm.path, _barca_attr, fm, v)
+            ref = by_id if by_id is not None else _ref_text(v)
             if ref is None:
                 raise _fail(fm, v.lineno, f"inputs['{k.value}'] must name an upstream function",
                             'Write inputs={"param": upstream_function} or collect(upstream).')
-            node.inputs.append(InputRef(k.value, ref, is_collect, v.lineno))
+            node.inputs.append(InputRef(k.value, ref, is_collect, v.lineno,
+                                        by_id=by_id is not None))
         node.counted_names |= set()
     elif name == "partitions":
         if not isinstance(value, ast.Dict):

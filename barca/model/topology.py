@@ -126,9 +126,11 @@ def load_graph(files: list[str] | tuple[str, ...] = (), settings: Settings | Non
     while todo:
         fm = todo.pop()
         for node in fm.nodes:
-            refs = [i.ref for i in node.inputs] + [d.source_ref for d in node.dims if d.source_ref]
-            for ref in refs:
-                other = _imported_file(fm, ref, root)
+            refs = [(i.ref, i.by_id) for i in node.inputs]
+            refs += [(d.source_ref, False) for d in node.dims if d.source_ref]
+            for ref, by_id in refs:
+                other = (_referenced_file(ref, root) if by_id
+                         else _imported_file(fm, ref, root))
                 if other is not None and relative_id(other, root) not in parsed:
                     ofm = parse_file(other, root)
                     parsed[ofm.path] = ofm
@@ -153,10 +155,29 @@ def _imported_file(fm: FileModel, ref: str, root: Path) -> Path | None:
     return None
 
 
+def _referenced_file(node_id: str, root: Path) -> Path | None:
+    """The project file an ``asset_ref("file.py:fn")`` names (relative to the root)."""
+    file = node_id.rpartition(":")[0]
+    p = root / file if file else None
+    return p if p is not None and p.suffix == ".py" and p.is_file() else None
+
+
 def _imported_name(fm: FileModel, ref: str) -> str:
     head, *rest = ref.split(".")
     attr = fm.imports[head][1]
     return rest[-1] if rest else (attr or head)
+
+
+def _resolve_id(nodes: dict[NodeId, NodeModel], n: NodeModel, inp: InputRef) -> NodeId:
+    """The node an ``asset_ref()`` names: its id exactly (a bare name is no id)."""
+    if inp.ref in nodes and ":" in inp.ref:
+        return NodeId(inp.ref)
+    hint = did_you_mean(inp.ref, list(nodes))
+    raise UsageError(
+        f"{n.file}:{inp.line}: inputs['{inp.param}'] of '{n.function}' is "
+        f"asset_ref({inp.ref!r}), which names no @asset or @sensor",
+        "Name a node by its id: the file relative to the project root, a colon, the function "
+        f'(asset_ref("other.py:prices")); barca list shows the ids.{hint}')
 
 
 def build(root: Path, files: dict[str, FileModel]) -> Graph:
@@ -191,6 +212,10 @@ def build(root: Path, files: dict[str, FileModel]) -> Graph:
     for nid, n in nodes.items():
         ups: list[NodeId] = []
         for inp in n.inputs:
+            if inp.by_id:
+                inp.target = _resolve_id(nodes, n, inp)
+                ups.append(inp.target)
+                continue
             inp.target = resolve_ref(n, inp.ref, inp.line, f"inputs['{inp.param}']")
             ups.append(inp.target)
         for d in n.dims:
