@@ -11,6 +11,7 @@ from barca.model.decorators import (
     asset,
     asset_ref,
     collect,
+    group,
     partitions,
     partitions_from,
     sensor,
@@ -22,9 +23,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Always", "BarcaError", "Cancelled", "InfrastructureError", "Manual", "Schedule",
-    "StepFailed", "UsageError", "__version__", "asset", "asset_ref", "collect", "get", "history",
-    "list_nodes", "load_ipython_extension", "partitions", "partitions_from", "plan", "run",
-    "sensor", "sink", "sql", "status", "task", "graph",
+    "StepFailed", "UsageError", "__version__", "asset", "asset_ref", "collect", "group", "get",
+    "history", "list_nodes", "load_ipython_extension", "partitions", "partitions_from", "plan",
+    "run", "sensor", "sink", "sql", "status", "task", "graph",
 ]  # StatusWidget (barca.StatusWidget) needs the [jupyter] extra: not star-imported
 
 _API = {"get", "run", "status", "list_nodes", "plan", "history", "sql", "graph"}

@@ -135,6 +135,8 @@ def _build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def _list_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("args", nargs="*", metavar="FILE")
+    s.add_argument("--groups", action="store_true",
+                   help="the groups (group()) instead of the nodes: JSON, or a tree")
     _output_flags(s)
 
 
@@ -331,7 +333,7 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
         return Outcome(cmd, res, args, s)
     if cmd == "list":
         from barca.queries.listing import list_nodes
-        return Outcome(cmd, list_nodes(*args.args, settings=s), args, s)
+        return Outcome(cmd, list_nodes(*args.args, settings=s, groups=args.groups), args, s)
     if cmd == "status":
         target, files = split_target(args.args)
         return Outcome(cmd, api.status(target, *files, settings=s), args, s)

@@ -112,6 +112,23 @@ def asset_ref(node_id: str, /) -> AssetRef:
     return AssetRef(node_id)
 
 
+class Group:
+    """``group("Title", members=[...], output=..., description="")``: metadata read from the
+    source (``barca list --groups``); at run time only this record of it."""
+    __slots__ = ("title", "members", "output", "description")
+
+    def __init__(self, title: str, /, *, members: Any = (), output: Any = None,
+                 description: str = "") -> None:
+        self.title, self.members = title, tuple(members)
+        self.output, self.description = output, description
+
+    def __repr__(self) -> str:
+        return f"group({self.title!r})"
+
+
+group = Group
+
+
 def _decorator(kind: str, accepted: tuple[str, ...]) -> Callable[..., Any]:
     def make(fn: Callable[..., Any] | None = None, /, **kwargs: Any) -> Any:
         unknown = sorted(set(kwargs) - set(accepted))

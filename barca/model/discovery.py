@@ -132,7 +132,7 @@ class NodeModel(_Model):
 class FileModel(_Model):
     _TREE = "_tree"
     __slots__ = ("path", "abspath", "source", "_tree", "module", "imports", "barca_names",
-                 "barca_modules", "nodes")
+                 "barca_modules", "nodes", "groups")
 
     def __init__(self, path: str, abspath: str, source: str, tree: ast.Module, module: str,
                  imports: dict[str, tuple[str, str | None]], barca_names: dict[str, str],
@@ -146,6 +146,7 @@ class FileModel(_Model):
         self.barca_names = barca_names    # local name -> barca attribute ("asset", ...)
         self.barca_modules = barca_modules  # local names bound to the barca module
         self.nodes = [] if nodes is None else nodes
+        self.groups: list[Any] = []       # its group() statements (barca.model.groups)
 
     @property
     def tree(self) -> ast.Module:
@@ -251,6 +252,10 @@ def parse_file(path: Path, root: Path) -> FileModel:
             if node is not None:
                 node._file = fm
                 fm.nodes.append(node)
+    if "group" in fm.barca_names.values() or fm.barca_modules:
+        from barca.model import groups
+        fm.groups = groups.read(fm.path, tree.body,
+                                lambda e: _barca_attr(fm, e) == "group")
     cache.put(fm)
     return fm
 

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 
 class Graph(Fields):
-    __slots__ = ("root", "files", "nodes", "order", "upstream", "downstream", "phase")
+    __slots__ = ("root", "files", "nodes", "order", "upstream", "downstream", "phase",
+                 "groups")
 
     def __init__(self, root: Path, files: dict[str, FileModel], nodes: dict[NodeId, NodeModel],
                  order: list[NodeId], upstream: dict[NodeId, list[NodeId]] | None = None,
@@ -37,6 +38,7 @@ class Graph(Fields):
         self.upstream = {} if upstream is None else upstream
         self.downstream = {} if downstream is None else downstream
         self.phase = {} if phase is None else phase
+        self.groups: list[Any] = []       # barca.model.groups.Group, metadata only
 
     # -------------------------------------------------------------- names
     def resolve(self, name: str, what: str = "Asset", command: str = "get") -> NodeId:
@@ -231,6 +233,8 @@ def build(root: Path, files: dict[str, FileModel]) -> Graph:
     for nid in graph.order:
         _validate(graph, nodes[nid])
     _assign_phases(graph)
+    from barca.model.groups import resolve
+    graph.groups = resolve(files)
     return graph
 
 
