@@ -17,6 +17,7 @@ from barca.model.decorators import (
     sensor,
     sink,
     task,
+    unsafe,
 )
 
 __version__ = "0.1.0"
@@ -25,7 +26,7 @@ __all__ = [
     "Always", "BarcaError", "Cancelled", "InfrastructureError", "Manual", "Schedule",
     "StepFailed", "UsageError", "__version__", "asset", "asset_ref", "collect", "group", "get",
     "history", "list_nodes", "load_ipython_extension", "partitions", "partitions_from", "plan",
-    "run", "sensor", "sink", "sql", "status", "task", "graph",
+    "run", "sensor", "sink", "sql", "status", "task", "graph", "unsafe",
 ]  # StatusWidget (barca.StatusWidget) needs the [jupyter] extra: not star-imported
 
 _API = {"get", "run", "status", "list_nodes", "plan", "history", "sql", "graph"}

@@ -112,6 +112,13 @@ def asset_ref(node_id: str, /) -> AssetRef:
     return AssetRef(node_id)
 
 
+def unsafe(fn: Callable[..., Any], /) -> Callable[..., Any]:
+    """``@unsafe``, above or below ``@asset``/``@task``/``@sensor``: the function runs as it is
+    (only tagged ``__barca_unsafe__``), and the marker is not in the run hash."""
+    fn.__barca_unsafe__ = True  # type: ignore[attr-defined]
+    return fn
+
+
 class Group:
     """``group("Title", members=[...], output=..., description="")``: metadata read from the
     source (``barca list --groups``); at run time only this record of it."""

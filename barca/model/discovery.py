@@ -332,7 +332,7 @@ def _node_from_function(fm: FileModel, fn: ast.FunctionDef | ast.AsyncFunctionDe
     for dec in fn.decorator_list:
         target = dec.func if isinstance(dec, ast.Call) else dec
         attr = _barca_attr(fm, target)
-        if attr in KINDS:
+        if attr in KINDS or attr == "unsafe":  # @unsafe marks, never changes: not counted
             continue
         if attr == "sink":
             if (not isinstance(dec, ast.Call) or len(dec.args) != 1
