@@ -21,7 +21,7 @@ from barca.core.types import NodeId, key_preview, short_name
 from barca.engine.planner import Context
 from barca.engine.runner import Runner, new_run_id
 from barca.engine.selection import Selection, check_selection, resolve_refresh, walk_order
-from barca.model.topology import Graph, load_graph, plan_warnings
+from barca.model.topology import Graph, load_graph
 from barca.present.outputs import node_output
 from barca.present.results import (
     PhasePlan,
@@ -179,8 +179,9 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         only_tasks = _only_tasks(sess.graph, target, command, files)
         if only_tasks is not None:
             on_event(ev.Note(only_tasks))
+            from barca.present.notices import warning_object
             return RunResult(command, new_run_id(), "success", time.perf_counter() - start,
-                             0, 0, 0, (), (), (only_tasks,))
+                             0, 0, 0, (), (), (warning_object("note", only_tasks),))
         targets = _targets(sess.graph, target, command)
         label = ",".join(short_name(t) for t in targets) if target else "all"
         order = walk_order(sess.ctx, targets)
@@ -197,8 +198,9 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         sess.ctx.defcache.conn = sess.store.conn
         if ask is not None:
             ask.generation = store.generation()
-        from barca.present.notices import Capacity
+        from barca.present.notices import Capacity, announce_warnings, warning_object
         Capacity(settings).announce(sess.graph, order, on_event)
+        said = announce_warnings(sess.graph, order, on_event)
         runner = Runner(sess.ctx, targets, execute=True, refresh=refresh_ids,
                         cascade=not no_cascade, refresh_all=refresh_all, selection=selection,
                         on_event=on_event, verify_all=load_values)
@@ -216,16 +218,18 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
             sess.ctx.defcache.flush(sess.store)
         cache = _keep_under_limit(sess, runner, on_event)
         elapsed = time.perf_counter() - start
-        warnings = list(w.notes)  # the run's notes and warnings, as stderr showed them
+        # the plan's warnings, then the run's notes as stderr showed them
+        warnings = said + [warning_object("run", n) for n in w.notes]
         if cache is not None:
-            warnings.append(cache.line())
+            warnings.append(warning_object("cache_limit", cache.line()))
         if refresh_ids and no_cascade:
             kept = _kept_dependants(sess.graph, w, refresh_ids, order)
             if kept:
-                warnings.append("--no-cascade: cached dependants were not refreshed: "
-                                + ", ".join(short_name(n) for n in kept))
-                on_event(ev.Note(warnings[-1], "warning"))
-        warnings.extend(runner.remote_notes())
+                text = ("--no-cascade: cached dependants were not refreshed: "
+                        + ", ".join(short_name(n) for n in kept))
+                warnings.append(warning_object("no_cascade", text))
+                on_event(ev.Note(text, "warning"))
+        warnings.extend(warning_object("remote", n) for n in runner.remote_notes())
         if w.done:
             on_event(ev.RunEnded(w.done, w.total, elapsed, bool(w.failed)))
         outputs = tuple(node_output(sess.graph, sess.settings, sess.store.prefix, w.states[t],
@@ -355,12 +359,14 @@ def plan_run(target: str | list[str] | None = None, *files: str, command: str = 
         w = _predict(sess, targets, refresh=refresh_ids, cascade=not no_cascade,
                      refresh_all=refresh_all, selection=selection)
         cmd = f"barca {command}" + (f" {','.join(_names(target))}" if target else "")
-        from barca.present.notices import Capacity
+        from barca.present.notices import Capacity, announce_warnings, undeclared_env
         cap = Capacity(settings)
         cap.announce(sess.graph, w.order, on_event)
-        weights = cap.weights(sess.graph, w.order)
-        return Plan(cmd, label, tuple(plan_row(sess.ctx, w.states[n], weights.get(n))
-                                      for n in w.order), cap.capacity)
+        said = announce_warnings(sess.graph, w.order, on_event)
+        weights, env = cap.weights(sess.graph, w.order), undeclared_env(said)
+        return Plan(cmd, label, tuple(plan_row(sess.ctx, w.states[n], weights.get(n),
+                                               env.get(n)) for n in w.order),
+                    cap.capacity, tuple(said))
     finally:
         sess.close()
 
@@ -394,7 +400,7 @@ def plan(*files: str, target: str | None = None, settings: Settings | None = Non
          on_event: ev.EventCallback = ev.ignore, **flags: Any) -> PhasePlan:
     """The execution plan: phases, one entry per step (per key), the pool size and the
     capacity."""
-    from barca.present.notices import Capacity
+    from barca.present.notices import Capacity, announce_warnings
     settings = settings_of(settings, **flags)
     sess = Session(files, write=False, settings=settings)
     try:
@@ -420,10 +426,10 @@ def plan(*files: str, target: str | None = None, settings: Settings | None = Non
         order = sorted(phases)
         cap = Capacity(settings)
         cap.announce(graph, w.order, on_event)
+        said = announce_warnings(graph, w.order, on_event)
         return PhasePlan(cap.pool_size, tuple(tuple(phases[k]) for k in order),
                          tuple(dict(d, phase=order.index(d["phase"]) + 1) for d in nodes),
-                         tuple(plan_warnings(graph, w.order)), cap.capacity, cap.source,
-                         cap.weights(graph, w.order))
+                         tuple(said), cap.capacity, cap.source, cap.weights(graph, w.order))
     finally:
         sess.close()
 

@@ -11,6 +11,7 @@ from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
 from barca.core.types import NodeId, PartitionKey, format_key, ids_named, key_strings, short_name
 from barca.model.discovery import (
+    PSEUDO_ABSPATH,
     FileModel,
     InputRef,
     NodeModel,
@@ -375,6 +376,9 @@ def plan_warnings(graph: Graph, nids: list[NodeId]) -> list[dict[str, str]]:
                 out.append({"node": nid, "parameter": name, "kind": "default_unused",
                             "message": f"the default of '{name}' in '{n.function}' is never "
                                        "used: an input or partition dimension always fills it"})
+        if graph.files[n.file].abspath != PSEUDO_ABSPATH:  # a notebook's cells: not read
+            from barca.model.lint import warnings
+            out.extend(warnings(n, graph.files[n.file]))
     return sorted(out, key=lambda w: (w["node"], w["parameter"], w["kind"]))
 
 

@@ -34,3 +34,51 @@ class Capacity:
         for line in lines:
             on_event(ev.Note(line, "warning"))
         return lines
+
+
+# ---------------------------------------------------------------------------- warnings
+
+def warning_object(kind: str, message: str, node: str | None = None,
+                   param: str | None = None) -> dict[str, Any]:
+    return {"kind": kind, "node": node, "param": param, "message": message}
+
+
+def warning_objects(raw: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Warnings of any kind (``plan_warnings``' dicts: node, parameter, kind, message) as the
+    JSON shows them, ``{kind, node, param, message}``, sorted by node, param and kind."""
+    out = [warning_object(w.get("kind") or "note", w.get("message") or "", w.get("node"),
+                          w.get("param", w.get("parameter"))) for w in raw]
+    return sorted(out, key=lambda w: (w["node"] or "", w["param"] or "", w["kind"]))
+
+
+def warning_lines(objs: list[dict[str, Any]]) -> list[str]:
+    """What stderr says of them: one line each, but one summary line for every undeclared
+    environment variable (``barca status`` lists them per node)."""
+    lines = [w["message"] for w in objs if w["kind"] != "undeclared_env"]
+    env = [w for w in objs if w["kind"] == "undeclared_env"]
+    if env:
+        steps = len({w["node"] for w in env})
+        names = ", ".join(sorted({w["param"] for w in env}))
+        lines.append(f"{steps} step{'s' if steps != 1 else ''} read environment variables not "
+                     f"declared in env=: {names}; barca status lists them")
+    return lines
+
+
+def undeclared_env(objs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """node id -> the environment variables it reads without declaring them, sorted."""
+    out: dict[str, list[str]] = {}
+    for w in objs:
+        if w["kind"] == "undeclared_env":
+            out.setdefault(w["node"], []).append(w["param"])
+    return {n: sorted(v) for n, v in out.items()}
+
+
+def announce_warnings(graph: Any, nids: list[NodeId],
+                      on_event: ev.EventCallback) -> list[dict[str, Any]]:
+    """The plan warnings of ``nids`` (the targets' cones, or the whole project), as objects;
+    each said on stderr before any step runs."""
+    from barca.model.topology import plan_warnings
+    objs = warning_objects(plan_warnings(graph, nids))
+    for line in warning_lines(objs):
+        on_event(ev.Note(line, "warning"))
+    return objs

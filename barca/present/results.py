@@ -238,7 +238,7 @@ class RunResult(_Displayable, Record):
     phases: int
     steps: tuple[StepSummary, ...]
     outputs: tuple[Output, ...]
-    warnings: tuple[str, ...]
+    warnings: tuple[dict[str, Any], ...]  # {kind, node, param, message} (present.notices)
     failed_node: str | None
     error: str | None
     skipped_downstream: int
