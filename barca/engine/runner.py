@@ -26,6 +26,8 @@ from barca.engine.states import NodeState, SourceOutput, StepState
 from barca.model.discovery import PSEUDO_ABSPATH
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from barca.engine.executors import Executor
 
 
@@ -368,7 +370,7 @@ class Runner:
                     ns.output = SourceOutput(*unpack_output(rec.keys, rec.key_values, rec.key_raw))
                 self.w.done += 1
                 self.on_event(ev.StepCompleted(s.id, rec.elapsed, self.w.done, self.w.total,
-                                               rec.output))
+                                               rec.output, env_text(self.graph.root, m.env)))
             else:
                 s.action, s.error, s.traceback = "failed", rec.error, rec.traceback
                 if rec.infra:
@@ -442,6 +444,15 @@ class Runner:
             lines, self._lines = self._lines, []
             self.ctx.store.record(rows, lines)
         self._last_flush = time.monotonic()
+
+
+def env_text(root: Path, names: list[str]) -> str:
+    """``A=1 B=<unset>``: the env= values a step ran with, as output shows them."""
+    if not names:
+        return ""
+    from barca.core.dotenv import values
+    return " ".join(f"{n}={'<unset>' if v is None else v}"
+                    for n, v in values(names, root).items())
 
 
 def new_run_id() -> str:

@@ -453,15 +453,12 @@ def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -
         else:
             raise _fail(fm, line, f"freshness={text} is not a freshness",
                         "Use Always, Manual or Schedule(\"<cron>\") from barca.")
-    elif name == "env":
-        try:
-            env = ast.literal_eval(value)
-        except ValueError:
-            env = None
-        if not (isinstance(env, (list, tuple)) and all(isinstance(e, str) for e in env)):
+    elif name == "env":  # a list of string literals: not a tuple, a string or a variable
+        if not (isinstance(value, ast.List) and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts)):
             raise _fail(fm, line, "env= must be a literal list of variable names",
                         'Write env=["API_TOKEN"].')
-        node.env = sorted(set(env))
+        node.env = sorted({e.value for e in value.elts})  # type: ignore[attr-defined]
     elif name in ("retries", "timeout_seconds", "retry_backoff"):
         try:
             num = ast.literal_eval(value)

@@ -84,7 +84,13 @@ def plan_row(ctx: Context, ns: NodeState, weight: int | None = None,
         else:
             detail = assume or "-"
     return PlanRow(ns.node, m.kind, action, reason, detail, parts, len(run), n_cached,
-                   len(unknown), _extra(weight=weight, undeclared_env=undeclared))
+                   len(unknown), _extra(weight=weight, undeclared_env=undeclared,
+                                        env=_env(ctx, m.env)))
+
+
+def _env(ctx: Context, names: list[str]) -> dict[str, str | None] | None:
+    from barca.core.dotenv import values
+    return values(names, ctx.graph.root) if names else None
 
 
 def _extra(**keys: Any) -> dict[str, Any] | None:
@@ -213,6 +219,9 @@ def step_summary(ctx: Context, ns: NodeState,
         extra["attempts"] = max(tries)
     if undeclared:
         extra["undeclared_env"] = undeclared
+    if m.env:  # the values it ran (or would run) with, secrets redacted
+        from barca.core.dotenv import values
+        extra["env"] = values(m.env, ctx.graph.root)
     return StepSummary(ns.node, m.kind, action, first.reason if first else "", detail or "",
                        run_hash, parts, extra or None)
 
