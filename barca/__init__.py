@@ -26,10 +26,10 @@ __all__ = [
     "Always", "BarcaError", "Cancelled", "InfrastructureError", "Manual", "Schedule",
     "StepFailed", "UsageError", "__version__", "asset", "asset_ref", "collect", "group", "get",
     "history", "list_nodes", "load_ipython_extension", "partitions", "partitions_from", "plan",
-    "run", "sensor", "sink", "sql", "status", "task", "graph", "unsafe",
+    "run", "sensor", "sink", "sql", "status", "task", "graph", "unsafe", "stats",
 ]  # StatusWidget (barca.StatusWidget) needs the [jupyter] extra: not star-imported
 
-_API = {"get", "run", "status", "list_nodes", "plan", "history", "sql", "graph"}
+_API = {"get", "run", "status", "list_nodes", "plan", "history", "sql", "graph", "stats"}
 
 
 def __getattr__(name: str) -> object:

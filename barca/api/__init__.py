@@ -32,6 +32,7 @@ from barca.present.results import (
 from barca.present.verdicts import plan_row, run_result, status_row
 from barca.queries.listing import list_nodes  # noqa: F401  (part of the API)
 from barca.queries.runlog import history  # noqa: F401  (part of the API)
+from barca.queries.stats import stats  # noqa: F401  (part of the API)
 from barca.store.metadata import Store
 
 if TYPE_CHECKING:

@@ -436,6 +436,7 @@ class Runner:
             "run_id": self.run_id, "created_at": time.time(), "shape": rec.shape,
             "value_hash": rec.value_hash,
             "remote": None if rec.uploaded is None else int(rec.uploaded),
+            "attempts": rec.attempts,
         }
 
     def _flush(self) -> None:

@@ -27,7 +27,7 @@ def _close_matches(word: str, choices: list[str], n: int, cutoff: float) -> list
 
 
 COMMANDS = ("get", "run", "list", "status", "graph", "sql", "plan", "history", "logs", "gc",
-            "doctor", "docs", "version")
+            "doctor", "docs", "version", "stats")
 
 
 def _columns() -> int:
@@ -177,6 +177,14 @@ def _logs_flags(s: argparse.ArgumentParser) -> None:
     _output_flags(s)
 
 
+def _stats_flags(s: argparse.ArgumentParser) -> None:
+    s.add_argument("args", nargs="*", metavar="TARGET [FILE]")
+    s.add_argument("--fields", metavar="A,B",
+                   help="only these keys of each recent run (implies --json): elapsed_seconds, "
+                        "status, created_at, error_message, attempts")
+    _output_flags(s)
+
+
 def _gc_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("args", nargs="*", metavar="FILE")
     s.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
@@ -198,6 +206,7 @@ _COMMAND_FLAGS: dict[str, tuple[str, Any]] = {
     "sql": ("query cached results with DuckDB", _sql_flags),
     "plan": ("the execution plan as JSON", _plan_flags),
     "history": ("recent runs", _history_flags),
+    "stats": ("a node's run count, durations, cache hit rate and recent runs", _stats_flags),
     "logs": ("what a run's steps printed", _logs_flags),
     "gc": ("evict cached results now, down to 80%% of the cache size limit", _gc_flags),
     "doctor": ("check the project's health without running anything", _list_flags),
@@ -285,7 +294,7 @@ def resolve(args: argparse.Namespace) -> Settings:
     """The command's ``Settings``, resolved once: its flags (``--env``, ``--executor``,
     ``--json``/``--pretty``), then the environment, then ``barca.toml``."""
     from barca.core.settings import Settings
-    output = "json" if getattr(args, "json", False) else (
+    output = "json" if getattr(args, "json", False) or getattr(args, "fields", None) else (
         "pretty" if getattr(args, "pretty", False) else None)
     settings = Settings.resolve(project=args.command not in _NO_PROJECT,
                                 env=getattr(args, "env", None), output=output,
@@ -342,6 +351,11 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
     if cmd == "plan":
         return Outcome(cmd, api.plan(*args.args, target=args.target, settings=s,
                                      on_event=on_event), args, s)
+    if cmd == "stats":
+        from barca.queries.stats import stats_report
+        target, files = split_target(args.args)
+        return Outcome(cmd, stats_report(target or "", *files, fields=args.fields,
+                                         settings=s), args, s)
     if cmd == "history":
         return Outcome(cmd, api.history(args.limit, settings=s), args, s)
     if cmd == "gc":

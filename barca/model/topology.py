@@ -60,7 +60,8 @@ class Graph(Fields):
             f"Run `barca list {files}` to see available assets and tasks.".replace("  ", " "))
 
     def available(self, command: str = "get") -> list[NodeId]:
-        kinds = ("task",) if command == "run" else ("asset", "sensor")
+        kinds = ("task",) if command == "run" else (
+            ("asset", "sensor", "task") if command == "stats" else ("asset", "sensor"))
         return [n for n in self.order if self.nodes[n].kind in kinds]
 
     # -------------------------------------------------------------- cones
