@@ -26,7 +26,8 @@ PUBLIC = {
     "Cancelled", "get", "run", "status", "list_nodes", "plan", "sql", "history", "graph",
     "load_ipython_extension", "__version__",
     # the pipeline vocabulary (barca docs references, ...)
-    "asset_ref", "group", "unsafe", "stats",
+    "asset_ref", "group", "unsafe", "stats", "parallel", "parallel_map", "ParallelError",
+    "BranchResultError",
 }
 
 

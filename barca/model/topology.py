@@ -330,8 +330,9 @@ def _validate(graph: Graph, n: NodeModel) -> None:
                     "explicitly with partitions([...]).")
     filled = {i.param for i in n.inputs} | {d.name for d in n.dims}
     filled |= {graph.nodes[d.source].function for d in froms}  # type: ignore[index]
+    branch = n.kind == "task" and not n.inputs and not n.dims  # parallel() fills its params
     for p, has_default in n.params:
-        if not has_default and p not in filled:
+        if not has_default and p not in filled and not branch:
             raise UsageError(
                 f"{where}: parameter '{p}' of '{n.function}' is not filled by any input or "
                 f"partition dimension.",
