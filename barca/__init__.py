@@ -27,7 +27,7 @@ __all__ = [
     "StepFailed", "UsageError", "__version__", "asset", "asset_ref", "collect", "group", "get",
     "history", "list_nodes", "load_ipython_extension", "partitions", "partitions_from", "plan",
     "run", "sensor", "sink", "sql", "status", "task", "graph", "unsafe", "stats",
-    "parallel", "parallel_map", "ParallelError", "BranchResultError",
+    "parallel", "parallel_map", "ParallelError", "BranchResultError", "duckdb_connection",
 ]  # StatusWidget (barca.StatusWidget) needs the [jupyter] extra: not star-imported
 
 _API = {"get", "run", "status", "list_nodes", "plan", "history", "sql", "graph", "stats"}
@@ -40,6 +40,9 @@ def __getattr__(name: str) -> object:
     if name in _FANOUT:  # loaded on first use: a worker that never fans out never imports it
         from barca.engine import fanout
         return getattr(fanout, name)
+    if name == "duckdb_connection":
+        from barca.store.duck import duckdb_connection
+        return duckdb_connection
     if name in _API:
         from barca import api
         return getattr(api, name)

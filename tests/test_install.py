@@ -27,7 +27,7 @@ PUBLIC = {
     "load_ipython_extension", "__version__",
     # the pipeline vocabulary (barca docs references, ...)
     "asset_ref", "group", "unsafe", "stats", "parallel", "parallel_map", "ParallelError",
-    "BranchResultError",
+    "BranchResultError", "duckdb_connection",
 }
 
 

@@ -175,6 +175,9 @@ class Worker:
                 out[param] = self.collected(spec[1], spec[2])
             else:
                 out[param] = None
+        if any(type(v).__name__ == "DuckDBPyRelation" for v in out.values()):
+            from barca.store.duck import name_relations  # visible to SQL as views, by name
+            name_relations(out)
         return out
 
     def run(self, task: StepJob) -> StepRecord:
