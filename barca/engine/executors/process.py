@@ -55,7 +55,6 @@ def _worker_main(conn: Connection, settings: Any, parent: int | None) -> None:
     from barca.engine.executors.worker import Worker
 
     worker = Worker(settings, lambda kind, data: conn.send((kind, data)))
-    from barca.engine.executors import branches
     branches.CHANNEL = conn  # a step's parallel() asks the coordinator over this pipe
     while True:
         try:
@@ -148,7 +147,7 @@ class ProcessPool:
             for dead in [s for s in self.slots if not s.chunk and not s.proc.is_alive()]:
                 self._replace(dead)
             idle = [s for s in self.slots if not s.chunk]
-            while queue and (idle or self._active() < self.size):
+            while queue and self._running() < self.size:
                 chunk = self._next_chunk(queue) if weighed else queue.popleft()
                 if chunk is None:
                     break  # the capacity is taken until a running step ends
@@ -192,9 +191,10 @@ class ProcessPool:
                 elif slot.chunk and slot.deadline is not None and now >= slot.deadline:
                     remaining -= self._fail_timeout(slot, queue, deliver, by_index)
 
-    def _active(self) -> int:
-        """The workers that count against the pool size: not those whose step waits."""
-        return sum(1 for s in self.slots if not s.waiting)
+    def _running(self) -> int:
+        """The workers that count against the pool size: those running something, but not
+        those whose step waits for its branches (a pool grows by the callers that wait)."""
+        return sum(1 for s in self.slots if s.chunk and not s.waiting)
 
     def _fan_out(self, slot: _Slot, jobs: list[Any], queue: deque[list[Any]],
                  by_index: dict[int, Any]) -> None:
