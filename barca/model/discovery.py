@@ -74,7 +74,7 @@ class NodeModel(_Model):
     _TREE = "_fn"
     __slots__ = ("id", "file", "abspath", "function", "kind", "line", "_fn", "params", "inputs",
                  "dims", "serializer", "freshness", "env", "retries", "retry_backoff", "timeout",
-                 "description", "weight", "schedule", "max_failures",
+                 "description", "weight", "schedule", "max_failures", "unused", "env_reads",
                  "counted_decorator", "counted_names", "sinks", "var_kw", "_file", "readers")
 
     def __init__(self, id: NodeId, file: str, abspath: str, function: str, kind: str, line: int,
@@ -105,6 +105,8 @@ class NodeModel(_Model):
         self.weight = 1           # how much of the capacity the step takes while it runs
         self.schedule: str | None = None  # freshness=Schedule(cron): the cron as written
         self.max_failures = arguments.MAX_FAILURES
+        self.unused: list[str] = []       # barca.model.lint's findings, read with the file
+        self.env_reads: list[str] = []
         self.timeout = timeout
         self.description = description
         # dumps that enter the hash, and the names those counted arguments use
@@ -252,6 +254,10 @@ def parse_file(path: Path, root: Path) -> FileModel:
             if node is not None:
                 node._file = fm
                 fm.nodes.append(node)
+    from barca.model import lint  # what plan warnings say, kept with the cached model
+    for node in fm.nodes:
+        node.unused = lint.unused_inputs(node)
+        node.env_reads = sorted(lint.env_reads(node, fm))
     if "group" in fm.barca_names.values() or fm.barca_modules:
         from barca.model import groups
         fm.groups = groups.read(fm.path, tree.body,

@@ -105,15 +105,16 @@ def _env_name(n: ast.AST) -> str | None:
     return None
 
 
-def warnings(node: Any, fm: Any) -> list[dict[str, str]]:
-    """The node's ``unused_input`` and ``undeclared_env`` warnings (plan_warnings' form)."""
+def warnings(node: Any) -> list[dict[str, str]]:
+    """The node's ``unused_input`` and ``undeclared_env`` warnings (plan_warnings' form), from
+    what discovery found when it read the file (``node.unused``, ``node.env_reads``)."""
     out = []
-    for p in unused_inputs(node):
+    for p in node.unused:
         out.append({"node": node.id, "parameter": p, "kind": "unused_input",
                     "message": f"{node.id} never uses its input `{p}`. Remove it from "
                                f"inputs=, or name the parameter `_{p}` if it is there only "
                                "to run after it."})
-    for name in sorted(env_reads(node, fm) - set(node.env)):
+    for name in sorted(set(node.env_reads) - set(node.env)):
         out.append({"node": node.id, "parameter": name, "kind": "undeclared_env",
                     "message": f"{node.id} reads the environment variable {name}, which is "
                                f"not in its env=, so a change of it does not run the step "

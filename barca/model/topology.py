@@ -380,7 +380,7 @@ def plan_warnings(graph: Graph, nids: list[NodeId]) -> list[dict[str, str]]:
                                        "used: an input or partition dimension always fills it"})
         if graph.files[n.file].abspath != PSEUDO_ABSPATH:  # a notebook's cells: not read
             from barca.model.lint import warnings
-            out.extend(warnings(n, graph.files[n.file]))
+            out.extend(warnings(n))
     return sorted(out, key=lambda w: (w["node"], w["parameter"], w["kind"]))
 
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from barca.core.types import PREVIEW_KEYS, NodeId, key_preview, short_name
 from barca.engine.planner import Context, NodeState
-from barca.model.discovery import PSEUDO_ABSPATH
 from barca.model.topology import Graph
 from barca.present.results import PlanRow, RunResult, StatusRow, StepSummary
 from barca.store.metadata import Row
@@ -164,12 +163,9 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
         last_run, shape, lm = f"failed {_when(last.created_at)}", "-", _materialization(last)
     deps = tuple(graph.upstream[ns.node])
     extra: dict[str, Any] = {}
-    fm = graph.files[m.file]
-    if fm.abspath != PSEUDO_ABSPATH:
-        from barca.model.lint import env_reads
-        undeclared = sorted(env_reads(m, fm) - set(m.env))
-        if undeclared:  # read, not declared in env=, so not hashed (barca docs env)
-            extra["undeclared_env"] = undeclared
+    undeclared = sorted(set(m.env_reads) - set(m.env))
+    if undeclared:  # read, not declared in env=, so not hashed (barca docs env)
+        extra["undeclared_env"] = undeclared
     if m.schedule is not None:
         from barca.present.schedules import schedule_state
         rows = ctx.store.rows(ns.node, order="id DESC LIMIT 1000")
