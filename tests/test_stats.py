@@ -108,3 +108,11 @@ def test_stats_through_the_cli(project: Project) -> None:
     for bad in (["stats", "pipeline.py"], ["stats", "nope", "pipeline.py"],
                 ["stats", "raw", "pipeline.py", "--fields", "nope"]):
         assert project.barca(*bad).code == 2, bad
+
+
+def test_a_typo_of_status_still_means_status() -> None:
+    """`stats` is close to `stauts` too: two swapped letters mean the word with those letters."""
+    from barca.faces.commands import parse
+    for typo, meant in (("stauts", "status"), ("stast", "stats"), ("hstory", "history")):
+        with pytest.raises(UsageError, match=f"Did you mean '{meant}'"):
+            parse([typo])

@@ -23,7 +23,11 @@ def _close_matches(word: str, choices: list[str], n: int, cutoff: float) -> list
         bare = {c.lstrip("-"): c for c in choices if c.startswith("-")}
         found = difflib.get_close_matches(word.lstrip("-"), list(bare), n=n, cutoff=0.75)
         return [bare[f] for f in found]
-    return difflib.get_close_matches(word, choices, n=n, cutoff=max(cutoff, 0.6))
+    found = difflib.get_close_matches(word, choices, n=len(choices), cutoff=max(cutoff, 0.6))
+    # two letters swapped (stauts) means the word with the same letters (status), even where
+    # another one (stats) scores a little higher
+    found.sort(key=lambda c: sorted(c) != sorted(word))
+    return found[:n]
 
 
 COMMANDS = ("get", "run", "list", "status", "graph", "sql", "plan", "history", "logs", "gc",
