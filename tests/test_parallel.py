@@ -172,3 +172,58 @@ def test_the_api_returns_the_caller_s_value(project: Project) -> None:
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == "caught:"
+
+
+CROWD = """
+import time
+from functools import partial
+from barca import asset, parallel, task
+
+
+def _busy(name):
+    t = time.time()
+    time.sleep(0.6)
+    with open(f"spans_{name}", "w") as f:
+        f.write(f"{t} {time.time()}")
+    return name
+
+
+@task()
+def branch(i: int) -> str:
+    return _busy(f"b{i}")
+
+
+@asset()
+def fan() -> list:
+    got = parallel(*(partial(branch, i) for i in range(3)))
+    _busy("fan")  # after its branches, the caller works again: one of the pool's two
+    return got
+
+
+@asset()
+def s1() -> str:
+    return _busy("s1")
+
+
+@asset()
+def s2() -> str:
+    return _busy("s2")
+
+
+@asset()
+def s3() -> str:
+    return _busy("s3")
+"""
+
+
+@pytest.mark.slow
+def test_a_waiting_caller_never_lets_more_than_the_pool_run(project: Project) -> None:
+    project.write("pipeline.py", CROWD)
+    r = project.barca("get", "fan,s1,s2,s3", "pipeline.py", "--json",
+                      env={"BARCA_POOL_SIZE": "2"})
+    assert r.code == 0, r.err
+    spans = [tuple(map(float, p.read_text().split()))
+             for p in project.path.glob("spans_*")]
+    assert len(spans) == 7
+    most = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
+    assert most <= 2  # branches and steps share the pool of 2; the waiting caller is not one
