@@ -9,27 +9,40 @@ from barca.model.decorators import (
     Manual,
     Schedule,
     asset,
+    asset_ref,
     collect,
+    group,
     partitions,
     partitions_from,
     sensor,
     sink,
     task,
+    unsafe,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Always", "BarcaError", "Cancelled", "InfrastructureError", "Manual", "Schedule",
-    "StepFailed", "UsageError", "__version__", "asset", "collect", "get", "history",
-    "list_nodes", "load_ipython_extension", "partitions", "partitions_from", "plan", "run",
-    "sensor", "sink", "sql", "status", "task", "graph",
+    "StepFailed", "UsageError", "__version__", "asset", "asset_ref", "collect", "group", "get",
+    "history", "list_nodes", "load_ipython_extension", "partitions", "partitions_from", "plan",
+    "run", "sensor", "sink", "sql", "status", "task", "graph", "unsafe", "stats",
+    "parallel", "parallel_map", "ParallelError", "BranchResultError", "duckdb_connection",
 ]  # StatusWidget (barca.StatusWidget) needs the [jupyter] extra: not star-imported
 
-_API = {"get", "run", "status", "list_nodes", "plan", "history", "sql", "graph"}
+_API = {"get", "run", "status", "list_nodes", "plan", "history", "sql", "graph", "stats"}
+
+
+_FANOUT = {"parallel", "parallel_map", "ParallelError", "BranchResultError"}
 
 
 def __getattr__(name: str) -> object:
+    if name in _FANOUT:  # loaded on first use: a worker that never fans out never imports it
+        from barca.engine import fanout
+        return getattr(fanout, name)
+    if name == "duckdb_connection":
+        from barca.store.duck import duckdb_connection
+        return duckdb_connection
     if name in _API:
         from barca import api
         return getattr(api, name)

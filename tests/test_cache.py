@@ -57,7 +57,7 @@ def test_a_run_over_the_limit_evicts_superseded_results_first(project: Project) 
     assert doc["cache"]["tiers"]["least_recently_read"] == []
     line = next(x for x in r.err.splitlines() if "over its" in x)
     assert line.startswith("[barca] cache ") and "evicted 1 file" in line
-    assert line in [f"[barca] {w}" for w in doc["warnings"]]
+    assert line in [f"[barca] {w['message']}" for w in doc["warnings"]]
     assert all(not (project.path / ".barca" / f).exists() for f in old_x)
     assert len(_art(project, "x")) == 1 and len(_art(project, "y")) == 1  # current: kept
     # no eviction under the limit: no line, no cache object

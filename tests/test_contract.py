@@ -313,7 +313,7 @@ def test_partition_note_reaches_stderr_in_every_mode(project: Project, mode: lis
     assert r.code == 0, r.err
     assert "--partition skips a fan-in that reads every key: summary" in r.err
     if mode in ([], ["--json"]):
-        assert any("summary" in w for w in json.loads(r.out)["warnings"])
+        assert any("summary" in w["message"] for w in json.loads(r.out)["warnings"])
 
 
 NO_CASCADE = """
@@ -348,7 +348,7 @@ def test_no_cascade_warning_names_only_cached_dependants(project: Project,
     assert line in r.err
     assert "'edited' was served" not in r.err
     if mode in ([], ["--json"]):
-        assert line in json.loads(r.out)["warnings"]
+        assert line in [w["message"] for w in json.loads(r.out)["warnings"]]
 
 
 # ------------------------------------------------------------------ 10. BARCA_OUTPUT

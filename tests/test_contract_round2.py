@@ -110,7 +110,7 @@ def test_refresh_says_why_each_step_reran(project) -> None:
     assert r.code == 0
     for name in ("mid", "top"):
         line = f"'{name}' was served from cache but depends on refreshed 'src'"
-        assert line in r.err and line in r.json()["warnings"], r.err
+        assert line in r.err and line in [w["message"] for w in r.json()["warnings"]], r.err
     split = project.barca("get", "top", "pipeline.py", "--refresh", "src", "mid")
     assert split.code == 2 and "--refresh src,mid" in split.err, split.err
 

@@ -455,7 +455,7 @@ def test_plan_previews_keys_and_sorts_warnings(project: Project) -> None:
     assert nodes["grid"]["key_preview"] == ["day=d1,region=eu", "day=d1,region=us",
                                             "day=d2,region=eu", "day=d2,region=us"]
     assert nodes["a_total"]["partitioned"] is False and nodes["a_total"]["keys"] is None
-    assert [(w["node"].split(":")[1], w["parameter"], w["kind"]) for w in plan["warnings"]] == [
+    assert [(w["node"].split(":")[1], w["param"], w["kind"]) for w in plan["warnings"]] == [
         ("a_total", "items", "default_unused"),
         ("double", "item", "default_unused"),
         ("item", "k", "dimension_unused"),

@@ -177,8 +177,8 @@ def test_serializer_csv_and_the_parquet_fallback(project: Project) -> None:
     assert [p.suffix for p in _artifacts(project, "parquet_dict")] == [".pkl"]
     r = project.barca("get", "parquet_dict", "pipeline.py", "--refresh", "parquet_dict", "--json")
     assert r.json()["final_output"]["format"] == "pickle"
-    assert r.json()["warnings"] == ["pipeline.py:parquet_dict: parquet cannot hold a dict; "
-                                    "stored as pickle"]
+    assert [w["message"] for w in r.json()["warnings"]] == [
+        "pipeline.py:parquet_dict: parquet cannot hold a dict; stored as pickle"]
 
     r = project.barca("get", "sunk", "pipeline.py", "--json")
     assert r.code == 0, r.err

@@ -25,6 +25,9 @@ PUBLIC = {
     "partitions_from", "BarcaError", "UsageError", "StepFailed", "InfrastructureError",
     "Cancelled", "get", "run", "status", "list_nodes", "plan", "sql", "history", "graph",
     "load_ipython_extension", "__version__",
+    # the pipeline vocabulary (barca docs references, ...)
+    "asset_ref", "group", "unsafe", "stats", "parallel", "parallel_map", "ParallelError",
+    "BranchResultError", "duckdb_connection",
 }
 
 

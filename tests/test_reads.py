@@ -223,7 +223,7 @@ def test_adopting_from_a_store_without_a_key_is_said_once(tmp_path: Path) -> Non
                     "anyone who can write to it decides what they hold; set BARCA_STORE_KEY "
                     "(the same long random string on every machine that shares the store) to "
                     "accept only signed results (barca docs remote)"], r.err
-    assert said[0][len("[barca] warning: "):] in r.json()["warnings"]
+    assert said[0][len("[barca] warning: "):] in [w["message"] for w in r.json()["warnings"]]
     r = run(b, store, "doubled")        # nothing taken from the store: nothing said
     assert r.code == 0 and "not signed" not in r.err, r.err
     d = machine(tmp_path, "d")          # with a key, what it takes is signed: nothing said

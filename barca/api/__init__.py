@@ -21,13 +21,7 @@ from barca.core.types import NodeId, key_preview, short_name
 from barca.engine.planner import Context
 from barca.engine.runner import Runner, new_run_id
 from barca.engine.selection import Selection, check_selection, resolve_refresh, walk_order
-from barca.model.topology import (
-    Graph,
-    load_graph,
-    plan_warnings,
-    untracked_message,
-    untracked_warnings,
-)
+from barca.model.topology import Graph, load_graph, untracked_message, untracked_warnings
 from barca.present.outputs import node_output
 from barca.present.results import (
     PhasePlan,
@@ -38,6 +32,7 @@ from barca.present.results import (
 from barca.present.verdicts import plan_row, run_result, status_row
 from barca.queries.listing import list_nodes  # noqa: F401  (part of the API)
 from barca.queries.runlog import history  # noqa: F401  (part of the API)
+from barca.queries.stats import stats  # noqa: F401  (part of the API)
 from barca.store.metadata import Store
 
 if TYPE_CHECKING:
@@ -186,8 +181,9 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         only_tasks = _only_tasks(sess.graph, target, command, files)
         if only_tasks is not None:
             on_event(ev.Note(only_tasks))
+            from barca.present.notices import warning_object
             return RunResult(command, new_run_id(), "success", time.perf_counter() - start,
-                             0, 0, 0, (), (), (only_tasks,))
+                             0, 0, 0, (), (), (warning_object("note", only_tasks),))
         targets = _targets(sess.graph, target, command)
         label = ",".join(short_name(t) for t in targets) if target else "all"
         if command == "get" and not _names(target) and sess.graph.available("run"):
@@ -210,6 +206,9 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         sess.ctx.defcache.conn = sess.store.conn
         if ask is not None:
             ask.generation = store.generation()
+        from barca.present.notices import Capacity, announce_warnings, warning_object
+        Capacity(settings).announce(sess.graph, order, on_event)
+        said = announce_warnings(sess.graph, order, on_event)
         runner = Runner(sess.ctx, targets, execute=True, refresh=refresh_ids,
                         cascade=not no_cascade, refresh_all=refresh_all, selection=selection,
                         on_event=on_event, verify_all=load_values)
@@ -230,15 +229,17 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
             sess.ctx.defcache.flush(sess.store)
         cache = _keep_under_limit(sess, runner, on_event)
         elapsed = time.perf_counter() - start
-        warnings = list(w.notes)  # the run's notes and warnings, as stderr showed them
+        # the plan's warnings, then the run's notes as stderr showed them
+        warnings = said + [warning_object("run", n) for n in w.notes]
         if cache is not None:
-            warnings.append(cache.line())
+            warnings.append(warning_object("cache_limit", cache.line()))
         if refresh_ids and no_cascade:
             for nid, ups in _kept_dependants(sess.graph, w, refresh_ids, order):
-                warnings.append(f"'{short_name(nid)}' was served from cache but depends on "
-                                f"refreshed {', '.join(repr(short_name(u)) for u in ups)}")
-                on_event(ev.Note(warnings[-1], "warning"))
-        warnings.extend(runner.remote_notes())
+                text = (f"'{short_name(nid)}' was served from cache but depends on "
+                        f"refreshed {', '.join(repr(short_name(u)) for u in ups)}")
+                warnings.append(warning_object("no_cascade", text, nid))
+                on_event(ev.Note(text, "warning"))
+        warnings.extend(warning_object("remote", n) for n in runner.remote_notes())
         if w.done:
             on_event(ev.RunEnded(w.done, w.total, elapsed, bool(w.failed)))
         outputs = tuple(node_output(sess.graph, sess.settings, sess.store.prefix, w.states[t],
@@ -358,7 +359,8 @@ def _predict(sess: Session, targets: list[NodeId], **kw: Any) -> Any:
 def plan_run(target: str | list[str] | None = None, *files: str, command: str = "get",
              refresh: str | list[str] | None = None, refresh_all: bool = False,
              no_cascade: bool = False, partition: str | dict[str, Any] | None = None,
-             settings: Settings | None = None, **flags: Any) -> Plan:
+             settings: Settings | None = None, on_event: ev.EventCallback = ev.ignore,
+             **flags: Any) -> Plan:
     """``--dry-run``: what a run would do. Runs nothing, writes nothing."""
     settings = settings_of(settings, **flags)
     _check_flags(target, refresh, no_cascade)
@@ -374,7 +376,14 @@ def plan_run(target: str | list[str] | None = None, *files: str, command: str = 
         w = _predict(sess, targets, refresh=refresh_ids, cascade=not no_cascade,
                      refresh_all=refresh_all, selection=selection)
         cmd = f"barca {command}" + (f" {','.join(_names(target))}" if target else "")
-        return Plan(cmd, label, tuple(plan_row(sess.ctx, w.states[n]) for n in w.order))
+        from barca.present.notices import Capacity, announce_warnings, undeclared_env
+        cap = Capacity(settings)
+        cap.announce(sess.graph, w.order, on_event)
+        said = announce_warnings(sess.graph, w.order, on_event)
+        weights, env = cap.weights(sess.graph, w.order), undeclared_env(said)
+        return Plan(cmd, label, tuple(plan_row(sess.ctx, w.states[n], weights.get(n),
+                                               env.get(n)) for n in w.order),
+                    cap.capacity, tuple(said))
     finally:
         sess.close()
 
@@ -406,9 +415,10 @@ def status(target: str | None = None, *files: str, settings: Settings | None = N
 
 def plan(*files: str, target: str | None = None, settings: Settings | None = None,
          on_event: ev.EventCallback = ev.ignore, **flags: Any) -> PhasePlan:
-    """The execution plan: phases, one entry per step (per key), and the pool size. An
-    ``untracked_import`` warning is also a line on stderr (``on_event``)."""
-    from barca.engine.executors import default_pool_size
+    """The execution plan: phases, one entry per step (per key), the pool size and the
+    capacity. Each warning (an ``untracked_import`` too) is also a line on stderr
+    (``on_event``)."""
+    from barca.present.notices import Capacity, announce_warnings, warning_objects
     settings = settings_of(settings, **flags)
     sess = Session(files, write=False, settings=settings)
     try:
@@ -432,14 +442,16 @@ def plan(*files: str, target: str | None = None, settings: Settings | None = Non
                           "key_preview": key_preview(keys), "will_run": t.count("run"),
                           "cached": t.count("cached"), "unknown": t.count("unknown")})
         order = sorted(phases)
+        cap = Capacity(settings)
+        cap.announce(graph, w.order, on_event)
+        said = announce_warnings(graph, w.order, on_event)
         untracked = sess.ctx.untracked(list(w.order))
         for module, nids in sorted(untracked.items()):
             on_event(ev.Note(untracked_message(module, nids), "warning"))
-        warnings = sorted(plan_warnings(graph, w.order) + untracked_warnings(graph, untracked),
-                          key=lambda x: (x["node"], x["parameter"], x["kind"]))
-        return PhasePlan(default_pool_size(settings), tuple(tuple(phases[k]) for k in order),
+        said = warning_objects(said + untracked_warnings(graph, untracked))
+        return PhasePlan(cap.pool_size, tuple(tuple(phases[k]) for k in order),
                          tuple(dict(d, phase=order.index(d["phase"]) + 1) for d in nodes),
-                         tuple(warnings))
+                         tuple(said), cap.capacity, cap.source, cap.weights(graph, w.order))
     finally:
         sess.close()
 

@@ -23,6 +23,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
                   "exclude": (list, "a list of glob patterns to skip")},
     "run": {"pool_size": (int, "a positive number of worker processes"),
             "executor": (str, "local, dask, or a Dask scheduler address (tcp://HOST:PORT)")},
+    "execution": {"capacity": (int, "a whole number >= 1: how much weight may run at once")},
 }
 
 
@@ -96,7 +97,7 @@ def _check(path: Path, text: str, section: str, key: str, value: Any) -> Any:
     ok = isinstance(value, kind) and not isinstance(value, bool)
     if ok and kind is list:
         ok = all(isinstance(v, str) for v in value)
-    if ok and key == "pool_size":
+    if ok and key in ("pool_size", "capacity"):
         ok = value >= 1
     if ok and key == "max_size":
         from barca.core.settings import parse_size

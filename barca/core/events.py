@@ -20,20 +20,22 @@ class Importing(Record):
 
 
 class StepCompleted(Record):
-    __slots__ = ("step", "elapsed", "done", "total", "output")
+    __slots__ = ("step", "elapsed", "done", "total", "output", "env")
     step: str
     elapsed: float
     done: int
     total: int
     output: str
+    env: str      # the env= values it ran with, "A=1 B=<unset>" (secrets redacted), or ""
 
     def __init__(self, step: str, elapsed: float, done: int, total: int,
-                 output: str = "") -> None:
+                 output: str = "", env: str = "") -> None:
         _set(self, "step", step)
         _set(self, "elapsed", elapsed)
         _set(self, "done", done)
         _set(self, "total", total)
         _set(self, "output", output)
+        _set(self, "env", env)
 
 
 class StepCached(Record):

@@ -23,6 +23,7 @@ SOURCES: dict[str, tuple[str, str, str]] = {
     "cache_max_size": ("BARCA_CACHE_MAX_SIZE", "cache", "max_size"),
     "pool_size": ("BARCA_POOL_SIZE", "run", "pool_size"),
     "executor": ("BARCA_EXECUTOR", "run", "executor"),
+    "capacity": ("BARCA_CAPACITY", "execution", "capacity"),  # the running steps' weights
     "include": ("", "discovery", "include"),
     "exclude": ("", "discovery", "exclude"),
     "output": ("BARCA_OUTPUT", "", ""),   # --json / --pretty; no barca.toml key
@@ -88,11 +89,12 @@ class Settings(Record):
     (``where``), so a bad setting fails only the commands that use it."""
 
     __slots__ = ("root", "env", "executor", "pool_size", "remote_uri", "store_key_file",
-                 "output", "cache_max_size", "fsync", "include", "exclude", "_origin")
+                 "output", "cache_max_size", "fsync", "include", "exclude", "capacity",
+                 "_origin")
     _defaults: ClassVar[dict[str, Any]] = {
         "env": None, "executor": None, "pool_size": None, "remote_uri": None,
         "store_key_file": None, "output": None, "cache_max_size": None, "fsync": False,
-        "include": (), "exclude": (), "_origin": {}}
+        "include": (), "exclude": (), "capacity": None, "_origin": {}}
     root: Path
     env: str | None             # a named environment's store; None: .barca
     executor: str | None        # local, dask or a scheduler address; None: local
@@ -104,6 +106,7 @@ class Settings(Record):
     fsync: bool
     include: tuple[str, ...]
     exclude: tuple[str, ...]
+    capacity: str | int | None  # None: the pool size
     _origin: Mapping[str, str]  # setting -> where its value came from (see ``where``)
 
     def __hash__(self) -> int:

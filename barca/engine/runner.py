@@ -26,6 +26,8 @@ from barca.engine.states import NodeState, SourceOutput, StepState
 from barca.model.discovery import PSEUDO_ABSPATH
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from barca.engine.executors import Executor
 
 
@@ -379,7 +381,8 @@ class Runner:
                     serializer=m.serializer if m.serializer != "expr" else None,
                     kwargs=s.kwargs, key_source=nid in self.ctx.key_sources,
                     timeout=m.timeout, retries=m.retries, sinks=m.sinks, shipped=shipped,
-                    store_prefix=self.ctx.store.prefix))
+                    store_prefix=self.ctx.store.prefix, retry_backoff=m.retry_backoff,
+                    weight=m.weight))
                 where.append((nid, s))
 
         bad_inputs: dict[NodeId, list[tuple[StepState, StepRecord]]] = {}
@@ -387,7 +390,7 @@ class Runner:
         def on_record(rec: StepRecord) -> None:
             nid, s = where[rec.index]
             m, def_parts, ns = nodes[nid]
-            s.elapsed = rec.elapsed
+            s.elapsed, s.attempts = rec.elapsed, rec.attempts
             if rec.warning:
                 self._warn(f"{s.id}: {rec.warning}")
             if rec.status == "input" and attempt == 0:  # repaired below, then run again
@@ -406,7 +409,7 @@ class Runner:
                     ns.output = SourceOutput(*unpack_output(rec.keys, rec.key_values, rec.key_raw))
                 self.w.done += 1
                 self.on_event(ev.StepCompleted(s.id, rec.elapsed, self.w.done, self.w.total,
-                                               rec.output))
+                                               rec.output, env_text(self.graph.root, m.env)))
             else:
                 s.action, s.error, s.traceback = "failed", rec.error, rec.traceback
                 if rec.infra:
@@ -475,6 +478,7 @@ class Runner:
             "run_id": self.run_id, "created_at": time.time(), "shape": rec.shape,
             "value_hash": rec.value_hash,
             "remote": None if rec.uploaded is None else int(rec.uploaded),
+            "attempts": rec.attempts,
         }
 
     def _flush(self) -> None:
@@ -483,6 +487,15 @@ class Runner:
             lines, self._lines = self._lines, []
             self.ctx.store.record(rows, lines)
         self._last_flush = time.monotonic()
+
+
+def env_text(root: Path, names: list[str]) -> str:
+    """``A=1 B=<unset>``: the env= values a step ran with, as output shows them."""
+    if not names:
+        return ""
+    from barca.core.dotenv import values
+    return " ".join(f"{n}={'<unset>' if v is None else v}"
+                    for n, v in values(names, root).items())
 
 
 def new_run_id() -> str:

@@ -38,7 +38,8 @@ class StepState:
     A step found cached by its run hash alone (in the node's snapshot) reads its row -- path,
     format, SHA-256, shape -- from the store only when one of those is first asked for."""
     __slots__ = ("node", "key", "action", "reason", "detail", "run_hash", "parts", "value_hash",
-                 "error", "traceback", "elapsed", "kwargs", "adopted", "adoptable", "_path",
+                 "error", "traceback", "elapsed", "attempts", "kwargs", "adopted", "adoptable",
+                 "_path",
                  "_format",
                  "_sha256", "_shape", "_row", "_hist", "_src")
 
@@ -52,6 +53,7 @@ class StepState:
         self.error: str | None = None
         self.traceback: str | None = None
         self.elapsed: float | None = None
+        self.attempts: int | None = None             # calls of the function, once it ran
         self.kwargs: dict[str, Any] | None = None   # built when the step is executed
         self.adopted = False          # an artifact on disk under this run hash with no record
         self.adoptable = False        # to run, unless such an artifact is found (the runner looks)

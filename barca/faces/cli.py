@@ -111,7 +111,9 @@ class EventPrinter:
         elif isinstance(e, ev.StepCompleted):
             self._step_output(e.step, e.output)
             if self.agent:
-                self._line(f"[barca] step:{e.step} completed {e.elapsed:.1f}s ({e.done}/{e.total})")
+                env = f" env {e.env}" if e.env else ""
+                self._line(f"[barca] step:{e.step} completed {e.elapsed:.1f}s "
+                           f"({e.done}/{e.total}){env}")
             elif self.live:
                 self._draw(e)
         elif isinstance(e, ev.StepCached):

@@ -23,11 +23,15 @@ def _close_matches(word: str, choices: list[str], n: int, cutoff: float) -> list
         bare = {c.lstrip("-"): c for c in choices if c.startswith("-")}
         found = difflib.get_close_matches(word.lstrip("-"), list(bare), n=n, cutoff=0.75)
         return [bare[f] for f in found]
-    return difflib.get_close_matches(word, choices, n=n, cutoff=max(cutoff, 0.6))
+    found = difflib.get_close_matches(word, choices, n=len(choices), cutoff=max(cutoff, 0.6))
+    # two letters swapped (stauts) means the word with the same letters (status), even where
+    # another one (stats) scores a little higher
+    found.sort(key=lambda c: sorted(c) != sorted(word))
+    return found[:n]
 
 
 COMMANDS = ("get", "run", "list", "status", "graph", "sql", "plan", "history", "logs", "gc",
-            "doctor", "docs", "version")
+            "doctor", "docs", "version", "stats")
 
 
 def _columns() -> int:
@@ -136,6 +140,8 @@ def _build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def _list_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("args", nargs="*", metavar="FILE")
+    s.add_argument("--groups", action="store_true",
+                   help="the groups (group()) instead of the nodes: JSON, or a tree")
     _output_flags(s)
 
 
@@ -176,6 +182,14 @@ def _logs_flags(s: argparse.ArgumentParser) -> None:
     _output_flags(s)
 
 
+def _stats_flags(s: argparse.ArgumentParser) -> None:
+    s.add_argument("args", nargs="*", metavar="TARGET [FILE]")
+    s.add_argument("--fields", metavar="A,B",
+                   help="only these keys of each recent run (implies --json): elapsed_seconds, "
+                        "status, created_at, error_message, attempts")
+    _output_flags(s)
+
+
 def _gc_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("args", nargs="*", metavar="FILE")
     s.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
@@ -197,6 +211,7 @@ _COMMAND_FLAGS: dict[str, tuple[str, Any]] = {
     "sql": ("query cached results with DuckDB", _sql_flags),
     "plan": ("the execution plan as JSON", _plan_flags),
     "history": ("recent runs", _history_flags),
+    "stats": ("a node's run count, durations, cache hit rate and recent runs", _stats_flags),
     "logs": ("what a run's steps printed", _logs_flags),
     "gc": ("evict cached results now, down to 80%% of the cache size limit", _gc_flags),
     "doctor": ("check the project's health without running anything", _list_flags),
@@ -294,7 +309,7 @@ def resolve(args: argparse.Namespace) -> Settings:
     """The command's ``Settings``, resolved once: its flags (``--env``, ``--executor``,
     ``--json``/``--pretty``), then the environment, then ``barca.toml``."""
     from barca.core.settings import Settings
-    output = "json" if getattr(args, "json", False) else (
+    output = "json" if getattr(args, "json", False) or getattr(args, "fields", None) else (
         "pretty" if getattr(args, "pretty", False) else None)
     settings = Settings.resolve(project=args.command not in _NO_PROJECT,
                                 env=getattr(args, "env", None), output=output,
@@ -338,7 +353,8 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
         if args.dry_run:
             res: Any = api.plan_run(target, *files, command=cmd, refresh=args.refresh,
                                     refresh_all=args.refresh_all, no_cascade=args.no_cascade,
-                                    partition=args.partition, settings=s)
+                                    partition=args.partition, settings=s,
+                                    on_event=on_event)
         else:
             res = api.materialize(target, *files, command=cmd, refresh=args.refresh,
                                   refresh_all=args.refresh_all, no_cascade=args.no_cascade,
@@ -347,7 +363,7 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
         return Outcome(cmd, res, args, s)
     if cmd == "list":
         from barca.queries.listing import list_nodes
-        return Outcome(cmd, list_nodes(*args.args, settings=s), args, s)
+        return Outcome(cmd, list_nodes(*args.args, settings=s, groups=args.groups), args, s)
     if cmd == "status":
         target, files = split_target(args.args)
         return Outcome(cmd, api.status(target, *files, settings=s), args, s)
@@ -356,6 +372,11 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
     if cmd == "plan":
         return Outcome(cmd, api.plan(*args.args, target=args.target, settings=s,
                                      on_event=on_event), args, s)
+    if cmd == "stats":
+        from barca.queries.stats import stats_report
+        target, files = split_target(args.args)
+        return Outcome(cmd, stats_report(target or "", *files, fields=args.fields,
+                                         settings=s), args, s)
     if cmd == "history":
         return Outcome(cmd, api.history(args.limit, settings=s), args, s)
     if cmd == "gc":

@@ -139,8 +139,9 @@ class DefinitionHasher:
         uses = analyse(code, _counted_exprs(node), node.counted_names,
                        self.project.lines(fm.abspath))
         parts.update(self.project.cone(fm.abspath, uses, exclude=node.function))
-        for name in node.env:
-            val = os.environ.get(name)
+        from barca.core.dotenv import value
+        for name in node.env:  # the process's value, else the project's .env
+            val = value(name, self.root)
             parts[f"env:{name}"] = digest("unset" if val is None else "set", val or "")
         return parts
 

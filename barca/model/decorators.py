@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-ASSET_ARGS = ("inputs", "partitions", "serializer", "freshness", "retries", "timeout_seconds",
-              "description", "tags", "env", "name")
+ASSET_ARGS = ("inputs", "partitions", "serializer", "freshness", "retries", "retry_backoff",
+              "timeout_seconds", "description", "tags", "env", "name", "weight")
 SENSOR_ARGS = tuple(a for a in ASSET_ARGS if a != "inputs")
 
 # Decorated functions defined in an interactive ``__main__`` (notebook cells), by name; the
@@ -66,20 +66,34 @@ class Collect(_Marker):
         return self.value
 
 
+class AssetRef(_Marker):
+    """``asset_ref("file.py:fn")``: a node of another file as an input, by its id (the file is
+    read, never imported, to find it)."""
+
+    @property
+    def id(self) -> Any:
+        return self.value
+
+
 class _Freshness:
-    def __init__(self, name: str, cron: str | None = None) -> None:
-        self.name, self.cron = name, cron
+    def __init__(self, name: str, cron: str | None = None, max_failures: int = 5) -> None:
+        self.name, self.cron, self.max_failures = name, cron, max_failures
 
     def __repr__(self) -> str:
-        return f"Schedule({self.cron!r})" if self.cron else self.name
+        if not self.cron:
+            return self.name
+        extra = f", max_failures={self.max_failures}" if self.max_failures != 5 else ""
+        return f"Schedule({self.cron!r}{extra})"
 
 
 Always = _Freshness("Always")
 Manual = _Freshness("Manual")
 
 
-def Schedule(cron: str) -> _Freshness:  # noqa: N802 - reads like the other freshness values
-    return _Freshness("Schedule", cron)
+def Schedule(cron: str, /, *, max_failures: int = 5) -> _Freshness:  # noqa: N802 - a value
+    """Fire on ``cron`` under ``barca serve``; stop after ``max_failures`` failures in a row
+    (both checked when the file is read: ``barca docs scheduling``)."""
+    return _Freshness("Schedule", cron, max_failures)
 
 
 def partitions(keys: Any, /) -> Partitions:
@@ -92,6 +106,34 @@ def partitions_from(source: Any, /) -> PartitionsFrom:
 
 def collect(source: Any, /) -> Collect:
     return Collect(source)
+
+
+def asset_ref(node_id: str, /) -> AssetRef:
+    return AssetRef(node_id)
+
+
+def unsafe(fn: Callable[..., Any], /) -> Callable[..., Any]:
+    """``@unsafe``, above or below ``@asset``/``@task``/``@sensor``: the function runs as it is
+    (only tagged ``__barca_unsafe__``), and the marker is not in the run hash."""
+    fn.__barca_unsafe__ = True  # type: ignore[attr-defined]
+    return fn
+
+
+class Group:
+    """``group("Title", members=[...], output=..., description="")``: metadata read from the
+    source (``barca list --groups``); at run time only this record of it."""
+    __slots__ = ("title", "members", "output", "description")
+
+    def __init__(self, title: str, /, *, members: Any = (), output: Any = None,
+                 description: str = "") -> None:
+        self.title, self.members = title, tuple(members)
+        self.output, self.description = output, description
+
+    def __repr__(self) -> str:
+        return f"group({self.title!r})"
+
+
+group = Group
 
 
 def _decorator(kind: str, accepted: tuple[str, ...]) -> Callable[..., Any]:

@@ -15,6 +15,7 @@ from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
 from barca.core.root import find_root  # noqa: F401 - re-exported: the model finds its root
 from barca.core.types import NodeId
+from barca.model import arguments
 from barca.model.decorators import ASSET_ARGS, SENSOR_ARGS
 from barca.model.modelcache import ModelCache
 
@@ -27,15 +28,16 @@ _IMPORTS_BARCA = re.compile(r"^\s*(from\s+barca[\s.]|import\s+barca\b)", re.M)
 
 
 class InputRef(Fields):
-    __slots__ = ("param", "ref", "collect", "line", "target")
+    __slots__ = ("param", "ref", "collect", "line", "target", "by_id")
 
     def __init__(self, param: str, ref: str, collect: bool, line: int,
-                 target: NodeId | None = None) -> None:
+                 target: NodeId | None = None, by_id: bool = False) -> None:
         self.param = param
         self.ref = ref            # the expression as written: "feed_version", "mod.fn"
         self.collect = collect
         self.line = line
         self.target = target
+        self.by_id = by_id        # asset_ref("file.py:fn"): ref is that node id, as written
 
 
 class DimSpec(Fields):
@@ -71,7 +73,8 @@ class _Model(Fields):
 class NodeModel(_Model):
     _TREE = "_fn"
     __slots__ = ("id", "file", "abspath", "function", "kind", "line", "_fn", "params", "inputs",
-                 "dims", "serializer", "freshness", "env", "retries", "timeout", "description",
+                 "dims", "serializer", "freshness", "env", "retries", "retry_backoff", "timeout",
+                 "description", "weight", "schedule", "max_failures", "unused", "env_reads",
                  "counted_decorator", "counted_names", "sinks", "var_kw", "_file", "readers")
 
     def __init__(self, id: NodeId, file: str, abspath: str, function: str, kind: str, line: int,
@@ -98,6 +101,12 @@ class NodeModel(_Model):
         self.freshness = freshness
         self.env = [] if env is None else env
         self.retries = retries
+        self.retry_backoff = 0.0  # seconds x failed attempt k waited before the next one
+        self.weight = 1           # how much of the capacity the step takes while it runs
+        self.schedule: str | None = None  # freshness=Schedule(cron): the cron as written
+        self.max_failures = arguments.MAX_FAILURES
+        self.unused: list[str] = []       # barca.model.lint's findings, read with the file
+        self.env_reads: list[str] = []
         self.timeout = timeout
         self.description = description
         # dumps that enter the hash, and the names those counted arguments use
@@ -125,7 +134,7 @@ class NodeModel(_Model):
 class FileModel(_Model):
     _TREE = "_tree"
     __slots__ = ("path", "abspath", "source", "_tree", "module", "imports", "barca_names",
-                 "barca_modules", "nodes")
+                 "barca_modules", "nodes", "groups")
 
     def __init__(self, path: str, abspath: str, source: str, tree: ast.Module, module: str,
                  imports: dict[str, tuple[str, str | None]], barca_names: dict[str, str],
@@ -139,6 +148,7 @@ class FileModel(_Model):
         self.barca_names = barca_names    # local name -> barca attribute ("asset", ...)
         self.barca_modules = barca_modules  # local names bound to the barca module
         self.nodes = [] if nodes is None else nodes
+        self.groups: list[Any] = []       # its group() statements (barca.model.groups)
 
     @property
     def tree(self) -> ast.Module:
@@ -247,6 +257,14 @@ def parse_file(path: Path, root: Path) -> FileModel:
             if node is not None:
                 node._file = fm
                 fm.nodes.append(node)
+    from barca.model import lint  # what plan warnings say, kept with the cached model
+    for node in fm.nodes:
+        node.unused = lint.unused_inputs(node)
+        node.env_reads = sorted(lint.env_reads(node, fm))
+    if "group" in fm.barca_names.values() or fm.barca_modules:
+        from barca.model import groups
+        fm.groups = groups.read(fm.path, tree.body,
+                                lambda e: _barca_attr(fm, e) == "group")
     cache.put(fm)
     return fm
 
@@ -331,7 +349,7 @@ def _node_from_function(fm: FileModel, fn: ast.FunctionDef | ast.AsyncFunctionDe
     for dec in fn.decorator_list:
         target = dec.func if isinstance(dec, ast.Call) else dec
         attr = _barca_attr(fm, target)
-        if attr in KINDS:
+        if attr in KINDS or attr == "unsafe":  # @unsafe marks, never changes: not counted
             continue
         if attr == "sink":
             if (not isinstance(dec, ast.Call) or len(dec.args) != 1
@@ -374,7 +392,9 @@ def _marker(fm: FileModel, expr: ast.expr) -> tuple[str, ast.expr] | None:
 
 def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -> None:
     line = value.lineno
-    if name == "inputs":
+    if name in arguments.HANDLED:
+        arguments.read(fm.path, node, name, value)
+    elif name == "inputs":
         if not isinstance(value, ast.Dict):
             raise _fail(fm, line, "inputs= must be a dict literal",
                         'Write inputs={"param": upstream_function}.')
@@ -390,11 +410,13 @@ def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -
                                 f"not in inputs=",
                                 'Write partitions={"dim": ' + marker[0] + '(...)}.')
                 is_collect, v = True, marker[1]
-            ref = _ref_text(v)
+            by_id = arguments.asset_ref(fm.path, _barca_attr, fm, v)
+            ref = by_id if by_id is not None else _ref_text(v)
             if ref is None:
                 raise _fail(fm, v.lineno, f"inputs['{k.value}'] must name an upstream function",
                             'Write inputs={"param": upstream_function} or collect(upstream).')
-            node.inputs.append(InputRef(k.value, ref, is_collect, v.lineno))
+            node.inputs.append(InputRef(k.value, ref, is_collect, v.lineno,
+                                        by_id=by_id is not None))
         node.counted_names |= set()
     elif name == "partitions":
         if not isinstance(value, ast.Dict):
@@ -440,21 +462,21 @@ def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -
             node.freshness = "always"
         elif low.startswith(("manual", "barca.manual")):
             node.freshness = "manual"
+        elif arguments.schedule_call(value):
+            arguments.schedule(fm.path, node, value)  # type: ignore[arg-type]
+            node.freshness = "schedule"
         elif "schedule" in low:
             node.freshness = "schedule"
         else:
             raise _fail(fm, line, f"freshness={text} is not a freshness",
                         "Use Always, Manual or Schedule(\"<cron>\") from barca.")
-    elif name == "env":
-        try:
-            env = ast.literal_eval(value)
-        except ValueError:
-            env = None
-        if not (isinstance(env, (list, tuple)) and all(isinstance(e, str) for e in env)):
+    elif name == "env":  # a list of string literals: not a tuple, a string or a variable
+        if not (isinstance(value, ast.List) and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts)):
             raise _fail(fm, line, "env= must be a literal list of variable names",
                         'Write env=["API_TOKEN"].')
-        node.env = sorted(set(env))
-    elif name in ("retries", "timeout_seconds"):
+        node.env = sorted({e.value for e in value.elts})  # type: ignore[attr-defined]
+    elif name in ("retries", "timeout_seconds", "retry_backoff"):
         try:
             num = ast.literal_eval(value)
         except ValueError:
@@ -464,6 +486,8 @@ def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -
                         f"Write {name}=3.")
         if name == "retries":
             node.retries = int(num)
+        elif name == "retry_backoff":  # barca 0.30 takes any value here; a typo is caught
+            node.retry_backoff = float(num)
         else:
             node.timeout = float(num)
     elif name == "description":

@@ -230,8 +230,9 @@ def parts(root: Path, node: Any, decorator_shape: Any) -> dict[str, str]:
         if callable(value) and not isinstance(value, type) and module not in (None, "__main__"):
             continue
         out[label] = _value_digest(value)
-    for name in node.env:
-        val = os.environ.get(name)
+    from barca.core.dotenv import value
+    for name in node.env:  # the process's value, else the project's .env
+        val = value(name, root)
         out[f"env:{name}"] = digest("unset" if val is None else "set", val or "")
     return out
 

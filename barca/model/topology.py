@@ -11,6 +11,7 @@ from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
 from barca.core.types import NodeId, PartitionKey, format_key, ids_named, key_strings, short_name
 from barca.model.discovery import (
+    PSEUDO_ABSPATH,
     FileModel,
     InputRef,
     NodeModel,
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
 
 class Graph(Fields):
-    __slots__ = ("root", "files", "nodes", "order", "upstream", "downstream", "phase")
+    __slots__ = ("root", "files", "nodes", "order", "upstream", "downstream", "phase",
+                 "groups")
 
     def __init__(self, root: Path, files: dict[str, FileModel], nodes: dict[NodeId, NodeModel],
                  order: list[NodeId], upstream: dict[NodeId, list[NodeId]] | None = None,
@@ -37,6 +39,7 @@ class Graph(Fields):
         self.upstream = {} if upstream is None else upstream
         self.downstream = {} if downstream is None else downstream
         self.phase = {} if phase is None else phase
+        self.groups: list[Any] = []       # barca.model.groups.Group, metadata only
 
     # -------------------------------------------------------------- names
     def resolve(self, name: str, what: str = "Asset", command: str = "get") -> NodeId:
@@ -57,7 +60,8 @@ class Graph(Fields):
             f"Run `barca list {files}` to see available assets and tasks.".replace("  ", " "))
 
     def available(self, command: str = "get") -> list[NodeId]:
-        kinds = ("task",) if command == "run" else ("asset", "sensor")
+        kinds = ("task",) if command == "run" else (
+            ("asset", "sensor", "task") if command == "stats" else ("asset", "sensor"))
         return [n for n in self.order if self.nodes[n].kind in kinds]
 
     # -------------------------------------------------------------- cones
@@ -126,9 +130,11 @@ def load_graph(files: list[str] | tuple[str, ...] = (), settings: Settings | Non
     while todo:
         fm = todo.pop()
         for node in fm.nodes:
-            refs = [i.ref for i in node.inputs] + [d.source_ref for d in node.dims if d.source_ref]
-            for ref in refs:
-                other = _imported_file(fm, ref, root)
+            refs = [(i.ref, i.by_id) for i in node.inputs]
+            refs += [(d.source_ref, False) for d in node.dims if d.source_ref]
+            for ref, by_id in refs:
+                other = (_referenced_file(ref, root) if by_id
+                         else _imported_file(fm, ref, root))
                 if other is not None and relative_id(other, root) not in parsed:
                     ofm = parse_file(other, root)
                     parsed[ofm.path] = ofm
@@ -153,10 +159,29 @@ def _imported_file(fm: FileModel, ref: str, root: Path) -> Path | None:
     return None
 
 
+def _referenced_file(node_id: str, root: Path) -> Path | None:
+    """The project file an ``asset_ref("file.py:fn")`` names (relative to the root)."""
+    file = node_id.rpartition(":")[0]
+    p = root / file if file else None
+    return p if p is not None and p.suffix == ".py" and p.is_file() else None
+
+
 def _imported_name(fm: FileModel, ref: str) -> str:
     head, *rest = ref.split(".")
     attr = fm.imports[head][1]
     return rest[-1] if rest else (attr or head)
+
+
+def _resolve_id(nodes: dict[NodeId, NodeModel], n: NodeModel, inp: InputRef) -> NodeId:
+    """The node an ``asset_ref()`` names: its id exactly (a bare name is no id)."""
+    if inp.ref in nodes and ":" in inp.ref:
+        return NodeId(inp.ref)
+    hint = did_you_mean(inp.ref, list(nodes))
+    raise UsageError(
+        f"{n.file}:{inp.line}: inputs['{inp.param}'] of '{n.function}' is "
+        f"asset_ref({inp.ref!r}), which names no @asset or @sensor",
+        "Name a node by its id: the file relative to the project root, a colon, the function "
+        f'(asset_ref("other.py:prices")); barca list shows the ids.{hint}')
 
 
 def build(root: Path, files: dict[str, FileModel]) -> Graph:
@@ -191,6 +216,10 @@ def build(root: Path, files: dict[str, FileModel]) -> Graph:
     for nid, n in nodes.items():
         ups: list[NodeId] = []
         for inp in n.inputs:
+            if inp.by_id:
+                inp.target = _resolve_id(nodes, n, inp)
+                ups.append(inp.target)
+                continue
             inp.target = resolve_ref(n, inp.ref, inp.line, f"inputs['{inp.param}']")
             ups.append(inp.target)
         for d in n.dims:
@@ -206,6 +235,8 @@ def build(root: Path, files: dict[str, FileModel]) -> Graph:
     for nid in graph.order:
         _validate(graph, nodes[nid])
     _assign_phases(graph)
+    from barca.model.groups import resolve
+    graph.groups = resolve(files)
     return graph
 
 
@@ -299,8 +330,9 @@ def _validate(graph: Graph, n: NodeModel) -> None:
                     "explicitly with partitions([...]).")
     filled = {i.param for i in n.inputs} | {d.name for d in n.dims}
     filled |= {graph.nodes[d.source].function for d in froms}  # type: ignore[index]
+    branch = n.kind == "task" and not n.inputs and not n.dims  # parallel() fills its params
     for p, has_default in n.params:
-        if not has_default and p not in filled:
+        if not has_default and p not in filled and not branch:
             raise UsageError(
                 f"{where}: parameter '{p}' of '{n.function}' is not filled by any input or "
                 f"partition dimension.",
@@ -346,6 +378,9 @@ def plan_warnings(graph: Graph, nids: list[NodeId]) -> list[dict[str, str]]:
                 out.append({"node": nid, "parameter": name, "kind": "default_unused",
                             "message": f"the default of '{name}' in '{n.function}' is never "
                                        "used: an input or partition dimension always fills it"})
+        if graph.files[n.file].abspath != PSEUDO_ABSPATH:  # a notebook's cells: not read
+            from barca.model.lint import warnings
+            out.extend(warnings(n))
     return sorted(out, key=lambda w: (w["node"], w["parameter"], w["kind"]))
 
 

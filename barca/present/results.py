@@ -5,65 +5,26 @@ Each is a ``barca.core.record.Record``: its fields are its ``__slots__`` in orde
 ``_defaults``; built by position or keyword, compared, hashed and shown like a frozen dataclass."""
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
 from barca.core.record import Record
-from barca.core.render import cell_label, html_table, plural, rich_table, short_names, text_table
+from barca.core.render import cell_label, plural, short_names, text_table
 from barca.core.types import short_name
-
-
-class _Displayable:
-    """Shared renderings: every result object shows itself the same way everywhere."""
-    __slots__ = ()
-
-    def to_json(self) -> dict[str, Any]:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
-        raise NotImplementedError
-
-    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
-        """The table as HTML shows it: ``_table()`` plus the WHY column's index (names are
-        shortened by the classes whose text keeps full ids)."""
-        headers, rows, col, summary = self._table()
-        return headers, rows, col, summary, None
-
-    def _repr_html_(self) -> str:
-        headers, rows, col, summary, why = self._html_table()
-        return html_table(headers, rows, col, summary, why_col=why)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        """Plain text and HTML. No ``application/json`` unless asked for with ``include``:
-        JupyterLab ranks it above HTML and would show a collapsed JSON tree, not the table."""
-        bundle: dict[str, Any] = {"text/plain": str(self), "text/html": self._repr_html_()}
-        if include and "application/json" in include:
-            bundle["application/json"] = self.to_json()
-        if include:
-            bundle = {k: v for k, v in bundle.items() if k in include}
-        if exclude:
-            bundle = {k: v for k, v in bundle.items() if k not in exclude}
-        return bundle
-
-    def __rich__(self) -> object:
-        headers, rows, col, summary = self._table()
-        return rich_table(headers, rows, col, summary)
-
-    def json_text(self) -> str:
-        return json.dumps(self.to_json(), indent=2, default=str, ensure_ascii=False)
-
+from barca.present.display import _Displayable  # noqa: F401 - shared by every result object
+from barca.present.plans import PhasePlan, Plan, PlanRow  # noqa: F401 - their old home
 
 # ---------------------------------------------------------------------------- listing
 
 class ListRow(Record):
-    __slots__ = ("id", "kind", "freshness", "deps", "dims")
-    _defaults = {"dims": ()}
+    __slots__ = ("id", "kind", "freshness", "deps", "dims", "extra")
+    _defaults = {"dims": (), "extra": None}
     id: str
     kind: str
     freshness: str
     deps: tuple[str, ...]
     dims: tuple[str, ...]
+    extra: dict[str, Any] | None  # more keys of the node's JSON (inputs, env, schedule, ...)
 
 
 class Listing(_Displayable, Record):
@@ -71,9 +32,10 @@ class Listing(_Displayable, Record):
     rows: tuple[ListRow, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"nodes": [{"id": r.id, "name": short_name(r.id), "kind": r.kind,
-                           "freshness": r.freshness, "deps": list(r.deps),
-                           "partitions": list(r.dims)} for r in self.rows]}
+        return {"nodes": [dict({"id": r.id, "name": short_name(r.id), "kind": r.kind,
+                                "freshness": r.freshness, "deps": list(r.deps),
+                                "partitions": list(r.dims)}, **(r.extra or {}))
+                          for r in self.rows]}
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
         return (["NAME", "KIND", "FRESHNESS", "DEPS"],
@@ -96,8 +58,8 @@ class Listing(_Displayable, Record):
 
 class StatusRow(Record):
     __slots__ = ("id", "kind", "state", "reason", "detail", "last_run", "shape", "deps", "inputs",
-                 "partitions", "last_materialization")
-    _defaults = {"partitions": None, "last_materialization": None}
+                 "partitions", "last_materialization", "extra")
+    _defaults = {"partitions": None, "last_materialization": None, "extra": None}
     id: str
     kind: str
     state: str                 # JSON value: cached, stale, never_run, partial, unknown, always_runs
@@ -109,6 +71,7 @@ class StatusRow(Record):
     inputs: tuple[str, ...]
     partitions: dict[str, Any] | None
     last_materialization: dict[str, Any] | None
+    extra: dict[str, Any] | None  # keys the node's JSON has only when they apply (schedule)
 
     @property
     def name(self) -> str:
@@ -135,12 +98,12 @@ class StatusReport(_Displayable, Record):
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "nodes": [{
+            "nodes": [dict({
                 "id": r.id, "name": r.name, "kind": r.kind, "inputs": list(r.inputs),
                 "cache": {"state": r.state, "reason": r.reason, "detail": r.detail},
                 "partitions": r.partitions, "last_materialization": r.last_materialization,
                 "shape": None if r.shape == "-" else r.shape,
-            } for r in self.rows],
+            }, **(r.extra or {})) for r in self.rows],
             "summary": self.summary(),
         }
 
@@ -163,73 +126,11 @@ class StatusReport(_Displayable, Record):
         return text_table(headers, rows) + "\n\n" + summary
 
 
-# ---------------------------------------------------------------------------- dry run
-
-class PlanRow(Record):
-    __slots__ = ("step", "kind", "action", "reason", "detail", "partitions", "will_run", "cached",
-                 "unknown")
-    step: str
-    kind: str
-    action: str                # will run | cached | partial | unknown | skipped
-    reason: str
-    detail: str
-    partitions: dict[str, Any] | None
-    will_run: int
-    cached: int
-    unknown: int
-
-
-WHY_WIDTH = 70  # the dry-run WHY column pads to at most this; longer reasons overflow
-
-
-class Plan(_Displayable, Record):
-    __slots__ = ("command", "target", "rows")
-    command: str
-    target: str
-    rows: tuple[PlanRow, ...]
-
-    def summary(self) -> dict[str, int]:
-        return {"will_run": sum(r.will_run for r in self.rows),
-                "cached": sum(r.cached for r in self.rows),
-                "unknown": sum(r.unknown for r in self.rows)}
-
-    def summary_line(self) -> str:
-        s = self.summary()
-        return f"{s['will_run']} will run, {s['cached']} cached, {s['unknown']} unknown"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"dry_run": True, "command": self.command, "target": self.target,
-                "steps": [{"id": r.step, "kind": r.kind, "action": r.action, "reason": r.reason,
-                           "detail": r.detail, "partitions": r.partitions} for r in self.rows],
-                "summary": self.summary()}
-
-    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
-        return (["STATUS", "WHY", "STEP"], [[r.action, r.detail, r.step] for r in self.rows], 0,
-                self.summary_line())
-
-    def title(self) -> str:
-        return f"Dry run: {self.command} (nothing executed, nothing written)"
-
-    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
-        headers, rows, col, summary = self._table()
-        short = short_names([r.step for r in self.rows])
-        return headers, [[a, w, short[s]] for a, w, s in rows], col, summary, 1
-
-    def _repr_html_(self) -> str:
-        headers, rows, col, summary, why = self._html_table()
-        return html_table(headers, rows, col, summary, title=self.title(), why_col=why)
-
-    def __str__(self) -> str:
-        headers, rows, _, summary = self._table()
-        table = text_table(headers, rows, max_widths={1: WHY_WIDTH})
-        return f"{self.title()}\n\n{table}\n\n{summary}"
-
-
 # ---------------------------------------------------------------------------- runs
 
 class StepSummary(Record):
-    __slots__ = ("id", "kind", "action", "reason", "detail", "run_hash", "partitions")
-    _defaults = {"partitions": None}
+    __slots__ = ("id", "kind", "action", "reason", "detail", "run_hash", "partitions", "extra")
+    _defaults = {"partitions": None, "extra": None}
     id: str
     kind: str
     action: str                # ran | cached | partial | failed | skipped
@@ -237,6 +138,17 @@ class StepSummary(Record):
     detail: str
     run_hash: str | None
     partitions: dict[str, Any] | None
+    extra: dict[str, Any] | None  # keys a step entry has only when they apply (attempts, ...)
+
+    def entry(self) -> dict[str, Any]:
+        """The step's entry in a run's JSON."""
+        out = {"id": self.id, "kind": self.kind, "status": self.action, "reason": self.reason,
+               "detail": self.detail, "run_hash": self.run_hash}
+        if self.partitions is not None:  # an unpartitioned step has no "partitions" key, as
+            out["partitions"] = self.partitions  # barca writes it (null breaks .get(...))
+        if self.extra:
+            out.update(self.extra)
+        return out
 
 
 class OutputItem(Record):
@@ -328,7 +240,7 @@ class RunResult(_Displayable, Record):
     phases: int
     steps: tuple[StepSummary, ...]
     outputs: tuple[Output, ...]
-    warnings: tuple[str, ...]
+    warnings: tuple[dict[str, Any], ...]  # {kind, node, param, message} (present.notices)
     failed_node: str | None
     error: str | None
     skipped_downstream: int
@@ -341,12 +253,7 @@ class RunResult(_Displayable, Record):
             "status": self.status, "run_id": self.run_id,
             "elapsed_seconds": round(self.elapsed, 4), "steps_executed": self.steps_executed,
             "steps_total": self.steps_total, "phases": self.phases,
-            # an unpartitioned step has no "partitions" key at all, as barca writes it (a
-            # null would break step.get("partitions", {}).get(...))
-            "steps": [{"id": s.id, "kind": s.kind, "status": s.action, "reason": s.reason,
-                       "detail": s.detail, "run_hash": s.run_hash,
-                       **({} if s.partitions is None else {"partitions": s.partitions})}
-                      for s in self.steps],
+            "steps": [s.entry() for s in self.steps],
             "final_output": self.final_output(),
             "warnings": list(self.warnings),
         }
@@ -418,41 +325,6 @@ class RunResult(_Displayable, Record):
         headers, rows, col, summary = self._table()
         short = short_names([s.id for s in self.steps])
         return headers, [[a, short[s], w] for a, s, w in rows], col, summary, 2
-
-
-# ---------------------------------------------------------------------------- barca plan
-
-class PhasePlan(_Displayable, Record):
-    """``barca plan``: every step by phase, one summary per node (with the first twenty keys,
-    in lexical order), the warnings (sorted by node, parameter and kind) and the pool size."""
-    __slots__ = ("pool_size", "phases", "nodes", "warnings")
-    _defaults = {"nodes": (), "warnings": ()}
-    pool_size: int
-    phases: tuple[tuple[dict[str, Any], ...], ...]
-    nodes: tuple[dict[str, Any], ...]
-    warnings: tuple[dict[str, str], ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"pool_size": self.pool_size,
-                "phases": [{"phase": i + 1, "steps": list(p)} for i, p in enumerate(self.phases)],
-                "steps_total": sum(len(p) for p in self.phases),
-                "nodes": list(self.nodes), "warnings": list(self.warnings)}
-
-    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
-        rows = [[str(i + 1), s["id"], s["kind"], s["action"]]
-                for i, p in enumerate(self.phases) for s in p]
-        summary = f"{plural(len(self.phases), 'phase')}, pool size {self.pool_size}"
-        if self.warnings:
-            summary += f", {plural(len(self.warnings), 'warning')}"
-        return (["PHASE", "STEP", "KIND", "ACTION"], rows, 3, summary)
-
-    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
-        headers, rows, col, summary = self._table()
-        short = short_names([r[1] for r in rows])
-        return headers, [[p, short[s], k, a] for p, s, k, a in rows], col, summary, None
-
-    def __str__(self) -> str:
-        return json.dumps(self.to_json(), indent=2)
 
 
 # ---------------------------------------------------------------------------- sql

@@ -46,7 +46,10 @@ def partition_counts(ns: NodeState) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- dry run
 
-def plan_row(ctx: Context, ns: NodeState) -> PlanRow:
+def plan_row(ctx: Context, ns: NodeState, weight: int | None = None,
+             undeclared: list[str] | None = None) -> PlanRow:
+    """A node's line in ``--dry-run`` (``weight``: shown when above 1; ``undeclared``: the
+    environment variables it reads without declaring them)."""
     graph = ctx.graph
     m = graph.nodes[ns.node]
     t = ns.tally()
@@ -81,7 +84,18 @@ def plan_row(ctx: Context, ns: NodeState) -> PlanRow:
         else:
             detail = assume or "-"
     return PlanRow(ns.node, m.kind, action, reason, detail, parts, len(run), n_cached,
-                   len(unknown))
+                   len(unknown), _extra(weight=weight, undeclared_env=undeclared,
+                                        env=_env(ctx, m.env)))
+
+
+def _env(ctx: Context, names: list[str]) -> dict[str, str | None] | None:
+    from barca.core.dotenv import values
+    return values(names, ctx.graph.root) if names else None
+
+
+def _extra(**keys: Any) -> dict[str, Any] | None:
+    """The keys of a step entry that apply (not None, not empty)."""
+    return {k: v for k, v in keys.items() if v} or None
 
 
 # ---------------------------------------------------------------------------- status
@@ -155,8 +169,17 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
     else:
         last_run, shape, lm = f"failed {_when(last.created_at)}", "-", _materialization(last)
     deps = tuple(graph.upstream[ns.node])
+    extra: dict[str, Any] = {}
+    undeclared = sorted(set(m.env_reads) - set(m.env))
+    if undeclared:  # read, not declared in env=, so not hashed (barca docs env)
+        extra["undeclared_env"] = undeclared
+    if m.schedule is not None:
+        from barca.present.schedules import schedule_state
+        rows = ctx.store.rows(ns.node, order="id DESC LIMIT 1000")
+        extra["schedule"] = schedule_state(m, [r.status for r in rows])
     return StatusRow(ns.node, m.kind, state, reason, detail, last_run, shape, deps,
-                     tuple(i.target for i in m.inputs), parts, lm)  # type: ignore[misc]
+                     tuple(i.target for i in m.inputs), parts, lm,  # type: ignore[misc]
+                     extra or None)
 
 
 def _materialization(r: Row) -> dict[str, Any]:
@@ -167,7 +190,8 @@ def _materialization(r: Row) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- run results
 
-def step_summary(ctx: Context, ns: NodeState) -> StepSummary:
+def step_summary(ctx: Context, ns: NodeState,
+                 undeclared: list[str] | None = None) -> StepSummary:
     m = ctx.graph.nodes[ns.node]
     t = ns.tally()
     ran, failed = t.steps("ran"), t.steps("failed")
@@ -192,14 +216,25 @@ def step_summary(ctx: Context, ns: NodeState) -> StepSummary:
         parts = {"cached": n_cached, "total": t.total, "will_run": len(will),
                  "will_run_keys": key_preview(s.key for s in will)}
     run_hash = first.run_hash if first is not None and not m.partitioned else None
+    extra: dict[str, Any] = {}
+    tries = [s.attempts for s in ran + failed if s.attempts]
+    if tries:  # how many calls the function took (retries=), the most over its keys
+        extra["attempts"] = max(tries)
+    if undeclared:
+        extra["undeclared_env"] = undeclared
+    if m.env:  # the values it ran (or would run) with, secrets redacted
+        from barca.core.dotenv import values
+        extra["env"] = values(m.env, ctx.graph.root)
     return StepSummary(ns.node, m.kind, action, first.reason if first else "", detail or "",
-                       run_hash, parts)
+                       run_hash, parts, extra or None)
 
 
 def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs: Any,
-               warnings: list[str], cache: dict[str, Any] | None = None) -> RunResult:
+               warnings: list[dict[str, Any]], cache: dict[str, Any] | None = None) -> RunResult:
     """The result of a run: one summary per node, the failures, what was skipped below them."""
     w = runner.w
+    from barca.present.notices import undeclared_env
+    env = undeclared_env(warnings)
     failures = tuple((s.id, s.error or "", s.traceback or "") for t in w.order
                      for s in w.states[t].odd_steps() if s.action == "failed")
     skipped = sum(1 for t in w.order for s in w.states[t].odd_steps()
@@ -207,7 +242,7 @@ def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs:
     return RunResult(
         command=command, run_id=runner.run_id, status="failed" if w.failed else "success",
         elapsed=elapsed, steps_executed=w.done, steps_total=w.total, phases=w.phases,
-        steps=tuple(step_summary(ctx, w.states[t]) for t in w.order),
+        steps=tuple(step_summary(ctx, w.states[t], env.get(t)) for t in w.order),
         outputs=tuple(outputs), warnings=tuple(warnings),
         failed_node=failures[0][0] if failures else None,
         error=failures[0][1] if failures else None, skipped_downstream=skipped,

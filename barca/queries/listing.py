@@ -9,11 +9,28 @@ from barca.model.topology import load_graph
 from barca.present.results import Listing, ListRow
 
 
-def list_nodes(*files: str, settings: Settings | None = None, **flags: Any) -> Listing:
-    """One row per node (never per key): id, kind, freshness, what it reads."""
+def list_nodes(*files: str, settings: Settings | None = None, groups: bool = False,
+               **flags: Any) -> Any:
+    """One row per node (never per key): id, kind, freshness, what it reads; with
+    ``groups=True``, the groups instead (``barca list --groups``)."""
     graph = load_graph(tuple(str(f) for f in files if f is not None),
                        settings_of(settings, **flags))
+    if groups:
+        from barca.present.grouping import GroupListing
+        return GroupListing(tuple(g.to_json() for g in graph.groups))
     return Listing(tuple(
         ListRow(n, graph.nodes[n].kind, graph.nodes[n].freshness, tuple(graph.upstream[n]),
-                tuple(d.name for d in graph.nodes[n].dims))
+                tuple(d.name for d in graph.nodes[n].dims), _extra(graph.nodes[n]))
         for n in graph.order))
+
+
+def _extra(m: Any) -> dict[str, Any]:
+    """What a node's JSON says besides its id, kind, freshness, deps and dimensions: its
+    inputs (parameter -> node id), the env= names, and a schedule's cron and next firing."""
+    out: dict[str, Any] = {"inputs": {i.param: i.target for i in m.inputs},
+                           "env": list(m.env)}
+    if m.schedule is not None:
+        from barca.present.schedules import next_fire
+        out["schedule"] = m.schedule
+        out["next_fire"] = next_fire(m.schedule)
+    return out

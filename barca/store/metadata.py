@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS materializations (
     id INTEGER PRIMARY KEY AUTOINCREMENT, node TEXT NOT NULL, asset TEXT NOT NULL,
     partition TEXT NOT NULL, run_hash TEXT NOT NULL, path TEXT, format TEXT, size INTEGER,
     sha256 TEXT, parts TEXT, status TEXT NOT NULL, error TEXT, traceback TEXT, elapsed REAL,
-    run_id TEXT, created_at REAL NOT NULL, shape TEXT, value_hash TEXT, remote INTEGER);
+    run_id TEXT, created_at REAL NOT NULL, shape TEXT, value_hash TEXT, remote INTEGER,
+    attempts INTEGER);
 CREATE TABLE IF NOT EXISTS definitions (
     node TEXT PRIMARY KEY, file_sha TEXT NOT NULL, deps TEXT NOT NULL, parts TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS snapshots (
@@ -48,7 +49,7 @@ INSERT INTO generation (n) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM generation);
     for op in ("INSERT", "UPDATE", "DELETE"))
 COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "sha256", "parts",
            "status", "error", "traceback", "elapsed", "run_id", "created_at", "shape",
-           "value_hash", "remote")
+           "value_hash", "remote", "attempts")
 
 
 class Row(NamedTuple):
@@ -112,6 +113,8 @@ class Store:
                     if col.split()[0] not in cols:
                         with contextlib.suppress(sqlite3.OperationalError):  # added meanwhile
                             self.conn.execute(f"ALTER TABLE runs ADD COLUMN {col}")
+                if "attempts" not in cols:  # calls of the function (retries=), for barca stats
+                    self.conn.execute("ALTER TABLE materializations ADD COLUMN attempts INTEGER")
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
         except OSError as exc:
@@ -254,6 +257,20 @@ class Store:
         found = self.rows(asset, "run_hash=? AND status='success'", (run_hash,),
                           order="id DESC LIMIT 1")
         return found[0] if found else None
+
+    def executions(self, asset: str) -> list[tuple[Any, ...]]:
+        """Every recorded execution of a node, oldest first: (status, elapsed, created_at,
+        error, run_hash, attempts) (``barca stats``)."""
+        if self.conn is None:
+            return []
+        cols = {r[1] for r in self.conn.execute("PRAGMA table_info(materializations)")}
+        tries = "attempts" if "attempts" in cols else "NULL"  # a store opened read-only
+        try:
+            return list(self.conn.execute(
+                f"SELECT status, elapsed, created_at, error, run_hash, {tries} "
+                "FROM materializations WHERE asset=? ORDER BY id", (asset,)))
+        except sqlite3.DatabaseError as exc:
+            raise self._db_error(exc) from None
 
     def runs(self, limit: int = 20) -> list[dict[str, Any]]:
         if self.conn is None:

@@ -48,6 +48,22 @@ def default_pool_size(settings: Settings) -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def capacity(settings: Settings, pool_size: int | None = None) -> tuple[int, str]:
+    """How much step weight may run at once, and where that came from: ``BARCA_CAPACITY``,
+    else ``[execution] capacity`` in barca.toml, else the pool size (``pool size``)."""
+    raw = settings.capacity
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return (pool_size or default_pool_size(settings)), "pool size"
+    where = settings.where("capacity")
+    text = str(raw).strip()
+    if isinstance(raw, bool) or not text.isdigit() or int(text) < 1:
+        from barca.core.errors import UsageError
+        raise UsageError(f"{where}={raw!r} is not a whole number >= 1",
+                         f"Set {where} to the weight that may run at once (a whole number "
+                         "such as 4), or unset it to use the pool size.")
+    return int(text), where
+
+
 def executor_name(settings: Settings) -> str:
     """``local`` (the process pool), ``dask`` (a LocalCluster) or a scheduler address: the
     ``executor`` setting (``--executor``, ``BARCA_EXECUTOR``, ``[run] executor``), else local."""

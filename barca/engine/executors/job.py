@@ -17,13 +17,14 @@ InputSpec = tuple[Any, ...]
 class StepJob(Fields):
     __slots__ = ("index", "step", "node", "key", "kind", "file", "module", "function", "run_hash",
                  "serializer", "kwargs", "key_source", "timeout", "retries", "sinks", "shipped",
-                 "store_prefix")
+                 "store_prefix", "retry_backoff", "weight")
 
     def __init__(self, index: int, step: str, node: str, key: str, kind: str, file: str,
                  module: str, function: str, run_hash: str, serializer: str | None,
                  kwargs: dict[str, InputSpec], key_source: bool = False,
                  timeout: float | None = None, retries: int = 0, sinks: list[str] | None = None,
-                 shipped: bytes | None = None, store_prefix: str = ".barca") -> None:
+                 shipped: bytes | None = None, store_prefix: str = ".barca",
+                 retry_backoff: float = 0.0, weight: int = 1) -> None:
         self.index = index
         self.step = step
         self.node = node
@@ -41,13 +42,15 @@ class StepJob(Fields):
         self.sinks = [] if sinks is None else sinks
         self.shipped = shipped            # a notebook function, by value (cloudpickle)
         self.store_prefix = store_prefix  # where artifacts go: ".barca" or ".barca/envs/<env>"
+        self.retry_backoff = retry_backoff  # after failed attempt k: wait retry_backoff * k s
+        self.weight = weight              # how much of the capacity it takes while it runs
 
 
 class StepRecord(Fields):
     __slots__ = ("index", "status", "elapsed", "run_hash", "path", "format", "size", "sha256",
                  "shape", "value_hash", "error", "traceback", "output", "infra", "bad_input",
                  "uploaded", "upload_error", "keys", "key_values", "key_raw", "lines",
-                 "warning")
+                 "warning", "attempts")
 
     def __init__(self, index: int, status: str, elapsed: float, run_hash: str | None = None,
                  path: str | None = None, format: str | None = None, size: int | None = None,
@@ -59,7 +62,7 @@ class StepRecord(Fields):
                  key_values: bytes | None = None,
                  key_raw: str | None = None,
                  lines: list[tuple[float, str, str]] | None = None,
-                 warning: str | None = None) -> None:
+                 warning: str | None = None, attempts: int = 1) -> None:
         self.index = index
         self.status = status          # "success" | "failed" | "input" (an input could not be read)
         self.elapsed = elapsed
@@ -83,6 +86,7 @@ class StepRecord(Fields):
         self.key_raw = key_raw            # and its values
         self.lines = lines                # what the step wrote: (time, stream, line), in order
         self.warning = warning            # e.g. a value parquet could not hold, stored as pickle
+        self.attempts = attempts          # how many times the function was called (retries=)
 
 
 def pack_output(keys: list[str], digests: str | None, raw: list[Any] | None

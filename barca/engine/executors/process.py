@@ -21,6 +21,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from barca.core.record import Fields
+from barca.engine.executors import branches
 from barca.engine.executors.job import StepJob, StepRecord
 
 
@@ -54,6 +55,7 @@ def _worker_main(conn: Connection, settings: Any, parent: int | None) -> None:
     from barca.engine.executors.worker import Worker
 
     worker = Worker(settings, lambda kind, data: conn.send((kind, data)))
+    branches.CHANNEL = conn  # a step's parallel() asks the coordinator over this pipe
     while True:
         try:
             chunk = conn.recv()
@@ -64,12 +66,15 @@ def _worker_main(conn: Connection, settings: Any, parent: int | None) -> None:
         for task in chunk:
             if task.timeout:
                 conn.send(("start", task.index))
-            conn.send(("record", worker.run(task)))
+            if isinstance(task, branches.BranchJob):
+                conn.send(("record", branches.run_branch(worker, task)))
+            else:
+                conn.send(("record", worker.run(task)))
         conn.send(("idle", None))
 
 
 class _Slot(Fields):
-    __slots__ = ("proc", "conn", "chunk", "done", "deadline", "running")
+    __slots__ = ("proc", "conn", "chunk", "done", "deadline", "running", "waiting")
 
     def __init__(self, proc: Any, conn: Connection, chunk: list[StepJob] | None = None,
                  done: set[int] | None = None, deadline: float | None = None,
@@ -80,6 +85,16 @@ class _Slot(Fields):
         self.done = set() if done is None else done
         self.deadline = deadline
         self.running = running
+        self.waiting = False  # its step waits for its branches: it holds no capacity
+
+
+class _Call(Fields):
+    """One ``parallel()`` call: the waiting slot, its branches' indices, what came back."""
+    __slots__ = ("slot", "indices", "records")
+
+    def __init__(self, slot: _Slot, indices: list[int]) -> None:
+        self.slot, self.indices = slot, indices
+        self.records: dict[int, Any] = {}
 
 
 class ProcessPool:
@@ -91,6 +106,10 @@ class ProcessPool:
         self.on_import = on_import
         self.ctx = _context()
         self.slots: list[_Slot] = []
+        self.calls: dict[int, _Call] = {}   # branch index -> its parallel() call
+        self._branch = 0                     # branch indices count down from -1
+        from barca.engine.executors import capacity
+        self.capacity = capacity(settings, size)[0]
 
     def _spawn(self) -> _Slot:
         parent, child = self.ctx.Pipe(duplex=True)
@@ -108,17 +127,32 @@ class ProcessPool:
         if not tasks:
             return
         by_index = {t.index: t for t in tasks}
-        per_chunk = max(1, min(64, math.ceil(len(tasks) / (self.size * 4))))
+        weighed = self.capacity < self.size or any(t.weight != 1 for t in tasks)
+        # weighed: one step per chunk, so what a worker holds is the weight of the step it runs
+        per_chunk = 1 if weighed else max(1, min(64, math.ceil(len(tasks) / (self.size * 4))))
         queue: deque[list[StepJob]] = deque(
             tasks[i:i + per_chunk] for i in range(0, len(tasks), per_chunk))
         remaining = len(tasks)
+
+        def deliver(rec: Any) -> int:
+            """A record to its step's on_record (1: a step done), or a branch's to the
+            parallel() call waiting for it (0)."""
+            if rec.index >= 0:
+                on_record(rec)
+                return 1
+            self._branch_done(rec, by_index)
+            return 0
+
         while remaining:
             for dead in [s for s in self.slots if not s.chunk and not s.proc.is_alive()]:
                 self._replace(dead)
             idle = [s for s in self.slots if not s.chunk]
-            while queue and (idle or len(self.slots) < self.size):
+            while queue and self._running() < self.size:
+                chunk = self._next_chunk(queue) if weighed else queue.popleft()
+                if chunk is None:
+                    break  # the capacity is taken until a running step ends
                 slot = idle.pop() if idle else self._spawn()
-                slot.chunk = queue.popleft()
+                slot.chunk = chunk
                 slot.done = set()
                 slot.deadline = None
                 slot.conn.send(slot.chunk)
@@ -142,8 +176,9 @@ class ProcessPool:
                     if kind == "record":
                         slot.done.add(data.index)
                         slot.deadline, slot.running = None, None
-                        remaining -= 1
-                        on_record(data)
+                        remaining -= deliver(data)
+                    elif kind == "branches":  # its step called parallel(): queue them first
+                        self._fan_out(slot, data, queue, by_index)
                     elif kind == "start":
                         slot.running = data
                         slot.deadline = now + float(by_index[data].timeout or 0)
@@ -152,9 +187,66 @@ class ProcessPool:
                     elif kind == "idle":
                         slot.chunk = []
                 if slot.chunk and (died or not slot.proc.is_alive()):
-                    remaining -= self._fail_dead(slot, queue, on_record)
+                    remaining -= self._fail_dead(slot, queue, deliver)
                 elif slot.chunk and slot.deadline is not None and now >= slot.deadline:
-                    remaining -= self._fail_timeout(slot, queue, on_record, by_index)
+                    remaining -= self._fail_timeout(slot, queue, deliver, by_index)
+
+    def _running(self) -> int:
+        """The workers that count against the pool size: those running something, but not
+        those whose step waits for its branches (a pool grows by the callers that wait)."""
+        return sum(1 for s in self.slots if s.chunk and not s.waiting)
+
+    def _fan_out(self, slot: _Slot, jobs: list[Any], queue: deque[list[Any]],
+                 by_index: dict[int, Any]) -> None:
+        """A step's branches, queued ahead of the other steps, each with the step's weight
+        and an index of its own (negative: never a step's)."""
+        caller = next((t for t in slot.chunk if t.index not in slot.done), None)
+        weight = getattr(caller, "weight", 1)
+        indices = []
+        for job in jobs:
+            self._branch -= 1
+            job.index, job.weight = self._branch, weight
+            by_index[job.index] = job
+            indices.append(job.index)
+        call = _Call(slot, indices)
+        for i in indices:
+            self.calls[i] = call
+        slot.waiting = True
+        queue.extendleft([by_index[i]] for i in reversed(indices))
+
+    def _branch_done(self, rec: Any, by_index: dict[int, Any]) -> None:
+        """A branch's record (a worker that died or overran gives a step's record: said as
+        the error in its slot); the last one wakes the caller with all of them, in order."""
+        call = self.calls.pop(rec.index, None)
+        job = by_index.pop(rec.index, None)
+        if call is None:
+            return
+        if not isinstance(rec, branches.BranchRecord):
+            text = rec.error or "the branch failed"
+            if text.startswith("Timeout:") and job is not None:
+                text = (f"TimeoutError: branch {job.step} ran past "
+                        f"{branches.BRANCH_TIMEOUT:g} s; its process was killed")
+            rec = branches.BranchRecord(rec.index, "failed", error=text)
+        call.records[rec.index] = rec
+        if len(call.records) == len(call.indices):
+            call.slot.waiting = False
+            if call.slot in self.slots:  # a caller that died (or overran) meanwhile: dropped
+                with contextlib.suppress(OSError, ValueError):
+                    call.slot.conn.send(("branch_results",
+                                         [call.records[i] for i in call.indices]))
+
+    def _next_chunk(self, queue: deque[list[StepJob]]) -> list[StepJob] | None:
+        """The first queued step whose weight fits in the capacity left, taken off the queue;
+        None when none fits. A step heavier than the capacity runs alone (when nothing else
+        does), never starved of it forever."""
+        used = sum(t.weight for s in self.slots if not s.waiting
+                   for t in s.chunk if t.index not in s.done)
+        for i, chunk in enumerate(queue):
+            need = chunk[0].weight
+            if used + need <= self.capacity or (used == 0 and need > self.capacity):
+                del queue[i]
+                return chunk
+        return None
 
     def _replace(self, slot: _Slot) -> None:
         self.slots.remove(slot)
@@ -166,7 +258,7 @@ class ProcessPool:
         slot.conn.close()
 
     def _fail_dead(self, slot: _Slot, queue: deque[list[StepJob]],
-                   on_record: Callable[[StepRecord], None]) -> int:
+                   on_record: Callable[[StepRecord], int]) -> int:
         slot.proc.join(1)
         code = slot.proc.exitcode
         if code is not None and code < 0:
@@ -181,25 +273,27 @@ class ProcessPool:
         if not pending:
             return 0
         first, rest = pending[0], pending[1:]
-        on_record(StepRecord(first.index, "failed", 0.0,
-                             error=f"WorkerDied: the worker process running {first.step} {how}"))
+        counted = on_record(StepRecord(
+            first.index, "failed", 0.0,
+            error=f"WorkerDied: the worker process running {first.step} {how}"))
         if rest:
             queue.appendleft(rest)
-        return 1
+        return counted
 
     def _fail_timeout(self, slot: _Slot, queue: deque[list[StepJob]],
-                      on_record: Callable[[StepRecord], None],
+                      on_record: Callable[[StepRecord], int],
                       by_index: dict[int, StepJob]) -> int:
         pending = [t for t in slot.chunk if t.index not in slot.done]
         running = by_index[slot.running] if slot.running is not None else pending[0]
         self._replace(slot)
-        on_record(StepRecord(running.index, "failed", float(running.timeout or 0),
-                             error=f"Timeout: {running.step} did not finish within "
-                                   f"timeout_seconds={running.timeout:g}; its process was killed"))
+        counted = on_record(StepRecord(
+            running.index, "failed", float(running.timeout or 0),
+            error=f"Timeout: {running.step} did not finish within "
+                  f"timeout_seconds={running.timeout:g}; its process was killed"))
         rest = [t for t in pending if t.index != running.index]
         if rest:
             queue.appendleft(rest)
-        return 1
+        return counted
 
     def close(self) -> None:
         for slot in self.slots:

@@ -181,6 +181,9 @@ class Worker:
                 out[param] = self.collected(spec[1], spec[2])
             else:
                 out[param] = None
+        if any(type(v).__name__ == "DuckDBPyRelation" for v in out.values()):
+            from barca.store.duck import name_relations  # visible to SQL as views, by name
+            name_relations(out)
         return out
 
     def run(self, task: StepJob) -> StepRecord:
@@ -201,7 +204,9 @@ class Worker:
                         and isinstance(value[0], bool):
                     value = value[1]
                 out.finish()
-                return self.store(task, value, start, out)
+                rec = self.store(task, value, start, out)
+                rec.attempts = attempt + 1
+                return rec
             except BaseException as exc:  # a user function's exception is data
                 if isinstance(exc, KeyboardInterrupt):
                     raise
@@ -210,10 +215,12 @@ class Worker:
                 shown = out.text()  # the last traceback is shown as the error, not as output
                 out.add_traceback(trace)  # every failed attempt's traceback is in the log
                 if attempt + 1 < attempts:
+                    if task.retry_backoff:  # after failed attempt k, wait retry_backoff * k
+                        time.sleep(task.retry_backoff * (attempt + 1))
                     continue
                 return StepRecord(task.index, "failed", time.perf_counter() - start,
                                   error=f"{type(exc).__name__}: {exc}", traceback=trace,
-                                  output=shown, lines=out.lines)
+                                  output=shown, lines=out.lines, attempts=attempt + 1)
         raise AssertionError("unreachable")
 
     def store(self, task: StepJob, value: Any, start: float, out: StepOutput) -> StepRecord:

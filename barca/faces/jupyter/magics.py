@@ -132,7 +132,7 @@ def _sql_argv(line: str) -> list[str] | None:
     return ["sql", rest[spans[lo][1]:spans[hi - 1][2]], *before, *after]
 
 
-_COMMAND = r"(?:--help|--version|get|run|list|status|graph|sql|plan|history|docs|version)\b"
+_COMMAND = r"(?:--help|--version|get|run|list|status|graph|sql|plan|history|stats|docs|version)\b"
 
 
 def _in_magic_form(exc: Any) -> None:

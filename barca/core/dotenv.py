@@ -1,0 +1,95 @@
+"""The values of the variables a step declares in ``env=``: the process environment, else the
+project's ``.env`` file (``barca docs env``). Read here, never exported: a step's process sees
+only its real environment. Secret-like names are shown as ``<redacted>`` wherever barca prints
+a value; the value itself still counts towards the run hash."""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+FILE = ".env"
+REDACTED = "<redacted>"
+SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD")
+
+_FILES: dict[Path, tuple[tuple[int, ...], dict[str, str]]] = {}
+_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(.*?)\s*$")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def is_secret(name: str) -> bool:
+    """``API_TOKEN``, ``db_password``, ``KEY``: a name whose value barca never prints."""
+    up = name.upper()
+    return up in SECRET_WORDS or any(up.endswith("_" + w) for w in SECRET_WORDS)
+
+
+def shown(name: str, value: str | None) -> str | None:
+    """What output says of ``name``'s value: None when unset, else the value or
+    ``<redacted>``."""
+    if value is None:
+        return None
+    return REDACTED if is_secret(name) else value
+
+
+def parse(text: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``KEY=VALUE`` lines: ``export`` allowed, ``#`` comments, single quotes literal, double
+    quotes with escapes, ``${VAR}``/``$VAR`` expanded from the lines above, else the process
+    environment (else empty)."""
+    env = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+
+    def expand(v: str) -> str:
+        return _VAR.sub(lambda m: out.get(m.group(1) or m.group(2),
+                                          env.get(m.group(1) or m.group(2), "")), v)
+
+    for raw in text.splitlines():
+        m = _LINE.match(raw)
+        if m is None or raw.lstrip().startswith("#"):
+            continue
+        key, value = m.group(1), m.group(2)
+        if value[:1] == "'":
+            end = value.find("'", 1)
+            value = value[1:end] if end > 0 else value[1:]
+        elif value[:1] == '"':
+            end = 1
+            while end < len(value) and not (value[end] == '"' and value[end - 1] != "\\"):
+                end += 1
+            inner = value[1:end]
+            inner = inner.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+            value = expand(inner)
+        else:
+            value = expand(re.sub(r"\s+#.*$", "", value))
+        out[key] = value
+    return out
+
+
+def file_values(root: Path) -> dict[str, str]:
+    """``root/.env``, parsed; read again only when the file changes."""
+    path = root / FILE
+    try:
+        st = path.stat()
+    except OSError:
+        return {}
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    got = _FILES.get(path)
+    if got is None or got[0] != stamp:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return {}
+        got = _FILES[path] = (stamp, parse(text))
+    return got[1]
+
+
+def value(name: str, root: Path, environ: Mapping[str, str] | None = None) -> str | None:
+    """``name``'s value: the process environment wins, else ``root/.env``; None if neither."""
+    env = os.environ if environ is None else environ
+    if name in env:
+        return env[name]
+    return file_values(root).get(name)
+
+
+def values(names: list[str], root: Path) -> dict[str, str | None]:
+    """Each name's value as output shows it (secrets redacted, None when unset)."""
+    return {n: shown(n, value(n, root)) for n in names}

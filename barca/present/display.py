@@ -1,0 +1,48 @@
+"""What every result object shares: its renderings (plain text, HTML, rich), derived from its
+``to_json()`` and ``_table()``."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from barca.core.render import html_table, rich_table
+
+
+class _Displayable:
+    """Shared renderings: every result object shows itself the same way everywhere."""
+    __slots__ = ()
+
+    def to_json(self) -> dict[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        raise NotImplementedError
+
+    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
+        """The table as HTML shows it: ``_table()`` plus the WHY column's index (names are
+        shortened by the classes whose text keeps full ids)."""
+        headers, rows, col, summary = self._table()
+        return headers, rows, col, summary, None
+
+    def _repr_html_(self) -> str:
+        headers, rows, col, summary, why = self._html_table()
+        return html_table(headers, rows, col, summary, why_col=why)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """Plain text and HTML. No ``application/json`` unless asked for with ``include``:
+        JupyterLab ranks it above HTML and would show a collapsed JSON tree, not the table."""
+        bundle: dict[str, Any] = {"text/plain": str(self), "text/html": self._repr_html_()}
+        if include and "application/json" in include:
+            bundle["application/json"] = self.to_json()
+        if include:
+            bundle = {k: v for k, v in bundle.items() if k in include}
+        if exclude:
+            bundle = {k: v for k, v in bundle.items() if k not in exclude}
+        return bundle
+
+    def __rich__(self) -> object:
+        headers, rows, col, summary = self._table()
+        return rich_table(headers, rows, col, summary)
+
+    def json_text(self) -> str:
+        return json.dumps(self.to_json(), indent=2, default=str, ensure_ascii=False)
