@@ -108,13 +108,15 @@ class Store:
                 cols = {r[1] for r in self.conn.execute("PRAGMA table_info(materializations)")}
                 if "remote" not in cols:  # a store written before the remote column existed
                     self.conn.execute("ALTER TABLE materializations ADD COLUMN remote INTEGER")
-                cols = {r[1] for r in self.conn.execute("PRAGMA table_info(runs)")}
+                if "attempts" not in cols:  # calls of the function (retries=), for barca stats
+                    with contextlib.suppress(sqlite3.OperationalError):  # added meanwhile
+                        self.conn.execute("ALTER TABLE materializations ADD COLUMN attempts "
+                                          "INTEGER")
+                runs = {r[1] for r in self.conn.execute("PRAGMA table_info(runs)")}
                 for col in ("pid INTEGER", "proc TEXT"):  # a store before runs knew their process
-                    if col.split()[0] not in cols:
+                    if col.split()[0] not in runs:
                         with contextlib.suppress(sqlite3.OperationalError):  # added meanwhile
                             self.conn.execute(f"ALTER TABLE runs ADD COLUMN {col}")
-                if "attempts" not in cols:  # calls of the function (retries=), for barca stats
-                    self.conn.execute("ALTER TABLE materializations ADD COLUMN attempts INTEGER")
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
         except OSError as exc:
