@@ -10,7 +10,6 @@ after a kernel restart, is a cache hit.
 from __future__ import annotations
 
 import ast
-import contextlib
 import inspect
 import os
 import sys
@@ -20,11 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from barca.core.types import short_name
-from barca.identity.hashing import canonical_json, digest, in_project
 from barca.model import decorators
 from barca.model.discovery import PSEUDO_ABSPATH
-from barca.model.scope import global_names
 
 
 def interactive() -> bool:
@@ -108,153 +104,10 @@ def file_model(root: Path) -> Any:
     return fm
 
 
-# ---------------------------------------------------------------------------- hashing
-
-STEMLESS = "__notebook__"  # the stem a definition hash names, whatever the notebook is called
-
-
-def json_map(value: Any, fn: Callable[[Any], Any]) -> Any:
-    """``value`` (lists and dicts of plain values) with ``fn`` applied to every leaf."""
-    if isinstance(value, dict):
-        return {k: json_map(v, fn) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_map(v, fn) for v in value]
-    return fn(value)
-
-
-def adopt_renamed(store: Any, ids: list[str]) -> list[tuple[str, str]]:
-    """Results of a renamed notebook, reachable under its new name.
-
-    A notebook node's id is ``<notebook stem>:<function>``, but its cache is keyed by its
-    definition and inputs, which do not name the notebook. When a notebook node has no
-    recorded result at all, the successful rows of the same function in other notebooks are
-    recorded again under its id: a run then finds by run hash those whose definition and
-    inputs match (the others are never used), and their artifacts stay where they are.
-    Returns the (old, new) ids adopted."""
-    import sqlite3
-    conn = getattr(store, "conn", None)
-    if conn is None or not ids:
-        return []
-    from barca.store.metadata import COLUMNS
-    adopted = []
-    try:
-        for new in ids:
-            if conn.execute("SELECT 1 FROM materializations WHERE asset=? LIMIT 1",
-                            (new,)).fetchone():
-                continue
-            fn = short_name(new)
-            olds = [a for (a,) in conn.execute(
-                "SELECT DISTINCT asset FROM materializations WHERE asset LIKE ? ESCAPE '\\' "
-                "AND status='success'", ("%:" + fn.replace("_", "\\_"),))
-                if a != new and _is_notebook_id(a, fn)]
-            for old in olds:
-                cols = ", ".join(COLUMNS)
-                picked = ", ".join(":new" if c == "asset" else
-                                   ":new || substr(node, :rest)" if c == "node" else c
-                                   for c in COLUMNS)
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute(f"INSERT INTO materializations ({cols}) SELECT {picked} FROM "
-                             "materializations WHERE asset=:old AND status='success' "
-                             "ORDER BY id", {"new": new, "rest": len(old) + 1, "old": old})
-                conn.execute("COMMIT")
-                adopted.append((old, new))
-    except sqlite3.DatabaseError:  # read-only or busy: the results are found another time
-        with contextlib.suppress(sqlite3.DatabaseError):
-            conn.execute("ROLLBACK")
-    return adopted
-
-
-def _is_notebook_id(asset: str, fn: str) -> bool:
-    stem = asset[:-len(fn) - 1]
-    return asset.endswith(":" + fn) and bool(stem) and not stem.endswith(".py") \
-        and "/" not in stem and ":" not in stem
-
-def _value_digest(value: Any) -> str:
-    try:
-        return digest("json", canonical_json(value))
-    except (TypeError, ValueError):
-        pass
-    try:
-        import pickle
-        return digest("pickle", pickle.dumps(value, protocol=5))
-    except Exception:  # hash more, never less: an unreadable value changes every run
-        return digest("repr", repr(value), str(id(value)))
-
-
-def parts(root: Path, node: Any, decorator_shape: Any) -> dict[str, str]:
-    """The definition parts of a notebook node: code, counted decorator arguments, and the
-    cone of notebook-defined names it uses, read from the live namespace."""
-    from barca.identity.hashing import _strip_decorators
-    ns = namespace()
-    code = _strip_decorators(node.fn)
-    # nothing of the notebook's name: renaming the notebook keeps every definition hash
-    own = f"{node.file}:"
-    shape = json_map(decorator_shape, lambda v: STEMLESS + v[len(own) - 1:]
-                     if isinstance(v, str) and v.startswith(own) else v)
-    out = {
-        "code": digest(ast.dump(code, include_attributes=False)),
-        "decorator": digest(canonical_json(shape), *node.counted_decorator),
-    }
-    seen: set[str] = {node.function}
-    todo = list(global_names(code) | set(node.counted_names))
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in ns:
-            continue
-        seen.add(name)
-        value = ns[name]
-        label = f"helper:{STEMLESS}:{name}"
-        if inspect.ismodule(value):
-            path = getattr(value, "__file__", None)
-            if path and _in_project(root, Path(path)):
-                out[f"module:{Path(path).resolve().relative_to(root)}"] = digest(
-                    Path(path).read_text(encoding="utf-8", errors="replace"))
-            continue
-        module = getattr(value, "__module__", None)
-        if inspect.isfunction(value) or inspect.isclass(value):
-            if module == "__main__":
-                try:
-                    src = _source(value)
-                    tree = ast.parse(src)
-                    out[label] = digest(ast.dump(tree, include_attributes=False))
-                    todo.extend(global_names(tree) - seen)
-                except (OSError, TypeError, SyntaxError):
-                    out[label] = _class_digest(value) if inspect.isclass(value) else \
-                        _value_digest(value)
-                continue
-            path = getattr(sys.modules.get(module or ""), "__file__", None)
-            if path and _in_project(root, Path(path)):
-                out[f"module:{Path(path).resolve().relative_to(root)}"] = digest(
-                    Path(path).read_text(encoding="utf-8", errors="replace"))
-            continue  # installed packages and the standard library are not followed
-        if callable(value) and not isinstance(value, type) and module not in (None, "__main__"):
-            continue
-        out[label] = _value_digest(value)
-    for name in node.env:
-        val = os.environ.get(name)
-        out[f"env:{name}"] = digest("unset" if val is None else "set", val or "")
-    return out
-
-
-def _class_digest(cls: type) -> str:
-    """A class whose source inspect cannot find: its methods' sources and its bases."""
-    parts = [c.__qualname__ for c in cls.__mro__]
-    for name, member in sorted(vars(cls).items()):
-        if inspect.isfunction(member):
-            try:
-                parts.append(ast.dump(ast.parse(_source(member)), include_attributes=False))
-            except (OSError, TypeError, SyntaxError):
-                parts.append(_value_digest(member))
-        elif not name.startswith("__"):
-            parts.append(f"{name}={_value_digest(member)}")
-    return digest(*parts)
-
-
-def _in_project(root: Path, path: Path) -> bool:
-    try:
-        return in_project(root.resolve(), path.resolve())
-    except OSError:
-        return False
+def is_notebook_id(asset: str) -> bool:
+    """Whether an asset id is a notebook node's (``<stem>:<function>``, no file path)."""
+    stem = asset.rsplit(":", 1)[0] if ":" in asset else ""
+    return bool(stem) and not stem.endswith(".py") and "/" not in stem and ":" not in stem
 
 
 def function_for(name: str) -> Callable[..., Any] | None:

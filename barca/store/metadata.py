@@ -6,7 +6,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -358,6 +358,45 @@ class Store:
     _END_RUN = ("UPDATE runs SET status=?, finished_at=?, steps_run=?, steps_cached=?, "
                 "steps_failed=?, error=? WHERE run_id=?")
 
+    def adopt(self, new: str, olds: Callable[[str], bool], definition: dict[str, str]) -> list[str]:
+        """Successful rows of other assets recorded again under ``new``, when ``new`` has no row
+        at all: only the assets ``olds`` accepts, and only the rows made by this very
+        definition (each of its parts equal), so that a renamed notebook keeps its results and
+        an unrelated function of the same name adopts nothing. The artifacts stay where they
+        are. Returns the assets adopted from; a busy or read-only store adopts nothing."""
+        conn = self.conn
+        if conn is None:
+            return []
+        adopted: list[str] = []
+        try:
+            if conn.execute("SELECT 1 FROM materializations WHERE asset=? LIMIT 1",
+                            (new,)).fetchone():
+                return []
+            suffix = ":" + new.rsplit(":", 1)[-1]
+            found = [a for (a,) in conn.execute(
+                "SELECT DISTINCT asset FROM materializations WHERE status='success' AND "
+                "substr(asset, -?) = ?", (len(suffix), suffix)) if a != new and olds(a)]
+            cols = ", ".join(COLUMNS)
+            for old in found:
+                ids = [i for i, parts in conn.execute(
+                    "SELECT id, parts FROM materializations WHERE asset=? AND status='success' "
+                    "ORDER BY id", (old,)) if _made_by(parts, definition)]
+                if not ids:
+                    continue
+                picked = ", ".join(":new" if c == "asset" else
+                                   ":new || substr(node, :rest)" if c == "node" else c
+                                   for c in COLUMNS)
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany(f"INSERT INTO materializations ({cols}) SELECT {picked} FROM "
+                                 "materializations WHERE id=:id",
+                                 [{"new": new, "rest": len(old) + 1, "id": i} for i in ids])
+                conn.execute("COMMIT")
+                adopted.append(old)
+        except sqlite3.DatabaseError:  # read-only or busy: the results are found another time
+            with contextlib.suppress(sqlite3.DatabaseError):
+                conn.execute("ROLLBACK")
+        return adopted
+
     def begin_run(self, run_id: str, command: str, target: str, pool_size: int) -> None:
         self._write(self._BEGIN_RUN, [(run_id, command, target, time.time(), pool_size)])
 
@@ -407,3 +446,12 @@ class Store:
             with contextlib.suppress(sqlite3.DatabaseError):
                 self.conn.execute("ROLLBACK")
             raise self._db_error(exc) from None
+
+
+def _made_by(parts: str | None, definition: dict[str, str]) -> bool:
+    """Whether a row's recorded parts hold every part of ``definition`` unchanged."""
+    try:
+        got = json.loads(parts or "")
+    except ValueError:
+        return False
+    return isinstance(got, dict) and all(got.get(k) == v for k, v in definition.items())

@@ -1,0 +1,263 @@
+"""The definition parts of a node defined in notebook cells, read from the objects that run.
+
+A notebook node runs as the function object the kernel holds, shipped by value (cloudpickle)
+with the globals it reads. So its hash is made of those same objects, never of text that may
+have moved on since they were made (hash what runs, run what is hashed):
+
+- a function is its source when compiling that source gives the function's own code, else
+  its code object (a ``%run`` script edited after it ran, a ``%%time`` cell, a closure); plus
+  its default arguments (bound when its ``def`` ran), its closure's cell contents, and the
+  globals it reads, looked up in its own globals;
+- a class is its bases and its members (methods as functions, so the globals they read count);
+- any other value is its stable pickle, with every notebook function or class inside it (a
+  ``functools.partial``'s function, an ``np.vectorize``'s, a callable instance's class) standing
+  for what it does, and a project module's function or class adding that module.
+
+Nothing of the notebook's name is in a part: renaming the notebook keeps every definition hash.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import sys
+import textwrap
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from barca.identity.hashing import canonical_json, digest, in_project, sha, stable_pickle
+from barca.model.scope import global_names
+
+STEMLESS = "__notebook__"  # the stem a definition hash names, whatever the notebook is called
+
+_PLAIN = frozenset({int, float, str, bytes, bool, type(None), complex, list, tuple, dict})
+_SKIP_MEMBERS = frozenset({"__dict__", "__weakref__", "__module__", "__qualname__",
+                           "__firstlineno__", "__static_attributes__"})
+
+
+def json_map(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """``value`` (lists and dicts of plain values) with ``fn`` applied to every leaf."""
+    if isinstance(value, dict):
+        return {k: json_map(v, fn) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_map(v, fn) for v in value]
+    return fn(value)
+
+
+def parts(root: Path, node: Any, decorator_shape: Any, fn: Callable[..., Any] | None,
+          namespace: dict[str, Any]) -> dict[str, str]:
+    """The definition parts of a notebook node: code, counted decorator arguments, what its
+    function object carries (defaults, closure), and the cone of what it reads."""
+    from barca.identity.hashing import _strip_decorators
+    code = _strip_decorators(node.fn)
+    own = f"{node.file}:"
+    shape = json_map(decorator_shape, lambda v: STEMLESS + v[len(own) - 1:]
+                     if isinstance(v, str) and v.startswith(own) else v)
+    out = {
+        "code": digest(ast.dump(code, include_attributes=False)),
+        "decorator": digest(canonical_json(shape), *node.counted_decorator),
+    }
+    cone = Cone(root, namespace, out)
+    names = global_names(code) | set(node.counted_names)
+    scope = namespace
+    if isinstance(fn, types.FunctionType):
+        scope = fn.__globals__
+        if not _same_code(code, fn):  # its source moved on (a %run script edited since)
+            out["code-object"], read = cone.function(fn)
+            names = set(node.counted_names)
+        elif fn.__defaults__ or fn.__kwdefaults__ or fn.__closure__:
+            out["bound"] = _bound_digest(cone, fn)  # ``k=K`` is K as the def ran
+    cone.names(sorted(names - {node.function}), scope)
+    for name in node.env:
+        val = os.environ.get(name)
+        out[f"env:{name}"] = digest("unset" if val is None else "set", val or "")
+    return out
+
+
+class Cone:
+    """One node's walk over the live objects it reads; each part added once."""
+
+    def __init__(self, root: Path, namespace: dict[str, Any], out: dict[str, str]) -> None:
+        self.root = root.resolve()
+        self.ns = namespace
+        self.out = out
+        self.seen: set[tuple[int, str]] = set()
+        self.tokens: dict[int, str] = {}   # id(function or class) -> its digest
+        self.keep: list[Any] = []          # what the ids above point to, kept alive
+
+    # ------------------------------------------------------------ names
+    def names(self, names: list[str], scope: dict[str, Any]) -> None:
+        for name in names:
+            if (id(scope), name) in self.seen or name not in scope:
+                continue  # a builtin, or not defined (yet): the worker says so
+            self.seen.add((id(scope), name))
+            label = f"helper:{STEMLESS}:{name}"
+            if scope is not self.ns:  # the globals of a %run script: another namespace
+                label = f"helper:{STEMLESS}:{scope.get('__file__', '%run')}:{name}"
+            got = self.value(scope[name])
+            if got is not None:
+                self.out[label] = got
+
+    def value(self, value: Any) -> str | None:
+        """A value's digest, or None when it is not the project's (an installed package's
+        function, class or module is not followed)."""
+        if inspect.ismodule(value):
+            self.module(getattr(value, "__file__", None))
+            return None
+        if isinstance(value, (types.FunctionType, type)) and not self._ours(value):
+            self.module_of(value)
+            return None
+        if type(value) in _PLAIN:
+            try:
+                return digest("json", canonical_json(value))
+            except (TypeError, ValueError):
+                pass
+        try:
+            return digest("pickle", stable_pickle(value, self.hook))
+        except Exception:  # hash more, never less: an unpicklable value changes every run
+            return digest("unpicklable", repr(type(value)), str(id(value)))
+
+    def hook(self, obj: Any) -> Any:
+        """Inside a pickled value: a notebook function or class stands for what it does."""
+        t = type(obj)
+        if t in _PLAIN:
+            return None
+        if t is types.FunctionType or isinstance(obj, type):
+            if self._ours(obj):
+                return ("barca-def", self.function(obj)[0] if t is types.FunctionType
+                        else self.klass(obj))
+            self.module_of(obj)
+            return None
+        if t is types.ModuleType:
+            self.module(getattr(obj, "__file__", None))
+            return ("barca-module", obj.__name__)
+        return None
+
+    # ------------------------------------------------------------ definitions
+    def function(self, fn: types.FunctionType) -> tuple[str, set[str]]:
+        """A notebook function's digest and the global names it reads (walked too)."""
+        key = id(fn)
+        if key in self.tokens:
+            return self.tokens[key], set()
+        self.tokens[key] = digest("recursive", fn.__qualname__)  # while it is being made
+        self.keep.append(fn)
+        tree = _source_tree(fn)
+        if tree is not None and _same_code(tree, fn):
+            text, read = ast.dump(tree, include_attributes=False), global_names(tree)
+        else:
+            text, read = "code:" + code_digest(fn.__code__), code_names(fn.__code__)
+        token = digest(text, _bound_digest(self, fn))
+        self.tokens[key] = token
+        self.names(sorted(read), fn.__globals__)
+        return token, read
+
+    def klass(self, cls: type) -> str:
+        """A notebook class: its bases and its members, in definition order."""
+        key = id(cls)
+        if key in self.tokens:
+            return self.tokens[key]
+        self.tokens[key] = digest("recursive", cls.__qualname__)
+        self.keep.append(cls)
+        texts = [cls.__qualname__]
+        for base in cls.__bases__:
+            texts.append(self.klass(base) if self._ours(base)
+                         else f"{base.__module__}.{base.__qualname__}")
+            if not self._ours(base):
+                self.module_of(base)
+        for name, member in vars(cls).items():
+            if name in _SKIP_MEMBERS:
+                continue
+            texts.append(f"{name}={self.member(member)}")
+        self.tokens[key] = digest(*texts)
+        return self.tokens[key]
+
+    def member(self, member: Any) -> str:
+        if isinstance(member, (types.MemberDescriptorType, types.GetSetDescriptorType)):
+            return type(member).__name__  # a slot: its name is in __slots__
+        if isinstance(member, (staticmethod, classmethod)):
+            return "static:" + self.member(member.__func__)
+        if isinstance(member, property):
+            return "property:" + ",".join(self.member(f) if f is not None else "-"
+                                          for f in (member.fget, member.fset, member.fdel))
+        if isinstance(member, types.FunctionType):
+            return self.function(member)[0] if self._ours(member) else \
+                f"{member.__module__}.{member.__qualname__}"
+        return self.value(member) or "external"
+
+    # ------------------------------------------------------------ where things live
+    def _ours(self, obj: Any) -> bool:
+        """Defined in the kernel (cells, ``%run``), not importable by a worker from a file."""
+        module = getattr(obj, "__module__", None)
+        return module == "__main__" or module is None
+
+    def module_of(self, obj: Any) -> None:
+        mod = sys.modules.get(getattr(obj, "__module__", None) or "")
+        self.module(getattr(mod, "__file__", None))
+
+    def module(self, file: str | None) -> None:
+        """A project module (under the root, not installed): the whole of its source."""
+        if not file:
+            return
+        try:
+            path = Path(file).resolve()
+            if in_project(self.root, path):
+                self.out[f"module:{path.relative_to(self.root)}"] = digest(
+                    path.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            return
+
+
+def _bound_digest(cone: Cone, fn: types.FunctionType) -> str:
+    """What a function object carries beyond its code: defaults, keyword defaults, the
+    contents of its closure's cells."""
+    cells = []
+    for cell in fn.__closure__ or ():
+        try:
+            cells.append(cone.value(cell.cell_contents) or "external")
+        except ValueError:  # an empty cell
+            cells.append("empty")
+    return digest(cone.value(fn.__defaults__) or "", cone.value(fn.__kwdefaults__) or "",
+                  *cells)
+
+
+def _source_tree(fn: Any) -> ast.Module | None:
+    try:
+        return ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+
+
+def _same_code(tree: ast.AST, fn: types.FunctionType) -> bool:
+    """Whether ``tree`` (a ``def`` or a module holding one) compiles to ``fn``'s own code."""
+    if not isinstance(tree, ast.Module):
+        tree = ast.Module(body=[tree], type_ignores=[])  # type: ignore[list-item]
+    try:
+        compiled = compile(tree, "<barca>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, TypeError):
+        return False
+    want = code_digest(fn.__code__)
+    return any(isinstance(c, types.CodeType) and c.co_name == fn.__code__.co_name
+               and code_digest(c) == want for c in compiled.co_consts)
+
+
+def code_digest(co: types.CodeType) -> str:
+    """A code object by what it does: bytecode, names, constants (nested code too); never its
+    file name or line numbers, which differ for the same cell run again."""
+    consts = [code_digest(c) if isinstance(c, types.CodeType) else sha(stable_pickle(c))
+              for c in co.co_consts]
+    return digest(co.co_name, co.co_code.hex(), repr(co.co_names), repr(co.co_varnames),
+                  repr(co.co_freevars), repr(co.co_cellvars),
+                  f"{co.co_argcount},{co.co_posonlyargcount},{co.co_kwonlyargcount},"
+                  f"{co.co_flags}", *consts)
+
+
+def code_names(co: types.CodeType) -> set[str]:
+    """The global (and attribute) names a code object and its nested code may read: more than
+    it reads, never less."""
+    out = set(co.co_names)
+    for c in co.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= code_names(c)
+    return out

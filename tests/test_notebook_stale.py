@@ -1,0 +1,140 @@
+"""Issue 36, assets defined in notebook cells are never stale either: each numbered case of the
+trial, in a real kernel run by nbclient. Every test is one short notebook (or two, a restart)."""
+from __future__ import annotations
+
+import ast
+
+import pytest
+from conftest import Project
+from nbtools import error, execute, notebook, result, text
+
+pytestmark = pytest.mark.slow  # real kernels
+
+
+def state(name: str) -> str:
+    return f"st = %barca status\n{{r.name: r.state for r in st.rows}}[{name!r}]"
+
+
+def run(project: Project, *cells: str):
+    nb = notebook("%load_ext barca", "from barca import asset", *cells)
+    execute(nb, project.path)
+    return nb
+
+
+def value(nb, i: int):
+    return ast.literal_eval(result(nb, i)["text/plain"])
+
+
+def no_errors(nb) -> None:
+    for i in range(len(nb.cells)):
+        assert error(nb, i) is None, (i, nb.cells[i].source, error(nb, i), text(nb, i))
+
+
+# ------------------------------------------------------------------ 13: stable digests
+
+SETS = ('TAGS = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta"}\n'
+        'NESTED = (frozenset({"x", "y", "z", "w"}), {"k": {"a", "b", "c", "d"}}, 1.5j)')
+TAGGED = ("@asset()\ndef tagged() -> list:\n"
+          "    return [sorted(TAGS), sorted(NESTED[0]), sorted(NESTED[1]['k'])]")
+
+
+def test_set_constants_are_cached_across_kernel_restarts(project: Project, monkeypatch) -> None:
+    """#13: a set (and a frozenset or set inside a value that is not JSON) has one digest,
+    whatever ``PYTHONHASHSEED`` the kernel started with."""
+    monkeypatch.setenv("PYTHONHASHSEED", "1")
+    first = run(project, SETS, TAGGED, "%barca get tagged")
+    no_errors(first)
+    monkeypatch.setenv("PYTHONHASHSEED", "2")
+    again = run(project, SETS, TAGGED, state("tagged"))
+    no_errors(again)
+    assert result(again, 4)["text/plain"] == "'cached'"
+    changed = run(project, SETS.replace('"zeta"', '"eta"'), TAGGED, state("tagged"))
+    assert result(changed, 4)["text/plain"] == "'stale'"   # a changed member still counts
+
+
+# ------------------------------------------------------------------ 6: ids mean one notebook
+
+def test_unrelated_function_of_another_notebook_is_not_adopted(project: Project,
+                                                               monkeypatch) -> None:
+    """#6: a new notebook's ``summary`` is not the other notebook's ``summary``: no rows of
+    it are adopted (status says never run; history has nothing), while a renamed notebook
+    (same definition) still keeps its results."""
+    monkeypatch.setenv("JPY_SESSION_NAME", str(project.path / "sales.ipynb"))
+    run(project, "@asset()\ndef summary() -> int:\n    return 1", "%barca get summary")
+    monkeypatch.setenv("JPY_SESSION_NAME", str(project.path / "weather.ipynb"))
+    other = run(project, "@asset()\ndef summary() -> str:\n    return 'rain'",
+                "st = %barca status\nr = st.rows[0]\n(r.id, r.state, r.last_run)",
+                "%barca get summary")
+    no_errors(other)
+    rid, st, last = value(other, 3)
+    assert (rid, st) == ("weather:summary", "never_run"), (rid, st, last)
+    assert result(other, 4)["text/plain"] == "'rain'"
+    monkeypatch.setenv("JPY_SESSION_NAME", str(project.path / "sales_v2.ipynb"))
+    renamed = run(project, "@asset()\ndef summary() -> int:\n    return 1", state("summary"))
+    assert result(renamed, 3)["text/plain"] == "'cached'"
+
+
+# ------------------------------------------------------------------ 5: hash what runs
+
+def test_default_argument_after_only_the_constant_cell_changed(project: Project) -> None:
+    """#5: ``k=K`` is bound when the ``def`` runs. Re-running only the ``K`` cell leaves the
+    kernel's function with the old default: the run hash says so, and "Restart and run all"
+    never gets the old value stored under the new definition."""
+    kernel = run(project, "K = 1", "@asset()\ndef a(k=K) -> int:\n    return k",
+                 "%barca get a", "K = 2", "%barca get a")
+    no_errors(kernel)
+    assert result(kernel, 4)["text/plain"] == "1"
+    fresh = run(project, "K = 2", "@asset()\ndef a(k=K) -> int:\n    return k", "%barca get a")
+    no_errors(fresh)
+    assert result(fresh, 4)["text/plain"] == "2"
+
+
+PREP = "def prep(x):\n    return x + {n}\n"
+
+
+def test_run_script_edited_without_running_it_again(project: Project) -> None:
+    """#5: ``%run prep.py``, then prep.py edited on disk: the kernel still holds the old
+    ``prep``; its result is never stored as the new source's."""
+    project.write("prep.py", PREP.format(n=1))
+    kernel = run(project, "%run prep.py",
+                 "@asset()\ndef prepped() -> int:\n    return prep(10)",
+                 "%barca get prepped",
+                 f"from pathlib import Path\nPath('prep.py').write_text({PREP.format(n=2)!r})",
+                 "%barca get prepped")
+    no_errors(kernel)
+    assert result(kernel, 4)["text/plain"] == "11"
+    assert result(kernel, 6)["text/plain"] == "11"    # what the kernel's prep gives
+    fresh = run(project, "%run prep.py", "@asset()\ndef prepped() -> int:\n    return prep(10)",
+                "%barca get prepped")
+    no_errors(fresh)
+    assert result(fresh, 4)["text/plain"] == "12"
+
+
+# ------------------------------------------------------------------ 2: callables that are values
+
+MAKE = "def make(k):\n    def f(x):\n        return x * k\n    return f"
+
+
+def test_closures_and_partials_are_hashed_by_what_they_do(project: Project) -> None:
+    """#2: ``scale = make(3)`` is its code and its cells' contents; a ``functools.partial``
+    its function and arguments; a callable instance its class and state."""
+    nb = run(project, MAKE,
+             "import functools\ndef mul(a, b):\n    return a * b\n"
+             "scale = make(3)\ntriple = functools.partial(mul, 3)",
+             "class Adder:\n    def __init__(self, n):\n        self.n = n\n"
+             "    def __call__(self, x):\n        return x + self.n\nadd = Adder(1)",
+             "@asset()\ndef used() -> list:\n    return [scale(2), triple(2), add(2)]",
+             "%barca get used",
+             "scale = make(4)", state("used"), "%barca get used",
+             "triple = functools.partial(mul, 5)", state("used"), "%barca get used",
+             "class Adder:\n    def __init__(self, n):\n        self.n = n\n"
+             "    def __call__(self, x):\n        return x + 10 * self.n\nadd = Adder(1)",
+             state("used"), "%barca get used")
+    no_errors(nb)
+    assert value(nb, 6) == [6, 6, 3]
+    assert result(nb, 8)["text/plain"] == "'stale'"
+    assert value(nb, 9) == [8, 6, 3]
+    assert result(nb, 11)["text/plain"] == "'stale'"
+    assert value(nb, 12) == [8, 10, 3]
+    assert result(nb, 14)["text/plain"] == "'stale'"
+    assert value(nb, 15) == [8, 10, 12]
