@@ -138,3 +138,66 @@ def test_closures_and_partials_are_hashed_by_what_they_do(project: Project) -> N
     assert value(nb, 12) == [8, 10, 3]
     assert result(nb, 14)["text/plain"] == "'stale'"
     assert value(nb, 15) == [8, 10, 12]
+
+
+# ------------------------------------------------------------------ 1: project modules, followed
+
+CONSTS = "K = 2\nOTHER = 0\n"
+HELPERS = ("from consts import K\n\n\ndef scale(x):\n    return x * K\n\n\n"
+           "def other():\n    return 0\n\n\nclass Scaler:\n    def __call__(self, x):\n"
+           "        return x * K\n")
+
+
+def edit(name: str, old: str, new: str) -> str:
+    """A cell that edits a project file on disk (as an editor would)."""
+    return (f"from pathlib import Path\np = Path({name!r})\n"
+            f"p.write_text(p.read_text().replace({old!r}, {new!r}))")
+
+
+def test_project_modules_are_followed_transitively(project: Project) -> None:
+    """#1 and #4: a notebook reads ``helpers.scale`` (by name, through the module, and a
+    project class's instance); helpers.py imports ``K`` from consts.py. Editing consts.py's
+    ``K`` or the class's method re-runs; editing what is not used does not."""
+    project.write("consts.py", CONSTS)
+    project.write("helpers.py", HELPERS)
+    nb = run(project, "from helpers import scale, Scaler\nimport helpers as h\nsc = Scaler()",
+             "@asset()\ndef scaled() -> list:\n    return [scale(10), h.scale(1), sc(100)]",
+             "%barca get scaled",
+             edit("consts.py", "K = 2", "K = 3"), state("scaled"), "%barca get scaled",
+             edit("helpers.py", "return 0", "return 1"), state("scaled"),
+             edit("consts.py", "OTHER = 0", "OTHER = 5"), state("scaled"),
+             edit("helpers.py", "return x * K\n", "return x * K + 1\n"), state("scaled"))
+    no_errors(nb)
+    assert value(nb, 4) == [20, 2, 200]
+    assert result(nb, 6)["text/plain"] == "'stale'"
+    assert value(nb, 7) == [30, 3, 300]
+    assert result(nb, 9)["text/plain"] == "'cached'"    # helpers.other: not used
+    assert result(nb, 11)["text/plain"] == "'cached'"   # consts.OTHER: not used
+    assert result(nb, 13)["text/plain"] == "'stale'"    # scale's (and Scaler's) body
+
+
+# ------------------------------------------------------------------ 4, 8: classes, %%time
+
+def test_notebook_classes_and_timed_cells(project: Project) -> None:
+    """#4: a class's methods read globals, a base class is a notebook class, a redefined class's
+    instance is re-created; #8: a helper defined in a ``%%time`` cell counts by content."""
+    nb = run(project, "class Base:\n    def rate(self):\n        return RATE",
+             "RATE = 2",
+             "class Model(Base):\n    def __call__(self, x):\n        return x * self.rate()\n"
+             "m = Model()",
+             "%%time\ndef bump(x):\n    return x + 1",
+             "@asset()\ndef modelled() -> list:\n    return [m(10), bump(1)]",
+             "%barca get modelled",
+             "RATE = 3", state("modelled"), "%barca get modelled",
+             "class Base:\n    def rate(self):\n        return RATE * 10",
+             "class Model(Base):\n    def __call__(self, x):\n        return x * self.rate()\n"
+             "m = Model()", state("modelled"), "%barca get modelled",
+             "%%time\ndef bump(x):\n    return x + 2", state("modelled"), "%barca get modelled")
+    no_errors(nb)
+    assert value(nb, 7) == [20, 2]
+    assert result(nb, 9)["text/plain"] == "'stale'"
+    assert value(nb, 10) == [30, 2]
+    assert result(nb, 13)["text/plain"] == "'stale'"
+    assert value(nb, 14) == [300, 2]
+    assert result(nb, 16)["text/plain"] == "'stale'"
+    assert value(nb, 17) == [300, 3]

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from barca.identity.hashing import canonical_json, digest, in_project, sha, stable_pickle
+from barca.identity.moduleindex import name_chains
 from barca.model.scope import global_names
 
 STEMLESS = "__notebook__"  # the stem a definition hash names, whatever the notebook is called
@@ -69,7 +70,7 @@ def parts(root: Path, node: Any, decorator_shape: Any, fn: Callable[..., Any] | 
             names = set(node.counted_names)
         elif fn.__defaults__ or fn.__kwdefaults__ or fn.__closure__:
             out["bound"] = _bound_digest(cone, fn)  # ``k=K`` is K as the def ran
-    cone.names(sorted(names - {node.function}), scope)
+    cone.names(sorted(names - {node.function}), scope, code if "code-object" not in out else None)
     for name in node.env:
         val = os.environ.get(name)
         out[f"env:{name}"] = digest("unset" if val is None else "set", val or "")
@@ -86,17 +87,30 @@ class Cone:
         self.seen: set[tuple[int, str]] = set()
         self.tokens: dict[int, str] = {}   # id(function or class) -> its digest
         self.keep: list[Any] = []          # what the ids above point to, kept alive
+        self.project: Any = None           # the file cone's view of project modules
+        self.followed: set[tuple[Any, ...]] = set()
 
     # ------------------------------------------------------------ names
-    def names(self, names: list[str], scope: dict[str, Any]) -> None:
+    def names(self, names: list[str], scope: dict[str, Any], tree: ast.AST | None = None
+              ) -> None:
+        """Globals read by a definition (``tree``, when its source is what runs: the
+        attributes read off a module then say which of its definitions count)."""
+        chains = name_chains(tree, set(names)) if tree is not None else {}
         for name in names:
-            if (id(scope), name) in self.seen or name not in scope:
+            if name not in scope:
                 continue  # a builtin, or not defined (yet): the worker says so
+            value = scope[name]
+            if inspect.ismodule(value):  # each chain read off it counts, seen or not
+                self.project_module(value, chains.get(name) or {()})
+                continue
+            if (id(scope), name) in self.seen:
+                continue
             self.seen.add((id(scope), name))
             label = f"helper:{STEMLESS}:{name}"
             if scope is not self.ns:  # the globals of a %run script: another namespace
-                label = f"helper:{STEMLESS}:{scope.get('__file__', '%run')}:{name}"
-            got = self.value(scope[name])
+                where = Path(str(scope.get("__file__", "%run"))).name
+                label = f"helper:{STEMLESS}:{where}:{name}"
+            got = self.value(value)
             if got is not None:
                 self.out[label] = got
 
@@ -104,7 +118,7 @@ class Cone:
         """A value's digest, or None when it is not the project's (an installed package's
         function, class or module is not followed)."""
         if inspect.ismodule(value):
-            self.module(getattr(value, "__file__", None))
+            self.project_module(value, {()})
             return None
         if isinstance(value, (types.FunctionType, type)) and not self._ours(value):
             self.module_of(value)
@@ -131,7 +145,7 @@ class Cone:
             self.module_of(obj)
             return None
         if t is types.ModuleType:
-            self.module(getattr(obj, "__file__", None))
+            self.project_module(obj, {()})
             return ("barca-module", obj.__name__)
         return None
 
@@ -147,10 +161,10 @@ class Cone:
         if tree is not None and _same_code(tree, fn):
             text, read = ast.dump(tree, include_attributes=False), global_names(tree)
         else:
-            text, read = "code:" + code_digest(fn.__code__), code_names(fn.__code__)
+            text, read, tree = "code:" + code_digest(fn.__code__), code_names(fn.__code__), None
         token = digest(text, _bound_digest(self, fn))
         self.tokens[key] = token
-        self.names(sorted(read), fn.__globals__)
+        self.names(sorted(read), fn.__globals__, tree)
         return token, read
 
     def klass(self, cls: type) -> str:
@@ -193,20 +207,40 @@ class Cone:
         return module == "__main__" or module is None
 
     def module_of(self, obj: Any) -> None:
+        """A function or class of a project module: its definition's cone, as a pipeline
+        file's step would have it (the module's other definitions do not count)."""
         mod = sys.modules.get(getattr(obj, "__module__", None) or "")
-        self.module(getattr(mod, "__file__", None))
+        name = getattr(obj, "__name__", "")
+        if mod is not None and getattr(mod, name, None) is obj:
+            self.project_module(mod, {(name,)})
+        elif mod is not None:  # not bound under its own name there: all of the module
+            self.project_module(mod, {()})
 
-    def module(self, file: str | None) -> None:
-        """A project module (under the root, not installed): the whole of its source."""
+    def project_module(self, mod: types.ModuleType, chains: set[tuple[str, ...]]) -> None:
+        """What a step reads of a project module (under the root, not installed): each chain
+        read off it (``h.scale`` -> ``scale`` and its cone, followed into the modules it
+        imports), all of it when it is used as a value."""
+        file = getattr(mod, "__file__", None)
         if not file:
             return
         try:
             path = Path(file).resolve()
-            if in_project(self.root, path):
-                self.out[f"module:{path.relative_to(self.root)}"] = digest(
-                    path.read_text(encoding="utf-8", errors="replace"))
         except OSError:
             return
+        if not path.is_file() or not in_project(self.root, path):
+            return
+        from barca.identity.cone import Project
+        from barca.identity.moduleindex import Uses
+        if self.project is None:
+            self.project = Project(self.root)
+        names = sorted({(c[0], tuple(c[1:])) for c in chains if c})
+        dynamic = [mod.__name__] if () in chains else []
+        key = (str(path), tuple(names), tuple(dynamic))
+        if key in self.followed:
+            return
+        self.followed.add(key)
+        self.out.update(self.project.cone(str(path), Uses(names=names, imports=[],
+                                                          dynamic=dynamic), exclude=""))
 
 
 def _bound_digest(cone: Cone, fn: types.FunctionType) -> str:
