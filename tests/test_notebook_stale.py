@@ -201,3 +201,43 @@ def test_notebook_classes_and_timed_cells(project: Project) -> None:
     assert value(nb, 14) == [300, 2]
     assert result(nb, 16)["text/plain"] == "'stale'"
     assert value(nb, 17) == [300, 3]
+
+
+# ------------------------------------------------------------------ 12, 15: %run -i, lru_cache
+
+def test_run_i_keeps_cell_assets(project: Project) -> None:
+    """#12: ``%run -i script.py`` runs the script in the notebook's namespace (``__file__`` is
+    set there): the cells' assets are still the notebook's, and the script's helpers count."""
+    project.write("script.py", "def bump(x):\n    return x + 1\n")
+    nb = run(project, "@asset()\ndef before() -> int:\n    return 1",
+             "%run -i script.py",
+             "@asset()\ndef after() -> int:\n    return bump(before())",
+             "%barca get after",
+             "st = %barca status\nsorted(r.name for r in st.rows)")
+    no_errors(nb)
+    assert result(nb, 5)["text/plain"] == "2"
+    assert value(nb, 6) == ["after", "before"]
+
+
+def test_lru_cache_helpers_and_globals_lookups(project: Project) -> None:
+    """#15: an ``lru_cache`` helper runs in the worker and counts by its code; a
+    ``globals()['K']`` read counts K (the namespace is read as a whole, hash more)."""
+    nb = run(project, "import functools\n@functools.lru_cache\ndef sq(x):\n    return x * x",
+             "K = 3",
+             "@asset()\ndef cached_sq() -> list:\n    return [sq(4), globals()['K']]",
+             "%barca get cached_sq",
+             "K = 4", state("cached_sq"), "%barca get cached_sq",
+             "import functools\n@functools.lru_cache\ndef sq(x):\n    return x * x * x",
+             state("cached_sq"), "%barca get cached_sq",
+             "@asset()\ndef dyn() -> int:\n    name = 'K'\n    return globals()[name]",
+             "%barca get dyn")
+    err = error(nb, 13)
+    assert err is not None and err["ename"] == "UsageError", text(nb, 13)
+    assert "notebook function 'dyn' reads globals()" in err["evalue"]
+    nb.cells = nb.cells[:12]
+    no_errors(nb)
+    assert value(nb, 5) == [16, 3]
+    assert result(nb, 7)["text/plain"] == "'stale'"
+    assert value(nb, 8) == [16, 4]
+    assert result(nb, 10)["text/plain"] == "'stale'"
+    assert value(nb, 11) == [64, 4]

@@ -29,7 +29,7 @@ from typing import Any
 
 from barca.identity.hashing import canonical_json, digest, in_project, sha, stable_pickle
 from barca.identity.moduleindex import name_chains
-from barca.model.scope import global_names
+from barca.model.scope import global_names, globals_reads
 
 STEMLESS = "__notebook__"  # the stem a definition hash names, whatever the notebook is called
 
@@ -61,7 +61,7 @@ def parts(root: Path, node: Any, decorator_shape: Any, fn: Callable[..., Any] | 
         "decorator": digest(canonical_json(shape), *node.counted_decorator),
     }
     cone = Cone(root, namespace, out)
-    names = global_names(code) | set(node.counted_names)
+    names = global_names(code) | set(node.counted_names) | dynamic_reads(code, node.function)
     scope = namespace
     if isinstance(fn, types.FunctionType):
         scope = fn.__globals__
@@ -144,6 +144,13 @@ class Cone:
                         else self.klass(obj))
             self.module_of(obj)
             return None
+        if t is not types.FunctionType and getattr(obj, "__module__", None) == "__main__" and \
+                isinstance(getattr(obj, "__wrapped__", None), types.FunctionType):
+            # an lru_cache (or similar C) wrapper of a notebook function: pickle would save it
+            # by name; it is the function it wraps, and how it wraps it
+            params = obj.cache_parameters() if hasattr(obj, "cache_parameters") else None
+            return ("barca-wrapped", type(obj).__qualname__, self.function(obj.__wrapped__)[0],
+                    repr(params))
         if t is types.ModuleType:
             self.project_module(obj, {()})
             return ("barca-module", obj.__name__)
@@ -159,7 +166,8 @@ class Cone:
         self.keep.append(fn)
         tree = _source_tree(fn)
         if tree is not None and _same_code(tree, fn):
-            text, read = ast.dump(tree, include_attributes=False), global_names(tree)
+            text = ast.dump(tree, include_attributes=False)
+            read = global_names(tree) | dynamic_reads(tree, fn.__qualname__)
         else:
             text, read, tree = "code:" + code_digest(fn.__code__), code_names(fn.__code__), None
         token = digest(text, _bound_digest(self, fn))
@@ -241,6 +249,18 @@ class Cone:
         self.followed.add(key)
         self.out.update(self.project.cone(str(path), Uses(names=names, imports=[],
                                                           dynamic=dynamic), exclude=""))
+
+
+def dynamic_reads(tree: ast.AST, name: str) -> set[str]:
+    """The globals a definition reads as ``globals()['K']``; any other ``globals()`` or
+    ``vars()`` use is refused, as which names it reads cannot be told (never guessed)."""
+    names, unknown = globals_reads(tree)
+    if unknown:
+        from barca.core.errors import UsageError
+        raise UsageError(f"notebook function '{name}' reads globals() or vars() in a way barca "
+                         "cannot follow: which names it uses cannot be hashed",
+                         "Read each name directly (K), or as globals()['K'] with a literal name.")
+    return names
 
 
 def _bound_digest(cone: Cone, fn: types.FunctionType) -> str:

@@ -24,9 +24,16 @@ from barca.model.discovery import PSEUDO_ABSPATH
 
 
 def interactive() -> bool:
-    """True in a kernel or REPL, where ``__main__`` is not a file."""
+    """True in a kernel or REPL, where ``__main__`` is not a file. ``%run -i script.py`` sets
+    ``__file__`` in the notebook's namespace: IPython's own user module is still the notebook."""
     main = sys.modules.get("__main__")
-    return main is not None and not getattr(main, "__file__", None)
+    if main is None:
+        return False
+    if not getattr(main, "__file__", None):
+        return True
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    return shell is not None and getattr(shell, "user_module", None) is main
 
 
 def namespace() -> dict[str, Any]:
@@ -115,10 +122,35 @@ def function_for(name: str) -> Callable[..., Any] | None:
 
 
 def ship(fn: Callable[..., Any]) -> bytes:
-    """The function by value, for a worker process that never saw the notebook."""
+    """The function by value, for a worker process that never saw the notebook: with the
+    globals it reads through ``globals()['K']`` (cloudpickle ships only the names its code
+    names), and ``functools.lru_cache`` helpers of the notebook rebuilt from the function they
+    wrap (pickled by name, they would not exist in the worker)."""
+    import functools
+    import io
+
     import cloudpickle
+
+    class Shipper(cloudpickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, functools._lru_cache_wrapper) and \
+                    getattr(obj, "__module__", None) == "__main__":
+                p = obj.cache_parameters()
+                return rebuild_lru, (obj.__wrapped__, p["maxsize"], p["typed"])
+            return super().reducer_override(obj)
+
+    extra: dict[str, Any] = {}
     try:
-        return cloudpickle.dumps(fn)
+        from barca.model.scope import globals_reads
+        names, _ = globals_reads(ast.parse(_source(fn)))
+        scope = getattr(fn, "__globals__", {})
+        extra = {n: scope[n] for n in sorted(names) if n in scope}
+    except (OSError, TypeError, SyntaxError):
+        pass
+    try:
+        buf = io.BytesIO()
+        Shipper(buf, protocol=5).dump(_Shipped(fn, extra) if extra else fn)
+        return buf.getvalue()
     except Exception as exc:
         from barca.core.errors import UsageError
         raise UsageError(f"cannot send notebook function '{fn.__name__}' to a worker process: "
@@ -126,3 +158,25 @@ def ship(fn: Callable[..., Any]) -> bytes:
                          "Keep what the function uses picklable (no open files, locks or "
                          "sockets in notebook globals it reads), or move it to a .py file."
                          ) from None
+
+
+class _Shipped:
+    """A function and globals it reads that its code does not name, pickled together."""
+
+    def __init__(self, fn: Callable[..., Any], extra: dict[str, Any]) -> None:
+        self.fn, self.extra = fn, extra
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return with_globals, (self.fn, self.extra)
+
+
+def with_globals(fn: Callable[..., Any], extra: dict[str, Any]) -> Callable[..., Any]:
+    """(In the worker) ``fn`` with ``extra`` among its globals."""
+    fn.__globals__.update(extra)  # type: ignore[attr-defined]
+    return fn
+
+
+def rebuild_lru(fn: Callable[..., Any], maxsize: int | None, typed: bool) -> Callable[..., Any]:
+    """(In the worker) a notebook's ``lru_cache`` helper, around the function it wraps."""
+    import functools
+    return functools.lru_cache(maxsize=maxsize, typed=typed)(fn)
