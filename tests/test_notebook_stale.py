@@ -241,3 +241,43 @@ def test_lru_cache_helpers_and_globals_lookups(project: Project) -> None:
     assert value(nb, 8) == [16, 4]
     assert result(nb, 10)["text/plain"] == "'stale'"
     assert value(nb, 11) == [64, 4]
+
+
+# ------------------------------------------------------------------ 14: a run cut off is marked
+
+def test_run_cut_off_by_a_kernel_restart_is_marked(project: Project) -> None:
+    """#14: a kernel restarted while ``%barca get`` runs leaves its run ``interrupted`` in
+    ``history``, not ``running`` forever."""
+    import json
+    import sqlite3
+    import time
+
+    from jupyter_client.manager import start_new_kernel
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(project.path))
+    try:
+        kc.execute_interactive("%load_ext barca\nfrom barca import asset", timeout=60)
+        kc.execute_interactive("@asset()\ndef slow() -> int:\n    import time\n"
+                               "    time.sleep(120)\n    return 1", timeout=60)
+        kc.execute("%barca get slow")
+        db = project.path / ".barca" / "metadata.db"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if db.exists():
+                with sqlite3.connect(db) as conn:
+                    try:
+                        if conn.execute("SELECT 1 FROM runs WHERE status='running'").fetchone():
+                            break
+                    except sqlite3.OperationalError:
+                        pass
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the run never began")
+        km.restart_kernel(now=True)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    got = project.barca("history", "--json")
+    assert got.code == 0, got.err
+    runs = json.loads(got.out)
+    runs = runs.get("runs", runs) if isinstance(runs, dict) else runs
+    assert [r["status"] for r in runs] == ["interrupted"], runs

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
@@ -16,7 +17,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, command TEXT, target TEXT, status TEXT,
     started_at REAL, finished_at REAL, steps_run INTEGER, steps_cached INTEGER,
-    steps_failed INTEGER, pool_size INTEGER, error TEXT);
+    steps_failed INTEGER, pool_size INTEGER, error TEXT, owner TEXT);
 CREATE TABLE IF NOT EXISTS materializations (
     id INTEGER PRIMARY KEY AUTOINCREMENT, node TEXT NOT NULL, asset TEXT NOT NULL,
     partition TEXT NOT NULL, run_hash TEXT NOT NULL, path TEXT, format TEXT, size INTEGER,
@@ -107,6 +108,8 @@ class Store:
                 cols = {r[1] for r in self.conn.execute("PRAGMA table_info(materializations)")}
                 if "remote" not in cols:  # a store written before the remote column existed
                     self.conn.execute("ALTER TABLE materializations ADD COLUMN remote INTEGER")
+                if "owner" not in {r[1] for r in self.conn.execute("PRAGMA table_info(runs)")}:
+                    self.conn.execute("ALTER TABLE runs ADD COLUMN owner TEXT")  # an older store
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
         except OSError as exc:
@@ -253,6 +256,7 @@ class Store:
     def runs(self, limit: int = 20) -> list[dict[str, Any]]:
         if self.conn is None:
             return []
+        self._mark_interrupted()
         cur = self.conn.execute(
             "SELECT run_id, command, target, status, started_at, finished_at, steps_run, "
             "steps_cached, steps_failed, pool_size, error FROM runs "
@@ -264,11 +268,30 @@ class Store:
         """One run's row; ``run_id`` may be a unique prefix."""
         if self.conn is None:
             return None
+        self._mark_interrupted()
         cur = self.conn.execute(
             "SELECT run_id, command, target, status FROM runs WHERE run_id LIKE ? "
             "ORDER BY started_at DESC LIMIT 2", (run_id.replace("%", "").replace("_", "") + "%",))
         found = [dict(zip(("run_id", "command", "target", "status"), r, strict=False)) for r in cur]
         return found[0] if len(found) == 1 or (found and found[0]["run_id"] == run_id) else None
+
+    def _mark_interrupted(self) -> None:
+        """Runs left ``running`` by a process that is gone (a kernel restarted, a killed
+        terminal) are ``interrupted``: no process will ever finish them. Only a run begun on
+        this machine can be told; a busy or read-only store is asked again next time."""
+        assert self.conn is not None
+        try:
+            rows = self.conn.execute(
+                "SELECT run_id, owner FROM runs WHERE status='running' AND owner IS NOT NULL"
+            ).fetchall()
+            gone = [(time.time(), run_id) for run_id, owner in rows if _gone(owner)]
+            if gone:
+                self.conn.executemany(
+                    "UPDATE runs SET status='interrupted', finished_at=?, error='the process "
+                    "that ran it ended before it finished' WHERE run_id=? AND status='running'",
+                    gone)
+        except sqlite3.DatabaseError:  # an older store, read-only or busy
+            return
 
     def log_lines(self, run_id: str, after: int = 0) -> list[tuple[int, str, str, str, float, str]]:
         """The lines a run's steps wrote, after line id ``after``: (id, node, step, stream,
@@ -353,8 +376,8 @@ class Store:
                     [(cone, key, value)])
 
     # ---------------------------------------------------------------- writes
-    _BEGIN_RUN = ("INSERT INTO runs (run_id, command, target, status, started_at, pool_size) "
-                  "VALUES (?, ?, ?, 'running', ?, ?)")
+    _BEGIN_RUN = ("INSERT INTO runs (run_id, command, target, status, started_at, pool_size, "
+                  "owner) VALUES (?, ?, ?, 'running', ?, ?, ?)")
     _END_RUN = ("UPDATE runs SET status=?, finished_at=?, steps_run=?, steps_cached=?, "
                 "steps_failed=?, error=? WHERE run_id=?")
 
@@ -398,7 +421,8 @@ class Store:
         return adopted
 
     def begin_run(self, run_id: str, command: str, target: str, pool_size: int) -> None:
-        self._write(self._BEGIN_RUN, [(run_id, command, target, time.time(), pool_size)])
+        self._write(self._BEGIN_RUN, [(run_id, command, target, time.time(), pool_size,
+                                       _owner())])
 
     def end_run(self, run_id: str, status: str, run: int, cached: int, failed: int,
                 error: str | None = None) -> None:
@@ -409,7 +433,7 @@ class Store:
         """A run served whole from what a process kept (barca.api.warm): begun and finished, with
         ``also`` (what it read), in one transaction."""
         now = time.time()
-        self._write_all([(self._BEGIN_RUN, [(run_id, command, target, now, pool_size)]),
+        self._write_all([(self._BEGIN_RUN, [(run_id, command, target, now, pool_size, _owner())]),
                          (self._END_RUN, [("success", now, 0, cached, 0, None, run_id)]),
                          *also])
 
@@ -455,3 +479,23 @@ def _made_by(parts: str | None, definition: dict[str, str]) -> bool:
     except ValueError:
         return False
     return isinstance(got, dict) and all(got.get(k) == v for k, v in definition.items())
+
+
+def _owner() -> str:
+    """The process that begins a run, as ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _gone(owner: str) -> bool:
+    """Whether the process ``owner`` names (``host:pid``) has ended; never True for a run of
+    another machine (it cannot be told from here)."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
