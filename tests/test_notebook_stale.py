@@ -281,3 +281,64 @@ def test_run_cut_off_by_a_kernel_restart_is_marked(project: Project) -> None:
     runs = json.loads(got.out)
     runs = runs.get("runs", runs) if isinstance(runs, dict) else runs
     assert [r["status"] for r in runs] == ["interrupted"], runs
+
+
+# ------------------------------------------------------------------ 9, 7: what steps cannot see
+
+def test_project_module_changed_in_the_kernel_is_said(project: Project) -> None:
+    """#9: ``mycfg.K = 3`` changes ``feat()`` in the kernel, never in a worker (which imports
+    mycfg.py as the file says): a warning names it."""
+    project.write("mycfg.py", "K = 2\n\n\ndef feat():\n    return K * 10\n")
+    nb = run(project, "import mycfg",
+             "@asset()\ndef featured() -> int:\n    return mycfg.feat()",
+             "mycfg.K = 3", "%barca get featured")
+    assert result(nb, 5)["text/plain"] == "20"
+    assert "mycfg.K" in text(nb, 5) and "mycfg.py" in text(nb, 5), text(nb, 5)
+
+
+SRC = "def double(x):\n    return 2 * x\n"
+
+
+def test_notebooks_and_src_layout(project: Project) -> None:
+    """#7: notebooks/ + src/ with barca.toml at the top: the notebook's ``'../src'`` path
+    works in the workers too, and src/ is tracked. Without barca.toml, src/ is outside the
+    root (the notebook's folder): a warning names it."""
+    project.write("barca.toml", "")
+    project.write("src/feat.py", SRC)
+    project.write("notebooks/.keep", "")
+    cells = ["%load_ext barca", "import sys\nsys.path.insert(0, '../src')\nfrom barca import asset",
+             "from feat import double",
+             "@asset()\ndef doubled() -> int:\n    return double(2)", "%barca get doubled",
+             edit("../src/feat.py", "2 * x", "3 * x"), state("doubled"), "%barca get doubled"]
+    nb = notebook(*cells)
+    execute(nb, project.path / "notebooks")
+    no_errors(nb)
+    assert result(nb, 4)["text/plain"] == "4"
+    assert result(nb, 6)["text/plain"] == "'stale'"
+    assert result(nb, 7)["text/plain"] == "6"
+
+    (project.path / "barca.toml").unlink()
+    project.write("src/feat.py", SRC)
+    nb = notebook(*cells[:5])
+    execute(nb, project.path / "notebooks")
+    assert result(nb, 4)["text/plain"] == "4"
+    assert "src/feat.py" in text(nb, 4) and "outside" in text(nb, 4), text(nb, 4)
+
+
+# ------------------------------------------------------------------ 10: the widget follows cells
+
+def test_widget_follows_cell_changes(project: Project) -> None:
+    """#10: a status widget over the notebook's own assets redraws when a cell defines a new
+    asset or changes one (no run, no file changed: only the cells)."""
+    wait = "import time\ntime.sleep(2.5)\n"
+    nb = run(project, "@asset()\ndef a() -> int:\n    return 1",
+             "import barca\nw = barca.StatusWidget(poll_interval=0.2)",
+             "%barca get a",
+             "@asset()\ndef b() -> int:\n    return 2",
+             wait + "sorted((r.name, r.state) for r in w.report.rows)",
+             "@asset()\ndef a() -> int:\n    return 3",
+             wait + "sorted((r.name, r.state) for r in w.report.rows)",
+             "w.close()")
+    no_errors(nb)
+    assert value(nb, 6) == [("a", "cached"), ("b", "never_run")]
+    assert value(nb, 8) == [("a", "stale"), ("b", "never_run")]

@@ -18,6 +18,7 @@ Nothing of the notebook's name is in a part: renaming the notebook keeps every d
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import os
 import sys
@@ -235,7 +236,14 @@ class Cone:
             path = Path(file).resolve()
         except OSError:
             return
-        if not path.is_file() or not in_project(self.root, path):
+        if not path.is_file():
+            return
+        if not in_project(self.root, path):
+            if _outside(self.root, path):
+                _say(f"{mod.__name__} ({_shown(path)}) is outside the project root {self.root}: "
+                     "barca does not track it, and an edit there re-runs nothing. Put a "
+                     "barca.toml in the folder above both (the notebook's sys.path entry keeps "
+                     "working in the steps).")
             return
         from barca.identity.cone import Project
         from barca.identity.moduleindex import Uses
@@ -247,8 +255,67 @@ class Cone:
         if key in self.followed:
             return
         self.followed.add(key)
-        self.out.update(self.project.cone(str(path), Uses(names=names, imports=[],
-                                                          dynamic=dynamic), exclude=""))
+        got = self.project.cone(str(path), Uses(names=names, imports=[], dynamic=dynamic),
+                                exclude="")
+        self.out.update(got)
+        self.kernel_changes(mod, path, got)
+
+    def kernel_changes(self, mod: types.ModuleType, path: Path, got: dict[str, str]) -> None:
+        """Warn of a project module's constant changed in this kernel (``mycfg.K = 3``): the
+        kernel's functions see it, a step never does (its worker imports the file)."""
+        m = self.project.module_at(path)
+        if m is None or m.tree is None:
+            return
+        used = {label.split(":", 2)[2] for label in got if label.startswith(f"helper:{m.rel}:")}
+        literal: dict[str, Any] = {}
+        once: dict[str, int] = {}
+        for st in m.tree.body:
+            for t in getattr(st, "targets", ()) or [getattr(st, "target", None)]:
+                if isinstance(t, ast.Name):
+                    once[t.id] = once.get(t.id, 0) + 1
+                    if isinstance(st, ast.Assign):
+                        with contextlib.suppress(ValueError, TypeError, SyntaxError,
+                                                 RecursionError):
+                            literal[t.id] = ast.literal_eval(st.value)
+        for name in sorted(used):
+            if once.get(name) != 1 or name not in literal or not hasattr(mod, name):
+                continue
+            live, file_value = getattr(mod, name), literal[name]
+            try:
+                same = type(live) is type(file_value) and bool(live == file_value)
+            except Exception:
+                same = True  # cannot tell: say nothing rather than something wrong
+            if not same:
+                _say(f"{mod.__name__}.{name} is {live!r} in this kernel but {file_value!r} in "
+                     f"{m.rel}: steps run in worker processes, which import {m.rel} as the "
+                     f"file says. Change it in {m.rel}, or define it in the notebook.")
+
+
+def _say(text: str) -> None:
+    """A warning in the notebook cell (once per kernel for the same text)."""
+    import warnings
+    warnings.warn(text, UserWarning, stacklevel=2)
+
+
+def _outside(root: Path, path: Path) -> bool:
+    """A module outside the root that is not installed and not the standard library: the
+    user's own code, which barca cannot see."""
+    import sysconfig
+    if {"site-packages", "dist-packages"} & set(path.parts):
+        return False
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        base = sysconfig.get_paths().get(key)
+        if base and path.is_relative_to(Path(base).resolve()):
+            return False
+    return True
+
+
+def _shown(path: Path) -> str:
+    """A path as the user knows it: relative to the working folder when it can be."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
 
 
 def dynamic_reads(tree: ast.AST, name: str) -> set[str]:

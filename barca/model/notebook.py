@@ -50,6 +50,15 @@ def notebook_stem() -> str:
     return "__notebook__"
 
 
+def cells_stamp() -> tuple[Any, ...]:
+    """What changes when a cell runs: the kernel's execution count and which function each
+    notebook node is (cheap; a cell may change a value a node reads without redefining it)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    count = getattr(shell, "execution_count", None)
+    return count, tuple(sorted((n, id(f)) for n, f in list(decorators.NOTEBOOK.items())))
+
+
 def current_functions() -> dict[str, Callable[..., Any]]:
     """Decorated functions defined in ``__main__`` that its namespace still holds (the last
     definition wins; a function deleted from the namespace is no node any more)."""
@@ -150,7 +159,10 @@ def ship(fn: Callable[..., Any]) -> bytes:
     try:
         buf = io.BytesIO()
         Shipper(buf, protocol=5).dump(_Shipped(fn, extra) if extra else fn)
-        return buf.getvalue()
+        import pickle
+        # the kernel's own import folders first (``sys.path.insert(0, '../src')``): the worker
+        # imports the notebook's modules from where the kernel did, whatever its own folder
+        return pickle.dumps(_Loaded(kernel_paths(), buf.getvalue()), protocol=5)
     except Exception as exc:
         from barca.core.errors import UsageError
         raise UsageError(f"cannot send notebook function '{fn.__name__}' to a worker process: "
@@ -158,6 +170,43 @@ def ship(fn: Callable[..., Any]) -> bytes:
                          "Keep what the function uses picklable (no open files, locks or "
                          "sockets in notebook globals it reads), or move it to a .py file."
                          ) from None
+
+
+def kernel_paths() -> list[str]:
+    """The kernel's ``sys.path`` folders that hold the user's code (absolute; not the standard
+    library or installed packages)."""
+    import sysconfig
+    skip = [os.path.realpath(p) for k in ("stdlib", "platstdlib", "purelib", "platlib")
+            if (p := sysconfig.get_paths().get(k))]
+    out: list[str] = []
+    for entry in sys.path:
+        real = os.path.realpath(entry or os.getcwd())
+        if not os.path.isdir(real) or real in out or "site-packages" in real \
+                or "dist-packages" in real or any(real == b or real.startswith(b + os.sep)
+                                                  for b in skip):
+            continue
+        out.append(real)
+    return out
+
+
+class _Loaded:
+    """A shipped function with the import folders it needs, set before it is unpickled."""
+
+    def __init__(self, paths: list[str], payload: bytes) -> None:
+        self.paths, self.payload = paths, payload
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return load_shipped, (self.paths, self.payload)
+
+
+def load_shipped(paths: list[str], payload: bytes) -> Callable[..., Any]:
+    """(In the worker) put the kernel's import folders on ``sys.path`` (after the root, which
+    the worker put first), then load the function."""
+    import cloudpickle
+    for p in reversed(paths):
+        if p not in sys.path:
+            sys.path.insert(1, p)
+    return cloudpickle.loads(payload)  # type: ignore[no-any-return]
 
 
 class _Shipped:
