@@ -342,3 +342,22 @@ def test_widget_follows_cell_changes(project: Project) -> None:
     no_errors(nb)
     assert value(nb, 6) == [("a", "cached"), ("b", "never_run")]
     assert value(nb, 8) == [("a", "stale"), ("b", "never_run")]
+
+
+def test_vectorize_and_decorators_without_wraps(project: Project) -> None:
+    """#2: an ``np.vectorize`` of a notebook function counts the function; a decorator written
+    without ``functools.wraps`` counts the function it wraps (the wrapper's closure)."""
+    nb = run(project, "import numpy as np\ndef inc(x):\n    return x + 1\nvinc = np.vectorize(inc)",
+             "def logged(f):\n    def wrapper(*a):\n        return f(*a)\n    return wrapper\n"
+             "@logged\ndef twice(x):\n    return 2 * x",
+             "@asset()\ndef vec() -> list:\n    return [int(v) for v in vinc([1, 2])] + [twice(5)]",
+             "%barca get vec",
+             "def inc(x):\n    return x + 10\nvinc = np.vectorize(inc)", state("vec"),
+             "%barca get vec",
+             "@logged\ndef twice(x):\n    return 3 * x", state("vec"), "%barca get vec")
+    no_errors(nb)
+    assert value(nb, 5) == [2, 3, 10]
+    assert result(nb, 7)["text/plain"] == "'stale'"
+    assert value(nb, 8) == [11, 12, 10]
+    assert result(nb, 10)["text/plain"] == "'stale'"
+    assert value(nb, 11) == [11, 12, 15]
