@@ -20,6 +20,7 @@ from conftest import Project
 
 pytestmark = pytest.mark.slow  # a real kernel
 
+MUL = "import functools\ndef mul(a, b):\n    return a {op} b\n"
 # slot -> variants; the cells run in this order
 SLOTS: dict[str, list[str]] = {
     "K": ["K = 1", "K = 2", "K = 1\nK += 5"],
@@ -30,9 +31,9 @@ SLOTS: dict[str, list[str]] = {
     "make": ["def make(k):\n    def f(x):\n        return x * k\n    return f",
              "def make(k):\n    def f(x):\n        return x + k\n    return f"],
     "scale": ["scale = make(3)", "scale = make(4)"],
-    "part": ["import functools\ndef mul(a, b):\n    return a * b\ntriple = functools.partial(mul, 3)",
-             "import functools\ndef mul(a, b):\n    return a * b\ntriple = functools.partial(mul, 5)",
-             "import functools\ndef mul(a, b):\n    return a - b\ntriple = functools.partial(mul, 3)"],
+    "part": [f"{MUL.format(op='*')}triple = functools.partial(mul, 3)",
+             f"{MUL.format(op='*')}triple = functools.partial(mul, 5)",
+             f"{MUL.format(op='-')}triple = functools.partial(mul, 3)"],
     "cls": ["class C:\n    def f(self, x):\n        return x + K\nc = C()",
             "class C:\n    def f(self, x):\n        return x * 10 + K\nc = C()"],
     "lru": ["import functools\n@functools.lru_cache\ndef sq(x):\n    return x * x",
