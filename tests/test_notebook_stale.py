@@ -361,3 +361,46 @@ def test_vectorize_and_decorators_without_wraps(project: Project) -> None:
     assert value(nb, 8) == [11, 12, 10]
     assert result(nb, 10)["text/plain"] == "'stale'"
     assert value(nb, 11) == [11, 12, 15]
+
+
+# ------------------------------------------------------------------ 11: two kernels, one project
+
+def test_two_kernels_on_one_notebook_never_corrupt(project: Project) -> None:
+    """#11: the same notebook in two kernels, values that differ run to run, every step run
+    again each round (the same run hashes, so the same artifact names): neither kernel ever
+    reads the other's file as its own ("input artifact corrupt"), nor fails on a busy
+    database."""
+    from jupyter_client.manager import start_new_kernel
+    setup = ("%load_ext barca\nfrom barca import asset, collect, partitions\nimport random\n"
+             "@asset(partitions={'k': partitions(list('abcdef'))})\n"
+             "def noisy(k: str) -> list:\n    return [random.random() for _ in range(5000)]\n"
+             "@asset(partitions={'k': partitions(list('abcdef'))}, inputs={'xs': noisy})\n"
+             "def part(k: str, xs: list) -> float:\n    return sum(xs)\n"
+             "@asset(inputs={'ps': collect(part)})\ndef total(ps: list) -> float:\n"
+             "    return sum(ps)")
+    kernels = [start_new_kernel(kernel_name="python3", cwd=str(project.path)) for _ in range(2)]
+    errors: list[str] = []
+
+    def hook(msg: dict) -> None:
+        if msg["msg_type"] == "error":
+            errors.append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
+
+    try:
+        for _, kc in kernels:
+            kc.execute_interactive(setup, timeout=60, output_hook=hook)
+        for _ in range(6):
+            ids = [kc.execute("%barca get total --refresh-all") for _, kc in kernels]
+            for (_, kc), msg_id in zip(kernels, ids, strict=True):
+                while True:
+                    msg = kc.get_iopub_msg(timeout=120)
+                    if msg["parent_header"].get("msg_id") != msg_id:
+                        continue
+                    hook(msg)
+                    if msg["msg_type"] == "status" and \
+                            msg["content"]["execution_state"] == "idle":
+                        break
+    finally:
+        for km, kc in kernels:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+    assert errors == []

@@ -153,7 +153,8 @@ class Session:
             from barca.model.notebook import is_notebook_id
             for n, m in self.graph.nodes.items():
                 if self.graph.files[m.file].abspath == PSEUDO_ABSPATH and self.store.conn:
-                    self.store.adopt(n, is_notebook_id, self.ctx.definition(n)[1])
+                    self.store.adopt(n, is_notebook_id,
+                                     lambda n=n: self.ctx.definition(n)[1])  # type: ignore[misc]
 
     def close(self) -> None:
         self.store.close()

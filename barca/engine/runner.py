@@ -78,6 +78,7 @@ class Runner:
         self.produced_bytes = 0
         self._last_flush = time.monotonic()
         self.run_id = ""
+        self._repairing: set[str] = set()  # steps whose corrupt or missing file is redone
         self.targets = list(targets)
         self._snapshots: list[tuple[str, str, str, str, str]] = []  # written after the rows
         from barca.store import remote
@@ -278,7 +279,11 @@ class Runner:
             for s in repair:
                 s.action = "run"
                 self.w.cached -= 1
-            self._execute(nid, repair)
+            self._repairing.update(s.id for s in repair)  # their files are replaced in place
+            try:
+                self._execute(nid, repair)
+            finally:
+                self._repairing.difference_update(s.id for s in repair)
             for s in repair:
                 if s.action == "ran" and s.path:
                     self.integrity.verified.add(s.path)
@@ -340,7 +345,7 @@ class Runner:
                     serializer=m.serializer if m.serializer != "expr" else None,
                     kwargs=s.kwargs, key_source=nid in self.ctx.key_sources,
                     timeout=m.timeout, retries=m.retries, sinks=m.sinks, shipped=shipped,
-                    store_prefix=self.ctx.store.prefix))
+                    store_prefix=self.ctx.store.prefix, repair=s.id in self._repairing))
                 where.append((nid, s))
 
         bad_inputs: dict[NodeId, list[tuple[StepState, StepRecord]]] = {}
@@ -410,11 +415,14 @@ class Runner:
                     if st.action == "cached" and st.path:
                         producers.setdefault(st.path, st)
         self._ensure_steps(list(producers.values()))
+        for s, _ in bad:  # the inputs' files may have moved (a result never replaces another)
+            s.kwargs = None
         self._execute(nid, [s for s, _ in bad], attempt=1)
 
     def _producer(self, path: str) -> StepState | None:
         """The cached step behind an artifact: its file is named by its run hash."""
-        run_hash = path.rsplit("/", 1)[-1].split(".", 1)[0]
+        # <run hash>.<ext>, or <run hash>-<digest>.<ext> beside another process's file
+        run_hash = path.rsplit("/", 1)[-1].split(".", 1)[0].split("-", 1)[0]
         for ns in self.w.states.values():
             for s in ns.steps.values():
                 if s.run_hash == run_hash and s.path == path:

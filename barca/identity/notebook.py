@@ -145,8 +145,7 @@ class Cone:
                         else self.klass(obj))
             self.module_of(obj)
             return None
-        if t is not types.FunctionType and getattr(obj, "__module__", None) == "__main__" and \
-                isinstance(getattr(obj, "__wrapped__", None), types.FunctionType):
+        if t is not types.FunctionType and callable(obj) and _wraps_function(obj):
             # an lru_cache (or similar C) wrapper of a notebook function: pickle would save it
             # by name; it is the function it wraps, and how it wraps it
             params = obj.cache_parameters() if hasattr(obj, "cache_parameters") else None
@@ -289,6 +288,15 @@ class Cone:
                 _say(f"{mod.__name__}.{name} is {live!r} in this kernel but {file_value!r} in "
                      f"{m.rel}: steps run in worker processes, which import {m.rel} as the "
                      f"file says. Change it in {m.rel}, or define it in the notebook.")
+
+
+def _wraps_function(obj: Any) -> bool:
+    """A notebook callable that stands for a function it wraps (``lru_cache``)."""
+    try:
+        return getattr(obj, "__module__", None) == "__main__" and \
+            isinstance(getattr(obj, "__wrapped__", None), types.FunctionType)
+    except Exception:  # an object whose __getattr__ fails: pickled as it is
+        return False
 
 
 def _say(text: str) -> None:

@@ -381,12 +381,14 @@ class Store:
     _END_RUN = ("UPDATE runs SET status=?, finished_at=?, steps_run=?, steps_cached=?, "
                 "steps_failed=?, error=? WHERE run_id=?")
 
-    def adopt(self, new: str, olds: Callable[[str], bool], definition: dict[str, str]) -> list[str]:
+    def adopt(self, new: str, olds: Callable[[str], bool],
+              definition: Callable[[], dict[str, str]]) -> list[str]:
         """Successful rows of other assets recorded again under ``new``, when ``new`` has no row
         at all: only the assets ``olds`` accepts, and only the rows made by this very
-        definition (each of its parts equal), so that a renamed notebook keeps its results and
-        an unrelated function of the same name adopts nothing. The artifacts stay where they
-        are. Returns the assets adopted from; a busy or read-only store adopts nothing."""
+        definition (each of its parts equal; asked for only then), so that a renamed notebook
+        keeps its results and an unrelated function of the same name adopts nothing. The
+        artifacts stay where they are. Returns the assets adopted from; a busy or read-only
+        store adopts nothing."""
         conn = self.conn
         if conn is None:
             return []
@@ -400,10 +402,11 @@ class Store:
                 "SELECT DISTINCT asset FROM materializations WHERE status='success' AND "
                 "substr(asset, -?) = ?", (len(suffix), suffix)) if a != new and olds(a)]
             cols = ", ".join(COLUMNS)
+            parts = definition() if found else {}
             for old in found:
-                ids = [i for i, parts in conn.execute(
+                ids = [i for i, row_parts in conn.execute(
                     "SELECT id, parts FROM materializations WHERE asset=? AND status='success' "
-                    "ORDER BY id", (old,)) if _made_by(parts, definition)]
+                    "ORDER BY id", (old,)) if _made_by(row_parts, parts)]
                 if not ids:
                     continue
                 picked = ", ".join(":new" if c == "asset" else

@@ -17,13 +17,14 @@ InputSpec = tuple[Any, ...]
 class StepJob(Fields):
     __slots__ = ("index", "step", "node", "key", "kind", "file", "module", "function", "run_hash",
                  "serializer", "kwargs", "key_source", "timeout", "retries", "sinks", "shipped",
-                 "store_prefix")
+                 "store_prefix", "repair")
 
     def __init__(self, index: int, step: str, node: str, key: str, kind: str, file: str,
                  module: str, function: str, run_hash: str, serializer: str | None,
                  kwargs: dict[str, InputSpec], key_source: bool = False,
                  timeout: float | None = None, retries: int = 0, sinks: list[str] | None = None,
-                 shipped: bytes | None = None, store_prefix: str = ".barca") -> None:
+                 shipped: bytes | None = None, store_prefix: str = ".barca",
+                 repair: bool = False) -> None:
         self.index = index
         self.step = step
         self.node = node
@@ -41,6 +42,7 @@ class StepJob(Fields):
         self.sinks = [] if sinks is None else sinks
         self.shipped = shipped            # a notebook function, by value (cloudpickle)
         self.store_prefix = store_prefix  # where artifacts go: ".barca" or ".barca/envs/<env>"
+        self.repair = repair              # its file is corrupt or missing: replace it in place
 
 
 class StepRecord(Fields):
