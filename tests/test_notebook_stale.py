@@ -404,3 +404,15 @@ def test_two_kernels_on_one_notebook_never_corrupt(project: Project) -> None:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
     assert errors == []
+
+
+def test_value_assigned_to_the_assets_name(project: Project) -> None:
+    """Papercut: ``raw = %barca get raw`` puts the value under the asset's name; the asset and
+    what reads it keep working, and a warning says what happened."""
+    nb = run(project, "@asset()\ndef raw() -> int:\n    return 21",
+             "@asset(inputs={'r': raw})\ndef doubled(r: int) -> int:\n    return 2 * r",
+             "raw = %barca get raw\nraw", "%barca get doubled")
+    no_errors(nb)
+    assert result(nb, 4)["text/plain"] == "21"
+    assert result(nb, 5)["text/plain"] == "42"
+    assert "now names a value, not the asset raw" in text(nb, 5), text(nb, 5)

@@ -67,9 +67,27 @@ def current_functions() -> dict[str, Callable[..., Any]]:
     for name, fn in list(decorators.NOTEBOOK.items()):
         if ns.get(name) is fn:
             out[name] = fn
+        elif name in ns and not callable(ns[name]):
+            # ``raw = %barca get raw``: the name now holds the asset's value; the asset stays
+            out[name] = fn
+            _shadowed(name)
         else:
             decorators.NOTEBOOK.pop(name, None)
     return out
+
+
+_SAID: set[str] = set()
+
+
+def _shadowed(name: str) -> None:
+    """Say once per name that a value took an asset's name in the notebook."""
+    if name not in _SAID:
+        _SAID.add(name)
+        import warnings
+        warnings.warn(f"'{name}' in the notebook now names a value, not the asset {name}: the "
+                      f"asset is kept, but a cell that uses {name} as an input (inputs=..., "
+                      f"partitions_from) reads the value. Assign the value to another name, "
+                      f"e.g. {name}_value = %barca get {name}.", UserWarning, stacklevel=3)
 
 
 def _source(obj: Any) -> str:
