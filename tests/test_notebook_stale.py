@@ -104,6 +104,7 @@ def test_run_script_edited_without_running_it_again(project: Project) -> None:
     no_errors(kernel)
     assert result(kernel, 4)["text/plain"] == "11"
     assert result(kernel, 6)["text/plain"] == "11"    # what the kernel's prep gives
+    assert "'prep' in this kernel is not prep.py as it is now" in text(kernel, 6)
     fresh = run(project, "%run prep.py", "@asset()\ndef prepped() -> int:\n    return prep(10)",
                 "%barca get prepped")
     no_errors(fresh)

@@ -169,6 +169,12 @@ class Cone:
             text = ast.dump(tree, include_attributes=False)
             read = global_names(tree) | dynamic_reads(tree, fn.__qualname__)
         else:
+            if tree is not None and "<locals>" not in fn.__qualname__ and \
+                    os.path.isfile(fn.__code__.co_filename):
+                where = _shown(Path(fn.__code__.co_filename))
+                _say(f"'{fn.__qualname__}' in this kernel is not {where} as it is now: steps run "
+                     f"the kernel's '{fn.__qualname__}' (and are hashed by it). Run the file "
+                     f"again (%run {where}) to use the edit.")
             text, read, tree = "code:" + code_digest(fn.__code__), code_names(fn.__code__), None
         token = digest(text, _bound_digest(self, fn))
         self.tokens[key] = token
