@@ -417,3 +417,17 @@ def test_value_assigned_to_the_assets_name(project: Project) -> None:
     assert result(nb, 4)["text/plain"] == "21"
     assert result(nb, 5)["text/plain"] == "42"
     assert "now names a value, not the asset raw" in text(nb, 5), text(nb, 5)
+
+
+def test_notebook_asset_reads_a_pipeline_files_asset(project: Project) -> None:
+    """Papercut: a notebook asset takes an asset of pipeline.py (imported into the notebook)
+    as input; an edit of pipeline.py re-runs both."""
+    project.write("pipeline.py", "from barca import asset\n\n\n@asset()\n"
+                                 "def base() -> int:\n    return 5\n")
+    nb = run(project, "from pipeline import base",
+             "@asset(inputs={'b': base})\ndef top(b: int) -> int:\n    return b * 2",
+             "%barca get top",
+             edit("pipeline.py", "return 5", "return 6"), "%barca get top")
+    no_errors(nb)
+    assert result(nb, 4)["text/plain"] == "10"
+    assert result(nb, 6)["text/plain"] == "12"

@@ -106,9 +106,14 @@ def file_model(root: Path) -> Any:
     barca_modules: set[str] = set()
     public = {getattr(decorators, n): n for n in ("asset", "sensor", "task", "sink", "partitions",
                                                    "partitions_from", "collect")}
+    imports: dict[str, tuple[str, str | None]] = {}
     for name, value in ns.items():
         if isinstance(value, ModuleType) and value.__name__ == "barca":
             barca_modules.add(name)
+        elif isinstance(getattr(value, "__barca__", None), dict) and \
+                getattr(value, "__module__", "__main__") != "__main__":
+            # a pipeline file's asset imported into the notebook: an input it may name
+            imports[name] = (value.__module__, value.__name__)
         else:
             try:
                 if value in public:
@@ -128,7 +133,7 @@ def file_model(root: Path) -> Any:
         body.extend(tree.body)
         sources.append(src)
     module = ast.Module(body=body, type_ignores=[])
-    fm = FileModel(stem, PSEUDO_ABSPATH, "\n".join(sources), module, "__main__", {},
+    fm = FileModel(stem, PSEUDO_ABSPATH, "\n".join(sources), module, "__main__", imports,
                    barca_names, barca_modules)
     for stmt in body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
