@@ -269,7 +269,8 @@ def test_a_run_whose_process_ended_is_crashed(tmp_path) -> None:
     """In-process: a run begun by a process that ended without finishing it is marked
     `crashed` by the next reader of the runs; a live process's run, and one whose pid was
     reused by another process (another start time), are told apart."""
-    from barca.store.metadata import Store, process_alive, process_token
+    from barca.store.metadata import Store
+    from barca.store.process import process_alive, process_token
     pid = os.fork()
     if pid == 0:  # the child begins a run and dies without ending it
         try:

@@ -150,9 +150,13 @@ class Session:
         self.ctx = Context(self.graph, self.store, self.settings, memo=memo)  # memo: see Context
         from barca.model.discovery import PSEUDO_ABSPATH
         if any(fm.abspath == PSEUDO_ABSPATH for fm in self.graph.files.values()):
-            from barca.model.notebook import adopt_renamed  # a renamed notebook keeps its results
-            adopt_renamed(self.store, [n for n, m in self.graph.nodes.items()
-                                       if self.graph.files[m.file].abspath == PSEUDO_ABSPATH])
+            # a renamed notebook keeps its results: rows of this very definition under the
+            # notebook's old name (never another notebook's function of the same name)
+            from barca.model.notebook import is_notebook_id
+            for n, m in self.graph.nodes.items():
+                if self.graph.files[m.file].abspath == PSEUDO_ABSPATH and self.store.conn:
+                    self.store.adopt(n, is_notebook_id,
+                                     lambda n=n: self.ctx.definition(n)[1])  # type: ignore[misc]
 
     def close(self) -> None:
         self.store.close()

@@ -67,7 +67,7 @@ class Context:
         """An input's name in a run hash: its node id; for a notebook's node, the id without
         the notebook's name (renaming the notebook keeps every run hash, see notebook.py)."""
         if self._input_names is None:
-            from barca.model.notebook import STEMLESS
+            from barca.identity.notebook import STEMLESS
             self._input_names = {
                 n: f"input:{STEMLESS}:{m.function}" for n, m in self.graph.nodes.items()
                 if self.graph.files[m.file].abspath == PSEUDO_ABSPATH}
@@ -84,8 +84,10 @@ class Context:
             }
             fm = self.graph.files[m.file]
             if fm.abspath == PSEUDO_ABSPATH:
-                from barca.model.notebook import parts as notebook_parts
-                parts = notebook_parts(self.graph.root, m, shape)
+                from barca.identity.notebook import parts as notebook_parts
+                from barca.model.notebook import function_for, namespace
+                parts = notebook_parts(self.graph.root, m, shape, function_for(m.function),
+                                       namespace())
             else:
                 parts = self.defcache.get(m, fm) if self.memo and not m.env else None
                 if parts is None:

@@ -82,6 +82,7 @@ class Runner:
         self.produced_bytes = 0
         self._last_flush = time.monotonic()
         self.run_id = ""
+        self._repairing: set[str] = set()  # steps whose corrupt or missing file is redone
         self.targets = list(targets)
         self._snapshots: list[tuple[str, str, str, str, str]] = []  # written after the rows
         from barca.store import remote
@@ -319,7 +320,11 @@ class Runner:
             for s in repair:
                 s.action = "run"
                 self.w.cached -= 1
-            self._execute(nid, repair)
+            self._repairing.update(s.id for s in repair)  # their files are replaced in place
+            try:
+                self._execute(nid, repair)
+            finally:
+                self._repairing.difference_update(s.id for s in repair)
             for s in repair:
                 if s.action == "ran" and s.path:
                     self.integrity.verified.add(s.path)
@@ -382,7 +387,7 @@ class Runner:
                     kwargs=s.kwargs, key_source=nid in self.ctx.key_sources,
                     timeout=m.timeout, retries=m.retries, sinks=m.sinks, shipped=shipped,
                     store_prefix=self.ctx.store.prefix, retry_backoff=m.retry_backoff,
-                    weight=m.weight))
+                    weight=m.weight, repair=s.id in self._repairing))
                 where.append((nid, s))
 
         bad_inputs: dict[NodeId, list[tuple[StepState, StepRecord]]] = {}
@@ -453,13 +458,14 @@ class Runner:
                         producers.setdefault(st.path, st)
         self._ensure_steps(list(producers.values()))
         retry = [s for s, _ in bad]
-        for s in retry:  # a recomputed input may have other bytes (a uuid, a timestamp): the
-            s.kwargs = None  # second attempt checks the digest recorded now, not the old one
+        for s in retry:  # a recomputed input may have other bytes (a uuid, a timestamp) or
+            s.kwargs = None  # another file: the second attempt reads what is recorded now
         self._execute(nid, retry, attempt=1)
 
     def _producer(self, path: str) -> StepState | None:
         """The cached step behind an artifact: its file is named by its run hash."""
-        run_hash = path.rsplit("/", 1)[-1].split(".", 1)[0]
+        # <run hash>.<ext>, or <run hash>-<digest>.<ext> beside another process's file
+        run_hash = path.rsplit("/", 1)[-1].split(".", 1)[0].split("-", 1)[0]
         for ns in self.w.states.values():
             for s in ns.steps.values():
                 if s.run_hash == run_hash and s.path == path:

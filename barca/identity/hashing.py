@@ -46,12 +46,33 @@ def canonical_json(value: Any) -> str:
 
 
 def value_digest(value: Any) -> str:
-    """SHA-256 of a value: canonical JSON when it is JSON, else its pickle bytes."""
+    """SHA-256 of a value: canonical JSON when it is JSON, else its stable pickle bytes."""
     try:
         return sha("json", canonical_json(value))
     except (TypeError, ValueError):
-        import pickle
-        return sha("pickle", pickle.dumps(value, protocol=5))
+        return sha("pickle", stable_pickle(value))
+
+
+def stable_pickle(value: Any, hook: Any = None) -> bytes:
+    """A value's pickle bytes, the same in every process: a set's (or frozenset's) members in
+    the order of their own digests, never in the order ``PYTHONHASHSEED`` gives them, at any
+    depth. ``hook(obj)``, when given, may stand for an object with a token of its own (a
+    notebook function by what it does); None pickles it as usual."""
+    import io
+    import pickle
+
+    class Stable(pickle.Pickler):
+        def persistent_id(self, obj: Any) -> Any:  # called for every object pickled
+            if isinstance(obj, (set, frozenset)):
+                t = type(obj)
+                members = sorted(sha(stable_pickle(m, hook)) for m in obj)
+                extra = stable_pickle(vars(obj), hook) if hasattr(obj, "__dict__") else b""
+                return ("set", t.__module__, t.__qualname__, members, extra)
+            return hook(obj) if hook is not None else None
+
+    buf = io.BytesIO()
+    Stable(buf, protocol=5).dump(value)
+    return buf.getvalue()
 
 
 def json_digests(values: Iterable[Any]) -> str:

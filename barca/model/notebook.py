@@ -10,7 +10,6 @@ after a kernel restart, is a cache hit.
 from __future__ import annotations
 
 import ast
-import contextlib
 import inspect
 import os
 import sys
@@ -20,17 +19,21 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from barca.core.types import short_name
-from barca.identity.hashing import canonical_json, digest, in_project
 from barca.model import decorators
 from barca.model.discovery import PSEUDO_ABSPATH
-from barca.model.scope import global_names
 
 
 def interactive() -> bool:
-    """True in a kernel or REPL, where ``__main__`` is not a file."""
+    """True in a kernel or REPL, where ``__main__`` is not a file. ``%run -i script.py`` sets
+    ``__file__`` in the notebook's namespace: IPython's own user module is still the notebook."""
     main = sys.modules.get("__main__")
-    return main is not None and not getattr(main, "__file__", None)
+    if main is None:
+        return False
+    if not getattr(main, "__file__", None):
+        return True
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    return shell is not None and getattr(shell, "user_module", None) is main
 
 
 def namespace() -> dict[str, Any]:
@@ -47,6 +50,15 @@ def notebook_stem() -> str:
     return "__notebook__"
 
 
+def cells_stamp() -> tuple[Any, ...]:
+    """What changes when a cell runs: the kernel's execution count and which function each
+    notebook node is (cheap; a cell may change a value a node reads without redefining it)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    count = getattr(shell, "execution_count", None)
+    return count, tuple(sorted((n, id(f)) for n, f in list(decorators.NOTEBOOK.items())))
+
+
 def current_functions() -> dict[str, Callable[..., Any]]:
     """Decorated functions defined in ``__main__`` that its namespace still holds (the last
     definition wins; a function deleted from the namespace is no node any more)."""
@@ -55,9 +67,27 @@ def current_functions() -> dict[str, Callable[..., Any]]:
     for name, fn in list(decorators.NOTEBOOK.items()):
         if ns.get(name) is fn:
             out[name] = fn
+        elif name in ns and not callable(ns[name]):
+            # ``raw = %barca get raw``: the name now holds the asset's value; the asset stays
+            out[name] = fn
+            _shadowed(name)
         else:
             decorators.NOTEBOOK.pop(name, None)
     return out
+
+
+_SAID: set[str] = set()
+
+
+def _shadowed(name: str) -> None:
+    """Say once per name that a value took an asset's name in the notebook."""
+    if name not in _SAID:
+        _SAID.add(name)
+        import warnings
+        warnings.warn(f"'{name}' in the notebook now names a value, not the asset {name}: the "
+                      f"asset is kept, but a cell that uses {name} as an input (inputs=..., "
+                      f"partitions_from) reads the value. Assign the value to another name, "
+                      f"e.g. {name}_value = %barca get {name}.", UserWarning, stacklevel=3)
 
 
 def _source(obj: Any) -> str:
@@ -76,9 +106,14 @@ def file_model(root: Path) -> Any:
     barca_modules: set[str] = set()
     public = {getattr(decorators, n): n for n in ("asset", "sensor", "task", "sink", "partitions",
                                                    "partitions_from", "collect")}
+    imports: dict[str, tuple[str, str | None]] = {}
     for name, value in ns.items():
         if isinstance(value, ModuleType) and value.__name__ == "barca":
             barca_modules.add(name)
+        elif isinstance(getattr(value, "__barca__", None), dict) and \
+                getattr(value, "__module__", "__main__") != "__main__":
+            # a pipeline file's asset imported into the notebook: an input it may name
+            imports[name] = (value.__module__, value.__name__)
         else:
             try:
                 if value in public:
@@ -98,7 +133,7 @@ def file_model(root: Path) -> Any:
         body.extend(tree.body)
         sources.append(src)
     module = ast.Module(body=body, type_ignores=[])
-    fm = FileModel(stem, PSEUDO_ABSPATH, "\n".join(sources), module, "__main__", {},
+    fm = FileModel(stem, PSEUDO_ABSPATH, "\n".join(sources), module, "__main__", imports,
                    barca_names, barca_modules)
     for stmt in body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -108,154 +143,10 @@ def file_model(root: Path) -> Any:
     return fm
 
 
-# ---------------------------------------------------------------------------- hashing
-
-STEMLESS = "__notebook__"  # the stem a definition hash names, whatever the notebook is called
-
-
-def json_map(value: Any, fn: Callable[[Any], Any]) -> Any:
-    """``value`` (lists and dicts of plain values) with ``fn`` applied to every leaf."""
-    if isinstance(value, dict):
-        return {k: json_map(v, fn) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_map(v, fn) for v in value]
-    return fn(value)
-
-
-def adopt_renamed(store: Any, ids: list[str]) -> list[tuple[str, str]]:
-    """Results of a renamed notebook, reachable under its new name.
-
-    A notebook node's id is ``<notebook stem>:<function>``, but its cache is keyed by its
-    definition and inputs, which do not name the notebook. When a notebook node has no
-    recorded result at all, the successful rows of the same function in other notebooks are
-    recorded again under its id: a run then finds by run hash those whose definition and
-    inputs match (the others are never used), and their artifacts stay where they are.
-    Returns the (old, new) ids adopted."""
-    import sqlite3
-    conn = getattr(store, "conn", None)
-    if conn is None or not ids:
-        return []
-    from barca.store.metadata import COLUMNS
-    adopted = []
-    try:
-        for new in ids:
-            if conn.execute("SELECT 1 FROM materializations WHERE asset=? LIMIT 1",
-                            (new,)).fetchone():
-                continue
-            fn = short_name(new)
-            olds = [a for (a,) in conn.execute(
-                "SELECT DISTINCT asset FROM materializations WHERE asset LIKE ? ESCAPE '\\' "
-                "AND status='success'", ("%:" + fn.replace("_", "\\_"),))
-                if a != new and _is_notebook_id(a, fn)]
-            for old in olds:
-                cols = ", ".join(COLUMNS)
-                picked = ", ".join(":new" if c == "asset" else
-                                   ":new || substr(node, :rest)" if c == "node" else c
-                                   for c in COLUMNS)
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute(f"INSERT INTO materializations ({cols}) SELECT {picked} FROM "
-                             "materializations WHERE asset=:old AND status='success' "
-                             "ORDER BY id", {"new": new, "rest": len(old) + 1, "old": old})
-                conn.execute("COMMIT")
-                adopted.append((old, new))
-    except sqlite3.DatabaseError:  # read-only or busy: the results are found another time
-        with contextlib.suppress(sqlite3.DatabaseError):
-            conn.execute("ROLLBACK")
-    return adopted
-
-
-def _is_notebook_id(asset: str, fn: str) -> bool:
-    stem = asset[:-len(fn) - 1]
-    return asset.endswith(":" + fn) and bool(stem) and not stem.endswith(".py") \
-        and "/" not in stem and ":" not in stem
-
-def _value_digest(value: Any) -> str:
-    try:
-        return digest("json", canonical_json(value))
-    except (TypeError, ValueError):
-        pass
-    try:
-        import pickle
-        return digest("pickle", pickle.dumps(value, protocol=5))
-    except Exception:  # hash more, never less: an unreadable value changes every run
-        return digest("repr", repr(value), str(id(value)))
-
-
-def parts(root: Path, node: Any, decorator_shape: Any) -> dict[str, str]:
-    """The definition parts of a notebook node: code, counted decorator arguments, and the
-    cone of notebook-defined names it uses, read from the live namespace."""
-    from barca.identity.hashing import _strip_decorators
-    ns = namespace()
-    code = _strip_decorators(node.fn)
-    # nothing of the notebook's name: renaming the notebook keeps every definition hash
-    own = f"{node.file}:"
-    shape = json_map(decorator_shape, lambda v: STEMLESS + v[len(own) - 1:]
-                     if isinstance(v, str) and v.startswith(own) else v)
-    out = {
-        "code": digest(ast.dump(code, include_attributes=False)),
-        "decorator": digest(canonical_json(shape), *node.counted_decorator),
-    }
-    seen: set[str] = {node.function}
-    todo = list(global_names(code) | set(node.counted_names))
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in ns:
-            continue
-        seen.add(name)
-        value = ns[name]
-        label = f"helper:{STEMLESS}:{name}"
-        if inspect.ismodule(value):
-            path = getattr(value, "__file__", None)
-            if path and _in_project(root, Path(path)):
-                out[f"module:{Path(path).resolve().relative_to(root)}"] = digest(
-                    Path(path).read_text(encoding="utf-8", errors="replace"))
-            continue
-        module = getattr(value, "__module__", None)
-        if inspect.isfunction(value) or inspect.isclass(value):
-            if module == "__main__":
-                try:
-                    src = _source(value)
-                    tree = ast.parse(src)
-                    out[label] = digest(ast.dump(tree, include_attributes=False))
-                    todo.extend(global_names(tree) - seen)
-                except (OSError, TypeError, SyntaxError):
-                    out[label] = _class_digest(value) if inspect.isclass(value) else \
-                        _value_digest(value)
-                continue
-            path = getattr(sys.modules.get(module or ""), "__file__", None)
-            if path and _in_project(root, Path(path)):
-                out[f"module:{Path(path).resolve().relative_to(root)}"] = digest(
-                    Path(path).read_text(encoding="utf-8", errors="replace"))
-            continue  # installed packages and the standard library are not followed
-        if callable(value) and not isinstance(value, type) and module not in (None, "__main__"):
-            continue
-        out[label] = _value_digest(value)
-    from barca.core.dotenv import value
-    for name in node.env:  # the process's value, else the project's .env
-        val = value(name, root)
-        out[f"env:{name}"] = digest("unset" if val is None else "set", val or "")
-    return out
-
-
-def _class_digest(cls: type) -> str:
-    """A class whose source inspect cannot find: its methods' sources and its bases."""
-    parts = [c.__qualname__ for c in cls.__mro__]
-    for name, member in sorted(vars(cls).items()):
-        if inspect.isfunction(member):
-            try:
-                parts.append(ast.dump(ast.parse(_source(member)), include_attributes=False))
-            except (OSError, TypeError, SyntaxError):
-                parts.append(_value_digest(member))
-        elif not name.startswith("__"):
-            parts.append(f"{name}={_value_digest(member)}")
-    return digest(*parts)
-
-
-def _in_project(root: Path, path: Path) -> bool:
-    try:
-        return in_project(root.resolve(), path.resolve())
-    except OSError:
-        return False
+def is_notebook_id(asset: str) -> bool:
+    """Whether an asset id is a notebook node's (``<stem>:<function>``, no file path)."""
+    stem = asset.rsplit(":", 1)[0] if ":" in asset else ""
+    return bool(stem) and not stem.endswith(".py") and "/" not in stem and ":" not in stem
 
 
 def function_for(name: str) -> Callable[..., Any] | None:
@@ -263,10 +154,38 @@ def function_for(name: str) -> Callable[..., Any] | None:
 
 
 def ship(fn: Callable[..., Any]) -> bytes:
-    """The function by value, for a worker process that never saw the notebook."""
+    """The function by value, for a worker process that never saw the notebook: with the
+    globals it reads through ``globals()['K']`` (cloudpickle ships only the names its code
+    names), and ``functools.lru_cache`` helpers of the notebook rebuilt from the function they
+    wrap (pickled by name, they would not exist in the worker)."""
+    import functools
+    import io
+
     import cloudpickle
+
+    class Shipper(cloudpickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, functools._lru_cache_wrapper) and \
+                    getattr(obj, "__module__", None) == "__main__":
+                p = obj.cache_parameters()
+                return rebuild_lru, (obj.__wrapped__, p["maxsize"], p["typed"])
+            return super().reducer_override(obj)
+
+    extra: dict[str, Any] = {}
     try:
-        return cloudpickle.dumps(fn)
+        from barca.model.scope import globals_reads
+        names, _ = globals_reads(ast.parse(_source(fn)))
+        scope = getattr(fn, "__globals__", {})
+        extra = {n: scope[n] for n in sorted(names) if n in scope}
+    except (OSError, TypeError, SyntaxError):
+        pass
+    try:
+        buf = io.BytesIO()
+        Shipper(buf, protocol=5).dump(_Shipped(fn, extra) if extra else fn)
+        import pickle
+        # the kernel's own import folders first (``sys.path.insert(0, '../src')``): the worker
+        # imports the notebook's modules from where the kernel did, whatever its own folder
+        return pickle.dumps(_Loaded(kernel_paths(), buf.getvalue()), protocol=5)
     except Exception as exc:
         from barca.core.errors import UsageError
         raise UsageError(f"cannot send notebook function '{fn.__name__}' to a worker process: "
@@ -274,3 +193,62 @@ def ship(fn: Callable[..., Any]) -> bytes:
                          "Keep what the function uses picklable (no open files, locks or "
                          "sockets in notebook globals it reads), or move it to a .py file."
                          ) from None
+
+
+def kernel_paths() -> list[str]:
+    """The kernel's ``sys.path`` folders that hold the user's code (absolute; not the standard
+    library or installed packages)."""
+    import sysconfig
+    skip = [os.path.realpath(p) for k in ("stdlib", "platstdlib", "purelib", "platlib")
+            if (p := sysconfig.get_paths().get(k))]
+    out: list[str] = []
+    for entry in sys.path:
+        real = os.path.realpath(entry or os.getcwd())
+        if not os.path.isdir(real) or real in out or "site-packages" in real \
+                or "dist-packages" in real or any(real == b or real.startswith(b + os.sep)
+                                                  for b in skip):
+            continue
+        out.append(real)
+    return out
+
+
+class _Loaded:
+    """A shipped function with the import folders it needs, set before it is unpickled."""
+
+    def __init__(self, paths: list[str], payload: bytes) -> None:
+        self.paths, self.payload = paths, payload
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return load_shipped, (self.paths, self.payload)
+
+
+def load_shipped(paths: list[str], payload: bytes) -> Callable[..., Any]:
+    """(In the worker) put the kernel's import folders on ``sys.path`` (after the root, which
+    the worker put first), then load the function."""
+    import cloudpickle
+    for p in reversed(paths):
+        if p not in sys.path:
+            sys.path.insert(1, p)
+    return cloudpickle.loads(payload)  # type: ignore[no-any-return]
+
+
+class _Shipped:
+    """A function and globals it reads that its code does not name, pickled together."""
+
+    def __init__(self, fn: Callable[..., Any], extra: dict[str, Any]) -> None:
+        self.fn, self.extra = fn, extra
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return with_globals, (self.fn, self.extra)
+
+
+def with_globals(fn: Callable[..., Any], extra: dict[str, Any]) -> Callable[..., Any]:
+    """(In the worker) ``fn`` with ``extra`` among its globals."""
+    fn.__globals__.update(extra)  # type: ignore[attr-defined]
+    return fn
+
+
+def rebuild_lru(fn: Callable[..., Any], maxsize: int | None, typed: bool) -> Callable[..., Any]:
+    """(In the worker) a notebook's ``lru_cache`` helper, around the function it wraps."""
+    import functools
+    return functools.lru_cache(maxsize=maxsize, typed=typed)(fn)

@@ -53,3 +53,35 @@ def pattern_names(n: ast.AST) -> tuple[str, ...]:
     if isinstance(n, ast.MatchMapping) and n.rest:
         return (n.rest,)
     return ()
+
+
+def globals_reads(tree: ast.AST) -> tuple[set[str], bool]:
+    """The names a definition reads through ``globals()``: ``globals()['K']`` and
+    ``globals().get('K')`` name ``K``; any other use of ``globals()`` or ``vars()`` cannot be
+    told statically (the second item is then True)."""
+    names: set[str] = set()
+    unknown = False
+    parents: dict[int, ast.AST] = {}
+    for parent in ast.walk(tree):
+        for child in ast.iter_child_nodes(parent):
+            parents[id(child)] = parent
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+            continue
+        if n.func.id == "vars" and not n.args:
+            unknown = True
+        if n.func.id != "globals" or n.args:
+            continue
+        up = parents.get(id(n))
+        key: ast.AST | None = None
+        if isinstance(up, ast.Subscript) and up.value is n:
+            key = up.slice
+        elif isinstance(up, ast.Attribute) and up.attr == "get":
+            call = parents.get(id(up))
+            if isinstance(call, ast.Call) and call.func is up and call.args:
+                key = call.args[0]
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            names.add(key.value)
+        else:
+            unknown = True
+    return names, unknown

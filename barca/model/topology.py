@@ -100,6 +100,7 @@ def load_graph(files: list[str] | tuple[str, ...] = (), settings: Settings | Non
         settings = Settings.resolve(root)
     root = root or settings.root
     found = settings.include, settings.exclude
+    nb: FileModel | None = None
     if files:
         paths = []
         for f in files:
@@ -118,10 +119,10 @@ def load_graph(files: list[str] | tuple[str, ...] = (), settings: Settings | Non
     else:
         from barca.model import notebook
         nb = notebook.file_model(root) if notebook.interactive() else None
-        if nb is not None:  # a notebook's own nodes (cells): plan over them
-            return build(root, {nb.path: nb})
-        paths = find_files(root, *found)
-    parsed: dict[str, FileModel] = {}
+        # a notebook's own nodes (cells): plan over them (and the pipeline files whose
+        # assets they read, below)
+        paths = [] if nb is not None else find_files(root, *found)
+    parsed: dict[str, FileModel] = {nb.path: nb} if nb is not None else {}
     for p in paths:
         fm = parse_file(p, root)
         parsed.setdefault(fm.path, fm)

@@ -196,6 +196,58 @@ def file_kind(path: Path) -> str | None:
     return "link" if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode) else "other"
 
 
+def place(tmp: str, path: Path, sha: str, fsync: bool = False, replace: bool = False) -> Path:
+    """A finished result file (``tmp``, its SHA-256 ``sha``) takes its place at ``path``, and
+    never replaces another process's result there: two processes that compute the same run
+    hash (two kernels on one notebook, values that differ run to run, or ``--refresh``) each
+    keep the file their row describes, the second beside the first, named by its own digest.
+    ``replace``: the file at ``path`` is known corrupt or missing (a repair), so it is replaced
+    in place. Returns where the result went."""
+    os.chmod(tmp, file_mode())
+    if fsync:
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    if replace:
+        os.replace(tmp, path)
+        return path
+    try:
+        os.link(tmp, path)  # atomic, and fails rather than replace
+    except FileExistsError:
+        try:
+            same = file_sha256(path) == sha
+        except OSError:
+            same = False
+        if same:
+            discard(tmp)
+            return path
+        alt = path.with_name(f"{path.stem}-{sha[:16]}{path.suffix}")
+        os.replace(tmp, alt)
+        return alt
+    except OSError:  # a filesystem without hard links: the rename, as before
+        os.replace(tmp, path)
+        return path
+    discard(tmp)
+    return path
+
+
+def write_new(path: Path, data: bytes, sha: str, fsync: bool = False, replace: bool = False
+              ) -> Path:
+    """``data`` placed at ``path`` as ``place`` does (a temp file in the same folder first)."""
+    import tempfile
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return place(tmp, path, sha, fsync, replace)
+    except BaseException:
+        discard(tmp)
+        raise
+
+
 def file_sha256(path: Path) -> str:
     """A file's SHA-256, read in blocks (a big table is never held whole to hash it)."""
     h = hashlib.sha256()

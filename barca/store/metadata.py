@@ -6,11 +6,12 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from barca.core.errors import InfrastructureError
+from barca.store.process import process_alive, process_token
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -289,6 +290,7 @@ class Store:
         """One run's row; ``run_id`` may be a unique prefix."""
         if self.conn is None:
             return None
+        self.reap_crashed()
         cur = self.conn.execute(
             "SELECT run_id, command, target, status FROM runs WHERE run_id LIKE ? "
             "ORDER BY started_at DESC LIMIT 2", (run_id.replace("%", "").replace("_", "") + "%",))
@@ -384,6 +386,54 @@ class Store:
                 "steps_failed=?, error=? WHERE run_id=?")
     # a served run is begun and finished in one transaction: no process to record
 
+    def adopt(self, new: str, olds: Callable[[str], bool],
+              definition: Callable[[], dict[str, str]]) -> list[str]:
+        """Successful rows of other assets recorded again under ``new``, when ``new`` has no row
+        at all: only the assets ``olds`` accepts, and only the rows made by this very
+        definition (each of its parts equal; asked for only then), so that a renamed notebook
+        keeps its results and an unrelated function of the same name adopts nothing. The
+        artifacts stay where they are. Returns the assets adopted from; a busy or read-only
+        store adopts nothing."""
+        def made_by(row: str | None) -> bool:  # the row's parts hold every part unchanged
+            try:
+                got = json.loads(row or "")
+            except ValueError:
+                return False
+            return isinstance(got, dict) and all(got.get(k) == v for k, v in parts.items())
+        conn = self.conn
+        if conn is None:
+            return []
+        adopted: list[str] = []
+        try:
+            if conn.execute("SELECT 1 FROM materializations WHERE asset=? LIMIT 1",
+                            (new,)).fetchone():
+                return []
+            suffix = ":" + new.rsplit(":", 1)[-1]
+            found = [a for (a,) in conn.execute(
+                "SELECT DISTINCT asset FROM materializations WHERE status='success' AND "
+                "substr(asset, -?) = ?", (len(suffix), suffix)) if a != new and olds(a)]
+            cols = ", ".join(COLUMNS)
+            parts = definition() if found else {}
+            for old in found:
+                ids = [i for i, row_parts in conn.execute(
+                    "SELECT id, parts FROM materializations WHERE asset=? AND status='success' "
+                    "ORDER BY id", (old,)) if made_by(row_parts)]
+                if not ids:
+                    continue
+                picked = ", ".join(":new" if c == "asset" else
+                                   ":new || substr(node, :rest)" if c == "node" else c
+                                   for c in COLUMNS)
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany(f"INSERT INTO materializations ({cols}) SELECT {picked} FROM "
+                                 "materializations WHERE id=:id",
+                                 [{"new": new, "rest": len(old) + 1, "id": i} for i in ids])
+                conn.execute("COMMIT")
+                adopted.append(old)
+        except sqlite3.DatabaseError:  # read-only or busy: the results are found another time
+            with contextlib.suppress(sqlite3.DatabaseError):
+                conn.execute("ROLLBACK")
+        return adopted
+
     def begin_run(self, run_id: str, command: str, target: str, pool_size: int) -> None:
         self.reap_crashed()
         self._write(self._BEGIN_RUN, [(run_id, command, target, time.time(), pool_size,
@@ -466,44 +516,3 @@ class Store:
             with contextlib.suppress(sqlite3.DatabaseError):
                 self.conn.execute("ROLLBACK")
             raise self._db_error(exc) from None
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    """/proc/<pid>/stat's fields after the command name (Linux); None elsewhere or gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rfind(")") + 2:].split()
-
-
-def process_token(pid: int) -> str:
-    """What names one process beyond its pid, which the system reuses: the host and, where
-    the system tells (Linux), the process's start time."""
-    import socket
-    fields = _proc_stat(pid)
-    start = fields[19] if fields and len(fields) > 19 else ""
-    return f"{socket.gethostname()}|{start}"
-
-
-def process_alive(pid: int, token: str) -> bool:
-    """Whether the process ``token`` (see process_token) names is still running. A process on
-    another host counts as alive: it cannot be checked from here."""
-    import socket
-    host, _, start = token.partition("|")
-    if host != socket.gethostname():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists, under another user
-    except OSError:
-        return True
-    fields = _proc_stat(pid)
-    if fields is None:
-        return not Path("/proc/self/stat").exists()  # no /proc: the pid exists, trust it
-    if fields[0] in ("Z", "X"):  # a zombie: dead, not yet waited for
-        return False
-    return not start or (len(fields) > 19 and fields[19] == start)

@@ -17,14 +17,14 @@ InputSpec = tuple[Any, ...]
 class StepJob(Fields):
     __slots__ = ("index", "step", "node", "key", "kind", "file", "module", "function", "run_hash",
                  "serializer", "kwargs", "key_source", "timeout", "retries", "sinks", "shipped",
-                 "store_prefix", "retry_backoff", "weight")
+                 "store_prefix", "retry_backoff", "weight", "repair")
 
     def __init__(self, index: int, step: str, node: str, key: str, kind: str, file: str,
                  module: str, function: str, run_hash: str, serializer: str | None,
                  kwargs: dict[str, InputSpec], key_source: bool = False,
                  timeout: float | None = None, retries: int = 0, sinks: list[str] | None = None,
                  shipped: bytes | None = None, store_prefix: str = ".barca",
-                 retry_backoff: float = 0.0, weight: int = 1) -> None:
+                 retry_backoff: float = 0.0, weight: int = 1, repair: bool = False) -> None:
         self.index = index
         self.step = step
         self.node = node
@@ -44,6 +44,7 @@ class StepJob(Fields):
         self.store_prefix = store_prefix  # where artifacts go: ".barca" or ".barca/envs/<env>"
         self.retry_backoff = retry_backoff  # after failed attempt k: wait retry_backoff * k s
         self.weight = weight              # how much of the capacity it takes while it runs
+        self.repair = repair              # its file is corrupt or missing: replace it in place
 
 
 class StepRecord(Fields):

@@ -278,22 +278,27 @@ class Worker:
         fsync = self.settings.fsync
         try:
             if data is not None:
-                artifacts.write_atomic(self.root / rel, data, fsync=fsync)
+                sha = hashlib.sha256(data).hexdigest()
+                placed = artifacts.write_new(self.root / rel, data, sha, fsync, task.repair)
             else:
-                artifacts.commit(tmp, self.root / rel, fsync=fsync)  # type: ignore[arg-type]
+                sha = artifacts.file_sha256(Path(tmp))  # type: ignore[arg-type]
+                placed = artifacts.place(tmp, self.root / rel, sha,  # type: ignore[arg-type]
+                                         fsync, task.repair)
         except OSError as exc:
             rec.status = "failed"
             rec.infra = rec.error = f"cannot write {rel}: {exc.strerror or exc}"
             rec.elapsed = time.perf_counter() - start
             return rec
+        # another process's file of the same run hash stays: this one went beside it
+        rel = placed.relative_to(self.root).as_posix()
         self._upload(rel, rec, task, data)
         rec.path, rec.format = rel, fmt
+        rec.sha256 = sha
         if data is not None:
-            rec.size, rec.sha256 = len(data), hashlib.sha256(data).hexdigest()
+            rec.size = len(data)
             rec.shape = artifacts.shape(value)
         else:
             rec.size = (self.root / rel).stat().st_size
-            rec.sha256 = artifacts.file_sha256(self.root / rel)
         written = frames.kind(value) if fmt in frames.TABLE_FORMATS else None
         if written != "duckdb":  # a relation is not kept: it belongs to the step's connection
             self.values[(rel, rec.sha256, written)] = value  # as load looks it up

@@ -197,7 +197,12 @@ class StatusWidget(widgets.VBox):
     def _stamp(self) -> Any:
         """What the engine says the status depends on, now (compared with ``_seen``)."""
         from barca.queries.runlog import stamp
-        return stamp(*self.files, settings=self.settings)
+        seen = stamp(*self.files, settings=self.settings)
+        if not self.files:  # the notebook's own assets: the cells are part of what it shows
+            from barca.model import notebook
+            if notebook.interactive():
+                return seen, notebook.cells_stamp()
+        return seen
 
     def _draw(self) -> None:
         from barca.core.render import html_table

@@ -1,0 +1,46 @@
+"""Whether the process that began a run is still the one running: its pid and its start
+time (``/proc``), so a reused pid is told apart from the process that began the run."""
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat's fields after the command name (Linux); None elsewhere or gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2:].split()
+
+
+def process_token(pid: int) -> str:
+    """What names one process beyond its pid, which the system reuses: the host and, where
+    the system tells (Linux), the process's start time."""
+    fields = _proc_stat(pid)
+    start = fields[19] if fields and len(fields) > 19 else ""
+    return f"{socket.gethostname()}|{start}"
+
+
+def process_alive(pid: int, token: str) -> bool:
+    """Whether the process ``token`` (see process_token) names is still running. A process on
+    another host counts as alive: it cannot be checked from here."""
+    host, _, start = token.partition("|")
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, under another user
+    except OSError:
+        return True
+    fields = _proc_stat(pid)
+    if fields is None:
+        return not Path("/proc/self/stat").exists()  # no /proc: the pid exists, trust it
+    if fields[0] in ("Z", "X"):  # a zombie: dead, not yet waited for
+        return False
+    return not start or (len(fields) > 19 and fields[19] == start)
