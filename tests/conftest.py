@@ -25,6 +25,10 @@ class Result:
     def json(self):
         return json.loads(self.out)
 
+    def error(self) -> dict:
+        """The JSON error line on stderr (with --agent, the run-failed line follows it)."""
+        return json.loads(next(x for x in reversed(self.err.splitlines()) if x.startswith("{")))
+
     def steps_line(self) -> str:
         """The '[barca] N/M steps | done in Xs' end line (without the time)."""
         m = re.findall(r"^\[barca\] (\d+/\d+ steps \| \w+)", self.err, re.M)

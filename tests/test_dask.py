@@ -90,7 +90,7 @@ def item(k: str) -> str:
 """)
     r = project.barca("get", "item", "pipeline.py", "--json", "--agent", env=DASK, timeout=300)
     assert r.code == 1, r.err
-    err = json.loads(r.err.strip().splitlines()[-1])
+    err = r.error()  # the run-failed line follows it (--agent)
     assert err["node"] == "pipeline.py:item[k=b]" and "Dask worker" in err["error"]
     assert sorted(r.completed()) == ["pipeline.py:item[k=a]", "pipeline.py:item[k=c]",
                                      "pipeline.py:item[k=d]"]

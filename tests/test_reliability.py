@@ -122,7 +122,7 @@ def item(k: str) -> str:
     r = project.barca("get", "item", "pipeline.py", "--json", "--agent", timeout=60)
     assert r.code == 1, r.err
     assert time.time() - start < 30
-    err = json.loads(r.err.strip().splitlines()[-1])
+    err = r.error()  # the run-failed line follows it (--agent)
     assert err["node"] == "pipeline.py:item[k=b]"
     if how == "memory_error":
         assert "MemoryError" in err["error"]
