@@ -29,6 +29,9 @@ _CSS = ("<style>.barca-status-widget .barca-table td,.barca-status-widget .barca
         ".barca-status-widget .barca-badge{line-height:1.5}"
         ".barca-status-widget .barca-table td.barca-why{max-width:22em;"
         "overflow:hidden;text-overflow:ellipsis;white-space:nowrap}"
+        # the widget keeps its table within its width: other cells wrap, between words only
+        ".barca-status-widget .barca-table td.barca-cell{white-space:normal;max-width:16em;"
+        "overflow-wrap:normal;word-break:normal}"
         ".barca-status-widget g.barca-node{cursor:pointer}"
         ".barca-status-widget g.barca-node[data-selected] rect{stroke:var(--jp-brand-color1,"
         "#1976d2);stroke-width:4px}.barca-status-widget pre.barca-value{font-size:12px;"
