@@ -169,9 +169,8 @@ def file_mode() -> int:
 _FILE_MODE: int | None = None
 
 
-def commit(tmp: str, path: Path, fsync: bool = False) -> None:
-    """A finished temp file takes its place (renamed, so a reader sees all or nothing), with
-    the mode a new file gets."""
+def _ready(tmp: str, fsync: bool) -> None:
+    """A finished temp file given the mode a new file gets, and on disk when ``fsync``."""
     os.chmod(tmp, file_mode())
     if fsync:
         fd = os.open(tmp, os.O_RDONLY)
@@ -179,6 +178,12 @@ def commit(tmp: str, path: Path, fsync: bool = False) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def commit(tmp: str, path: Path, fsync: bool = False) -> None:
+    """A finished temp file takes its place (renamed, so a reader sees all or nothing), with
+    the mode a new file gets."""
+    _ready(tmp, fsync)
     os.replace(tmp, path)
 
 
@@ -203,13 +208,7 @@ def place(tmp: str, path: Path, sha: str, fsync: bool = False, replace: bool = F
     keep the file their row describes, the second beside the first, named by its own digest.
     ``replace``: the file at ``path`` is known corrupt or missing (a repair), so it is replaced
     in place. Returns where the result went."""
-    os.chmod(tmp, file_mode())
-    if fsync:
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    _ready(tmp, fsync)
     if replace:
         os.replace(tmp, path)
         return path
