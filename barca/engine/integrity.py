@@ -44,7 +44,7 @@ class Integrity:
 
         from barca.store.artifacts import file_kind
         where = os.path.join(self.root, s.path or "")
-        kind = file_kind(Path(where))
+        kind = file_kind(where)  # a str: no Path made per cached result
         try:
             if kind not in ("file", None):  # a result is a regular file: never follow a link
                 raise IsADirectoryError(where)

@@ -3,7 +3,6 @@ store (cache hits are not recorded, so only executions count)."""
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from typing import Any
 
@@ -56,6 +55,7 @@ def stats_report(target: str, *files: str, fields: Any = None,
         hits += run_hash in seen
         seen.add(run_hash)
     ok = [float(e) for status, e, *_ in rows if status == "success" and e is not None]
+    import statistics  # only for `barca stats`: barca.api re-exports stats, imported at start
     recent = tuple({
         "elapsed_seconds": round(e, 4) if status == "success" and e is not None else None,
         "status": status,

@@ -187,7 +187,7 @@ def commit(tmp: str, path: Path, fsync: bool = False) -> None:
     os.replace(tmp, path)
 
 
-def file_kind(path: Path) -> str | None:
+def file_kind(path: Path | str) -> str | None:
     """What is at ``path``, not following a symlink: ``file`` (a regular file), ``link``,
     ``dir`` or ``other``; None when nothing is. Only a regular file is ever read as a result:
     a symlink could point anywhere, and change after its target was checked."""

@@ -3,7 +3,6 @@ time (``/proc``), so a reused pid is told apart from the process that began the 
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 
@@ -21,14 +20,14 @@ def process_token(pid: int) -> str:
     the system tells (Linux), the process's start time."""
     fields = _proc_stat(pid)
     start = fields[19] if fields and len(fields) > 19 else ""
-    return f"{socket.gethostname()}|{start}"
+    return f"{os.uname().nodename}|{start}"  # the host name, without importing socket
 
 
 def process_alive(pid: int, token: str) -> bool:
     """Whether the process ``token`` (see process_token) names is still running. A process on
     another host counts as alive: it cannot be checked from here."""
     host, _, start = token.partition("|")
-    if host != socket.gethostname():
+    if host != os.uname().nodename:
         return True
     try:
         os.kill(pid, 0)
