@@ -32,7 +32,6 @@ from barca.present.results import (
 from barca.present.verdicts import plan_row, run_result, status_row
 from barca.queries.listing import list_nodes  # noqa: F401  (part of the API)
 from barca.queries.runlog import history  # noqa: F401  (part of the API)
-from barca.queries.stats import stats  # noqa: F401  (part of the API)
 from barca.store.metadata import Store
 
 if TYPE_CHECKING:
@@ -390,6 +389,12 @@ def plan_run(target: str | list[str] | None = None, *files: str, command: str = 
                     cap.capacity, tuple(said))
     finally:
         sess.close()
+
+
+def stats(*args: Any, **kwargs: Any) -> Any:
+    """``barca stats``: barca.queries.stats.stats, imported when asked (not at every start)."""
+    from barca.queries.stats import stats as report
+    return report(*args, **kwargs)
 
 
 def looks_like_file(arg: str) -> bool:

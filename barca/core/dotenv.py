@@ -66,19 +66,18 @@ def parse(text: str, environ: Mapping[str, str] | None = None) -> dict[str, str]
 
 def file_values(root: Path) -> dict[str, str]:
     """``root/.env``, parsed; read again only when the file changes."""
+    from barca.core.root import stamp
     path = root / FILE
-    try:
-        st = path.stat()
-    except OSError:
+    now = stamp(path)
+    if now is None:
         return {}
-    stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     got = _FILES.get(path)
-    if got is None or got[0] != stamp:
+    if got is None or got[0] != now:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return {}
-        got = _FILES[path] = (stamp, parse(text))
+        got = _FILES[path] = (now, parse(text))
     return got[1]
 
 

@@ -20,6 +20,16 @@ def find_root(start: str | os.PathLike[str] | None = None) -> Path:
         d = up
 
 
+def stamp(path: Path) -> tuple[int, int, int, int] | None:
+    """A file's identity for a memo of what it holds: inode, size, mtime and ctime (an edit
+    that keeps the mtime still moves the ctime); None when it cannot be read."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 _ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 

@@ -37,15 +37,13 @@ def project_file(root: Path) -> dict[str, dict[str, Any]]:
     """``root/barca.toml``, checked; read again only when the file changes (its inode, size,
     mtime or ctime: an edit that keeps the mtime still moves the ctime)."""
     from barca.core.config import FILE, load
-    path = root / FILE
-    try:
-        st = path.stat()
-    except OSError:
+    from barca.core.root import stamp
+    now = stamp(root / FILE)
+    if now is None:
         return {}
-    stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     got = _FILES.get(root)
-    if got is None or got[0] != stamp:
-        got = _FILES[root] = (stamp, load(root))
+    if got is None or got[0] != now:
+        got = _FILES[root] = (now, load(root))
     return got[1]
 
 

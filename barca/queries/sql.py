@@ -86,9 +86,12 @@ def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
             raise UsageError(f"'{name}' is stored as a pickle, which barca sql does not read.",
                              f"Return JSON-like values or a DataFrame from '{name}', or read it "
                              f"in Python with barca.get('{name}').")
+    from barca.core.salt import salt
     from barca.identity.hashing import sha
     from barca.store.artifacts import node_dir
-    tag = sha(*(f"{k}\0{r.run_hash}\0{r.sha256}" for k, r in rows))[:16]
+    # a memo that outlives the command: keyed by barca's one salt too (a barca that builds
+    # view rows otherwise never reads an older file)
+    tag = sha(salt(), *(f"{k}\0{r.run_hash}\0{r.sha256}" for k, r in rows))[:16]
     folder = ctx.store.dir / "views"
     path = folder / f"{node_dir(vs.node)}-{tag}.ndjson"
     columns_path = path.with_suffix(".columns")
