@@ -16,6 +16,8 @@ from barca.store import manifest
 
 ENV = "BARCA_REMOTE_URI"
 PREFIX = ".barca/"
+_TOO_LONG = "is longer than recorded"
+MANIFEST_MAX = 1 << 16  # bytes: a manifest is far smaller; a larger one is not read
 
 
 def open_store(settings: Any, on_note: Callable[[str], None] | None = None) -> Remote | None:
@@ -104,9 +106,11 @@ class Remote:
         self._write(blob, source)
         if self._create(target, raw):
             return
+        raw_current = self._cat(path + manifest.SUFFIX)
         try:  # a manifest is there already: another machine's copy of the same step, or bad
-            current = manifest.read(self.fs.cat_file(target), path, self.secret)
-        except (manifest.Rejected, FileNotFoundError):
+            current = (manifest.read(raw_current, path, self.secret)
+                       if raw_current is not None else None)
+        except manifest.Rejected:
             current = None
         if current is not None and current["sha256"] == digest:
             return
@@ -181,7 +185,7 @@ class Remote:
         path = self._path(rel)
         body: dict[str, Any] | None = None
         if sha256:  # the bytes under their digest; a store written before manifests: their name
-            sources, size = [manifest.blob_path(path, sha256), path], None
+            sources, size = [manifest.blob_path(path, sha256), path], self._size_of(path, sha256)
             why = "did not match the SHA-256 recorded here"
         else:
             body = self._manifest(rel, path)
@@ -189,14 +193,14 @@ class Remote:
                 return None
             sha256, size = body["sha256"], body["size"]
             sources, why = [manifest.blob_path(path, sha256)], "did not match its manifest"
-        from barca.store.artifacts import commit, discard, file_kind
+        from barca.store.artifacts import commit, discard
         for source in sources:
-            if self.local and file_kind(Path(self._full(source))) not in ("file", None):
-                self._reject(rel, "is not a regular file (a symlink?)")  # never followed
-                return None
-            got = self._stream(source, dest)
+            got = self._stream(source, dest, size)
             if got is None:
                 continue  # not in the store under this name
+            if isinstance(got, str):  # not a regular file, or longer than it should be
+                self._reject(rel, why if got == _TOO_LONG else got)
+                return None
             tmp, digest, length = got
             if digest != sha256 or (size is not None and length != size):
                 discard(tmp)
@@ -206,9 +210,19 @@ class Remote:
                 self._unsigned(body["format"])
             commit(tmp, dest)
             return length
-        if size is not None:  # a manifest naming bytes the store does not have
+        if body is not None:  # a manifest naming bytes the store does not have
             self._reject(rel, why)
         return None
+
+    def _size_of(self, path: str, sha256: str) -> int | None:
+        """The size the store's manifest gives bytes with this digest (the bound of their
+        read), when it has one that names them; the store's word is not needed otherwise."""
+        raw = self._cat(path + manifest.SUFFIX)
+        try:
+            body = manifest.read(raw, path, self.secret) if raw is not None else None
+        except manifest.Rejected:
+            return None
+        return body["size"] if body is not None and body["sha256"] == sha256 else None
 
     def _unsigned(self, fmt: str) -> None:
         """A result taken on the store's word alone (its manifest, with no key to check who
@@ -225,29 +239,61 @@ class Remote:
                        f"{manifest.KEY_ENV} on every machine that shares it to accept only "
                        "signed results (barca docs remote)")
 
-    def _stream(self, source: str, dest: Path) -> tuple[str, str, int] | None:
+    def _stream(self, source: str, dest: Path,
+                size: int | None) -> tuple[str, str, int] | str | None:
         """``source`` copied into a temp file beside ``dest`` in chunks: (temp path, SHA-256,
-        size), or None when the store cannot give it."""
+        size); None when the store cannot give it; why, when it must not be read. A store
+        writer decides what is there, so the read is bounded: a regular file only (a FIFO
+        would block every reader, a link to ``/dev/zero`` never ends) and never more than
+        ``size`` (the manifest's) plus one byte -- a huge object cannot fill the disk."""
         import tempfile
 
         from barca.store.artifacts import discard
-        try:
-            f = self.fs.open(self._full(source), "rb")
-        except Exception:  # absent, or unreadable: not in the store
-            return None
+        f = self._open(source)
+        if f is None or isinstance(f, str):
+            return f
+        if size is None and self.local:
+            size = os.fstat(f.fileno()).st_size  # the file's own size when it was opened
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
         h, length = hashlib.sha256(), 0
         try:
             with f, os.fdopen(fd, "wb") as out:
-                while chunk := f.read(1 << 20):
+                while chunk := f.read(1 << 20 if size is None else min(1 << 20, size + 1 - length)):
                     h.update(chunk)
                     out.write(chunk)
                     length += len(chunk)
+                    if size is not None and length > size:
+                        discard(tmp)
+                        return _TOO_LONG
         except Exception:  # the store failed mid-way: as good as absent
             discard(tmp)
             return None
         return tmp, h.hexdigest(), length
+
+    def _open(self, source: str) -> Any:
+        """An open binary file of the store, None when absent, or why it must not be read.
+        In a folder store: opened without following a symlink and without blocking on a FIFO,
+        then checked to be a regular file -- checked on what was opened, not on a name that
+        could be swapped between a check and the open."""
+        full = self._full(source)
+        if not self.local:
+            try:
+                return self.fs.open(full, "rb")
+            except Exception:  # absent, or unreadable: not in the store
+                return None
+        import stat
+        try:
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        except OSError:  # ELOOP: a symlink in a blob's place
+            return "is not a regular file (a symlink?)"
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return "is not a regular file"
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
 
     def vouches(self, rel: str) -> bool:
         """The store holds this result under a manifest that checks (signed, with a key), as
@@ -269,14 +315,21 @@ class Remote:
             return None
 
     def _intact(self, path: str, body: dict[str, Any]) -> bytes | None:
-        data = self._cat(manifest.blob_path(path, body["sha256"]))
+        data = self._cat(manifest.blob_path(path, body["sha256"]), body["size"])
         return data if data is not None and manifest.matches(body, data) else None
 
-    def _cat(self, path: str) -> bytes | None:
-        try:
-            return bytes(self.fs.cat_file(self._full(path)))
-        except Exception:  # absent, or unreadable: not in the store
+    def _cat(self, path: str, limit: int = MANIFEST_MAX) -> bytes | None:
+        """A small file of the store, whole; None when absent, unreadable, not a regular file
+        or longer than ``limit`` (a manifest is a few hundred bytes)."""
+        f = self._open(path)
+        if f is None or isinstance(f, str):
             return None
+        try:
+            with f:
+                data = bytes(f.read(limit + 1))
+        except Exception:
+            return None
+        return data if len(data) <= limit else None
 
     def _reject(self, rel: str, why: str) -> None:
         if rel in self._rejected:
