@@ -92,3 +92,56 @@ def value(name: str, root: Path, environ: Mapping[str, str] | None = None) -> st
 def values(names: list[str], root: Path) -> dict[str, str | None]:
     """Each name's value as output shows it (secrets redacted, None when unset)."""
     return {n: shown(n, value(n, root)) for n in names}
+
+
+SALT_FILE = "env-salt"  # under .barca/: this project's own key when there is no store key
+
+
+def digest(name: str, val: str | None, root: Path) -> str:
+    """What a run hash (and the record anyone with a copy of the store can read) holds of an
+    ``env=`` value: a keyed digest, never a plain hash a guess could be checked against
+    offline. The key: the store's (``BARCA_STORE_KEY`` or ``[remote] key_file``), so machines
+    sharing a store share results; else a random salt kept in ``.barca/``, so without a
+    store key such results are this project's own."""
+    import hashlib
+    import hmac
+    message = b"unset" if val is None else b"set\0" + val.encode("utf-8", "surrogatepass")
+    key = b"env\0" + _key(root)
+    return hmac.new(key, name.encode() + b"\0" + message, hashlib.sha256).hexdigest()[:16]
+
+
+def shared_key(root: Path) -> bool:
+    """``env=`` digests are keyed with the store's key (results shared with machines that
+    hold it), not with this project's own salt."""
+    from barca.core.secret import store_key
+    from barca.core.settings import value as setting
+    return store_key(setting("store_key_file", root) or None) is not None
+
+
+def _key(root: Path) -> bytes:
+    from barca.core.secret import store_key
+    from barca.core.settings import value as setting
+    secret = store_key(setting("store_key_file", root) or None)
+    if secret is not None:
+        return b"store\0" + secret
+    return b"salt\0" + _salt(root / ".barca" / SALT_FILE)
+
+
+def _salt(path: Path) -> bytes:
+    """32 random bytes made once per project (readable by its owner only), shared by every
+    process: created exclusively, so two first runs at once agree on one salt."""
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(os.urandom(32).hex() + "\n")
+    os.chmod(tmp, 0o600)
+    try:
+        os.link(tmp, path)  # the first writer wins; a loser reads the winner's salt
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return bytes.fromhex(path.read_text().strip())

@@ -160,10 +160,9 @@ class DefinitionHasher:
         uses = analyse(code, _counted_exprs(node), node.counted_names,
                        self.project.lines(fm.abspath))
         parts.update(self.project.cone(fm.abspath, uses, exclude=node.function))
-        from barca.core.dotenv import value
-        for name in node.env:  # the process's value, else the project's .env
-            val = value(name, self.root)
-            parts[f"env:{name}"] = digest("unset" if val is None else "set", val or "")
+        from barca.core import dotenv
+        for name in node.env:  # the process's value, else the project's .env; keyed
+            parts[f"env:{name}"] = dotenv.digest(name, dotenv.value(name, self.root), self.root)
         return parts
 
 

@@ -72,10 +72,9 @@ def parts(root: Path, node: Any, decorator_shape: Any, fn: Callable[..., Any] | 
         elif fn.__defaults__ or fn.__kwdefaults__ or fn.__closure__:
             out["bound"] = _bound_digest(cone, fn)  # ``k=K`` is K as the def ran
     cone.names(sorted(names - {node.function}), scope, code if "code-object" not in out else None)
-    from barca.core.dotenv import value as env_value
-    for name in node.env:  # the process's value, else the project's .env
-        val = env_value(name, root)
-        out[f"env:{name}"] = digest("unset" if val is None else "set", val or "")
+    from barca.core import dotenv
+    for name in node.env:  # the process's value, else the project's .env; keyed
+        out[f"env:{name}"] = dotenv.digest(name, dotenv.value(name, root), root)
     return out
 
 

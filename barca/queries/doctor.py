@@ -236,11 +236,12 @@ def _remote(settings: Settings) -> Check | list[Check] | None:
         return Check("remote store", False, f"{uri} does not answer: {type(exc).__name__}: "
                      f"{redact(str(exc))}", "Check BARCA_REMOTE_URI or [remote] uri, the "
                      "network and the credentials.")
-    from barca.store.manifest import store_key
+    from barca.core.secret import store_key
     if store_key(settings.store_key_file) is None:
         return [Check("remote store", True, f"{uri} answers"),
                 Check("store signatures", False, "no signing key: a pickle from the shared "
-                      "store is trusted as code (barca docs remote)",
+                      "store is trusted as code, and results that depend on env= values are "
+                      "not shared across machines (barca docs remote)",
                       "Set BARCA_STORE_KEY (or [remote] key_file in barca.toml) on every "
                       "machine that shares the store.")]
     return [Check("remote store", True, f"{uri} answers"),
