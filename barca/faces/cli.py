@@ -93,6 +93,8 @@ class EventPrinter:
         now = time.monotonic()
         if now - self._start < LIVE_AFTER:
             return
+        if self._rich is None and not self._bar and e.done >= e.total:
+            return  # the last step just finished: a bar now would only flash (and cost rich)
         if self._rich is None and not self._bar:
             self._rich = live_bar(self.out, now - self._start)
             self._bar = self._rich is None
