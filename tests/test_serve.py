@@ -200,8 +200,8 @@ def test_token_and_public_addresses(proj):
 
 
 def test_serve_usage_and_infrastructure_errors(proj):
-    assert proj.barca("serve", "--timezone", "Mars/Olympus").code == 2
-    assert "Mars/Olympus" in proj.barca("serve", "--timezone", "Mars/Olympus").err
+    bad_zone = proj.barca("serve", "--timezone", "Mars/Olympus")
+    assert bad_zone.code == 2 and "Mars/Olympus" in bad_zone.err
     assert proj.barca("serve", "--server").code == 2
     assert proj.barca("serve", "--local").code == 2
     with socket.socket() as s:
@@ -225,3 +225,18 @@ def test_cli_does_not_import_server_libraries(proj):
     got = subprocess.run([sys.executable, "-c", code], cwd=proj.path, capture_output=True,
                          text=True, timeout=60)
     assert got.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_a_killed_server_leaves_its_run_interrupted(proj):
+    srv = Served(proj.path)
+    run = srv.post("/runs", {"command": "run", "targets": ["slow"]})[1]["run_id"]
+    srv.until(run, ("running",))
+    srv.proc.kill()
+    srv.proc.wait()
+    time.sleep(0.5)
+    try:
+        with Served(proj.path) as again:
+            got = again.get(f"/runs/{run}")[1]
+            assert got["status"] == "interrupted" and got["error"]
+    finally:
+        (proj.path / "gate").write_text("")  # a step still waiting lets go
