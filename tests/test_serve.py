@@ -34,6 +34,10 @@ def slow():
             break
         time.sleep(0.05)
     print("slow done")
+
+@asset
+def boom():
+    raise ValueError("boom")
 """
 
 
@@ -76,6 +80,7 @@ def test_runs_over_http(proj):
         assert set(done["outcome"]) == set(cli.json())  # the CLI's own JSON document
         assert done["outcome"]["run_id"] == run_id and done["outcome"]["final_output"] == 2
         assert done["triggered_by"] == "api" and done["started_at"].endswith("Z")
+        assert done["exit_code"] == 0
         assert [s["node_id"] for s in done["steps"]] == ["pipe.py:a", "pipe.py:b"]
         assert [x["line"] for x in done["logs"]] == ["hello from a"]
         code, logs, _ = srv.get(f"/runs/{run_id}/logs")
@@ -89,10 +94,17 @@ def test_runs_over_http(proj):
         assert srv.call("DELETE", f"/runs/{run_id}")[0] == 409
         for path in ("/runs/nope", "/runs/nope/logs", "/runs/nope/events"):
             assert srv.get(path)[0] == 404
+        # a failed step: the CLI's exit code, its document and its error envelope
+        boom = srv.post("/runs", {"command": "get", "targets": ["boom"]})[1]["run_id"]
+        failed = srv.until(boom, ("failed",))
+        assert failed["exit_code"] == 1 and failed["outcome"]["status"] == "failed"
+        assert failed["outcome"]["envelope"]["kind"] == "step_failed"
         # who triggered each run, as history shows it
         hist = srv.get("/history")[1]["runs"]
         assert {r["triggered_by"] for r in hist} == {"api", "manual"}
-        assert [r["run_id"] for r in srv.get("/history?triggered_by=api")[1]["runs"]] == [run_id]
+        assert [r["run_id"] for r in srv.get("/history?triggered_by=api")[1]["runs"]] == \
+            [boom, run_id]  # newest first
+        assert [r["run_id"] for r in srv.get("/history?status=failed")[1]["runs"]] == [boom]
         assert srv.get("/history?status=bogus")[0] == 400
         assert srv.get("/history?limit=abc")[0] == 400
 
@@ -109,7 +121,8 @@ def test_inspection_routes_are_the_cli_json(proj):
         assert srv.get("/list", headers={"If-None-Match": hdrs["etag"]})[0] == 304
         assert srv.get("/assets")[1] == listing["nodes"]
         nodes = srv.get("/nodes")[1]["nodes"]
-        assert [n["id"] for n in nodes] == ["pipe.py:a", "pipe.py:b", "pipe.py:slow"]
+        assert [n["id"] for n in nodes] == ["pipe.py:a", "pipe.py:b", "pipe.py:slow",
+                                            "pipe.py:boom"]
         assert {n["id"]: n["running"] for n in srv.get("/state")[1]}["pipe.py:a"] is None
         assert "phases" in srv.get("/plan")[1]
         assert srv.get("/groups")[1] == {"groups": []}
@@ -123,6 +136,9 @@ def test_inspection_routes_are_the_cli_json(proj):
         code, _, hdrs = srv.get("/")
         assert code == 303 and hdrs["location"] == "/ui/"
         assert srv.get("/ui/", raw=True)[0] == 200
+    err = srv.proc.stderr.read()
+    assert f"serving on http://127.0.0.1:{srv.port}" in err and "metadata.db" in err
+    assert "broken.py left out" in err and "no schedules" in err
 
 
 def test_queue_fifo_cancel_and_pause(proj):

@@ -195,12 +195,12 @@ class Queue:
             store.conn = self.conn
             store.reap_crashed()
             live = serverq.live_node_runs(self.conn)
-        for _run_id, _status, request in live:
+            labels = {r: t for r, t in self.conn.execute(
+                "SELECT run_id, target FROM runs WHERE status IN ('pending', 'running')")}
+        for run_id, _status, request in live:
             targets = json.loads(request)["targets"] if request else None
             if targets is None:  # a CLI run: its row's target label
-                got = self.conn.execute("SELECT target FROM runs WHERE run_id=?",
-                                        (_run_id,)).fetchone()
-                targets = (got[0] or "all").split(",") if got else []
+                targets = (labels.get(run_id) or "all").split(",")
             if not targets or "all" in targets or node_id in targets or short in targets:
                 return True
         return False
@@ -255,10 +255,13 @@ class Queue:
 
     def _launch(self, row: dict[str, Any]) -> None:
         from barca.store.process import process_token
-        body = json.loads(row["request"] or "{}")
-        body = check_body(body, internal=True)
-        child = Child(row["run_id"], child_argv(body, row["run_id"], self.files(), self.env),
-                      self.root, body)
+        try:
+            body = check_body(json.loads(row["request"] or "{}"), internal=True)
+            child = Child(row["run_id"], child_argv(body, row["run_id"], self.files(),
+                                                    self.env), self.root, body)
+        except (ValueError, UsageError, OSError) as exc:  # never retried forever
+            serverq.mark(self.conn, row["run_id"], "error", f"could not start the run: {exc}")
+            return
         self.running[row["run_id"]] = child
         serverq._write(self.conn, "UPDATE runs SET status='running', started_at=?, pid=?, "
                        "proc=? WHERE run_id=? AND status='pending'",
@@ -291,7 +294,8 @@ class Queue:
                     serverq.mark(self.conn, child.run_id, "cancelled",
                                  "server shutdown" if child.stop_as == "shutdown" else None)
                 err = envelope.get("error") if isinstance(envelope, dict) else None
-                serverq.finish(self.conn, child.run_id, status, err, outcome)
+                serverq.finish(self.conn, child.run_id, status, err, outcome,
+                               130 if child.stop_as is not None and code != 0 else code)
         if child.stop_as != "requeue":
             with contextlib.suppress(Exception):  # the scheduler's bookkeeping never stops us
                 self.on_finished(row, code == 0)
