@@ -61,7 +61,9 @@ def test_runs_over_http(proj):
                              ({"command": "sql"}, 400), ({"command": "get", "targets": ["t"]},
                                                          404),
                              ({"command": "get", "targets": ["slow"]}, 400),
-                             ({"command": "run", "targets": ["b"]}, 400)]:
+                             ({"command": "run", "targets": ["b"]}, 400),
+                             ({"command": "get", "files": ["/etc/passwd"]}, 400),
+                             ({"command": "get", "files": ["../x.py"]}, 400)]:
             code, env, _ = srv.post("/runs", body)
             assert code == status, (body, env)
             assert env["code"] == 2 and env["kind"] == "usage" and env["remediation"]

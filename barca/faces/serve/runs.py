@@ -109,6 +109,12 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
 
     def _accept(request: Request, body: dict[str, Any]) -> Response:
         from barca.api.check import check_run
+        for f in body["files"]:  # the project's own files only: a client names no other code
+            from pathlib import Path
+            root = Path(server.root).resolve()
+            if f.startswith("-") or not (root / f).resolve().is_relative_to(root):
+                raise Answer(400, error(f"'{f}' is not a file of this project.",
+                                        "Name pipeline files by their path in the project."))
         files = tuple(body["files"]) or server.project.files
         kw = {"command": body["command"], "refresh": body["refresh"] or None,
               "no_cascade": body.get("cascade") is False, "partition": body.get("partition"),
@@ -144,7 +150,7 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
             for r in rows:
                 s = render.run_summary(r)
                 if r["status"] == "running":
-                    s["active_steps"] = len(render.steps_of(conn, r["run_id"]))
+                    s["steps_finished"] = len(render.steps_of(conn, r["run_id"]))
                 out.append(s)
         finally:
             conn.close()
