@@ -285,18 +285,21 @@ class Queue:
         if code != 0 and envelope is not None:
             outcome = dict(outcome if isinstance(outcome, dict) else {}, envelope=envelope)
         status = EXIT_STATUS.get(code, "error")
+        stopped = child.stop_as if code != 0 else None  # a run that finished first finished
         with self.lock:
-            del self.running[child.run_id]
-            if child.stop_as == "requeue":
-                serverq.requeue_at_head(self.conn, child.run_id)
-            else:
-                if child.stop_as is not None:
-                    serverq.mark(self.conn, child.run_id, "cancelled",
-                                 "server shutdown" if child.stop_as == "shutdown" else None)
-                err = envelope.get("error") if isinstance(envelope, dict) else None
-                serverq.finish(self.conn, child.run_id, status, err, outcome,
-                               130 if child.stop_as is not None and code != 0 else code)
-        if child.stop_as != "requeue":
+            try:
+                if stopped == "requeue":
+                    serverq.requeue_at_head(self.conn, child.run_id)
+                else:
+                    if stopped is not None:
+                        serverq.mark(self.conn, child.run_id, "cancelled",
+                                     "server shutdown" if stopped == "shutdown" else None)
+                    err = envelope.get("error") if isinstance(envelope, dict) else None
+                    serverq.finish(self.conn, child.run_id, status, err, outcome,
+                                   130 if stopped is not None else code)
+            finally:  # a database error must not hold the run's slot for ever
+                del self.running[child.run_id]
+        if stopped != "requeue":
             with contextlib.suppress(Exception):  # the scheduler's bookkeeping never stops us
                 self.on_finished(row, code == 0)
         self.wake.set()
