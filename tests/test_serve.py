@@ -138,6 +138,15 @@ def test_inspection_routes_are_the_cli_json(proj):
         code, _, hdrs = srv.get("/")
         assert code == 303 and hdrs["location"] == "/ui/"
         assert srv.get("/ui/", raw=True)[0] == 200
+        # a new file is read, a mended one comes back, without a restart
+        proj.write("more.py", "from barca import asset\n\n@asset\ndef d():\n    return 4\n")
+        proj.write("broken.py", "from barca import asset\n\n@asset\ndef c():\n    return 3\n")
+        end = time.monotonic() + 20
+        while time.monotonic() < end and srv.get("/health")[1]["load_errors"]:
+            time.sleep(0.2)
+        assert srv.get("/health")[1]["load_errors"] == []
+        ids = {n["id"] for n in srv.get("/assets")[1]}
+        assert {"more.py:d", "broken.py:c"} <= ids
     err = srv.proc.stderr.read()
     assert f"serving on http://127.0.0.1:{srv.port}" in err and "metadata.db" in err
     assert "broken.py left out" in err and "no schedules" in err
@@ -192,16 +201,19 @@ def test_drain_requeues_past_the_deadline_and_a_restart_resumes(proj):
 
 
 def test_drain_waits_for_runs_and_a_second_signal_cancels(proj):
-    srv = Served(proj.path, "--drain-timeout", "60")
-    run = srv.post("/runs", {"command": "run", "targets": ["slow"]})[1]["run_id"]
-    srv.until(run, ("running",))
+    srv = Served(proj.path, "--drain-timeout", "60", "--max-runs", "2")
+    runs = [srv.post("/runs", {"command": "run", "targets": ["slow"]})[1] for _ in range(3)]
+    assert [r["status"] for r in runs] == ["running", "running", "pending"]  # two at once
+    for r in runs[:2]:
+        srv.until(r["run_id"], ("running",))
+    assert len(srv.get("/queue")[1]["running"]) == 2
     srv.proc.send_signal(signal.SIGTERM)
     time.sleep(0.5)
-    assert srv.proc.poll() is None  # waiting for the run in flight
+    assert srv.proc.poll() is None  # waiting for the runs in flight
     srv.proc.send_signal(signal.SIGTERM)
     assert srv.stop() == 1
-    out = proj.barca("history", "--json").json()["runs"]
-    assert [r["status"] for r in out if r["run_id"] == run] == ["cancelled"]
+    out = {r["run_id"]: r["status"] for r in proj.barca("history", "--json").json()["runs"]}
+    assert [out[r["run_id"]] for r in runs] == ["cancelled", "cancelled", "pending"]
 
 
 def test_token_and_public_addresses(proj):
