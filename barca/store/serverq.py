@@ -99,3 +99,16 @@ def live_node_runs(conn: sqlite3.Connection) -> list[tuple[str, str, str | None]
     """(run id, status, request JSON) of every run pending or running, CLI runs included."""
     return list(conn.execute("SELECT run_id, status, request FROM runs WHERE status IN "
                              "('pending', 'running')"))
+
+
+def history(conn: sqlite3.Connection, limit: int) -> list[dict[str, Any]]:
+    """``barca history``'s rows, newest first, with ``triggered_by`` (None in a store written
+    before runs recorded it, which a read-only command does not migrate)."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    trig = "triggered_by" if "triggered_by" in have else "NULL AS triggered_by"
+    cur = conn.execute(
+        "SELECT run_id, command, target, status, started_at, finished_at, steps_run, "
+        f"steps_cached, steps_failed, pool_size, error, {trig} FROM runs "
+        "ORDER BY started_at DESC LIMIT ?", (limit,))
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur]
