@@ -196,8 +196,17 @@ def build(server: Any) -> Starlette:
             body = error(str(exc.detail))
         return JSONResponse(body, status_code=exc.status_code, headers=headers)
 
+    async def on_database(request: Request, exc: Exception) -> Response:
+        server.metadata_error = str(exc)  # /health says so until the next start
+        return JSONResponse(error(f"the metadata database cannot be used: {exc}",
+                                  f"Check {server.db_path} (move it aside if it is damaged), "
+                                  "then restart the server.", code=3, kind="infrastructure",
+                                  reason="metadata_unusable"), status_code=500)
+
+    import sqlite3
     app = Starlette(routes=routes, exception_handlers={Answer: on_answer,
-                                                       HTTPException: on_http})
+                                                       HTTPException: on_http,
+                                                       sqlite3.DatabaseError: on_database})
     token = server.token
     return Guard(app, token) if token else app  # type: ignore[return-value]
 

@@ -69,20 +69,27 @@ class Server:
         self.queue: Any = None      # barca.faces.serve.queue.Queue
         self.scheduler: Any = None  # barca.faces.serve.scheduler.Scheduler
         self.scheduler_enabled = not (args.no_schedule or self.read_only)
+        self.metadata_error: str | None = None
 
     def health(self) -> dict[str, Any]:
+        import sqlite3
+
         from barca import __version__
         from barca.faces.serve.render import rfc3339
         from barca.store import serverq
         q = self.queue
-        with q.lock:
-            queued = len(serverq.pending(q.conn))
+        queued = None
+        try:
+            with q.lock:
+                queued = len(serverq.pending(q.conn))
+        except sqlite3.DatabaseError as exc:  # still 200: /health says what is wrong
+            self.metadata_error = str(exc)
         return {"status": "draining" if self.draining else "ok", "version": __version__,
                 "api_version": API_VERSION, "env": self.settings.env or "default",
                 "started_at": rfc3339(self.started_at), "read_only": self.read_only,
                 "scheduler": "stopped" if self.draining or not self.scheduler_enabled
                 else "running",
-                "scheduler_enabled": self.scheduler_enabled, "metadata_error": None,
+                "scheduler_enabled": self.scheduler_enabled, "metadata_error": self.metadata_error,
                 "load_errors": self.project.errors,
                 "queue": {"paused": q.paused, "queued": queued, "running": len(q.running),
                           "max_runs": q.max_runs},
