@@ -230,6 +230,12 @@ def test_token_and_public_addresses(proj):
 
 
 def test_serve_usage_and_infrastructure_errors(proj):
+    with Served(proj.path, "--read-only") as srv:
+        assert srv.post("/runs", {"command": "get"})[0] == 403
+        assert srv.post("/queue/pause")[0] == 403
+        assert srv.get("/health")[1]["read_only"] is True
+        assert srv.get("/runs")[1] == {"runs": []} and srv.get("/nodes")[0] == 200
+    assert not (proj.path / ".barca").exists()  # a read-only server writes nothing
     bad_zone = proj.barca("serve", "--timezone", "Mars/Olympus")
     assert bad_zone.code == 2 and "Mars/Olympus" in bad_zone.err
     assert proj.barca("serve", "--server").code == 2
@@ -240,10 +246,6 @@ def test_serve_usage_and_infrastructure_errors(proj):
         port = str(s.getsockname()[1])
         taken = proj.barca("serve", "-p", port)
     assert taken.code == 3 and port in taken.err
-    with Served(proj.path, "--read-only") as srv:
-        assert srv.post("/runs", {"command": "get"})[0] == 403
-        assert srv.post("/queue/pause")[0] == 403
-        assert srv.get("/health")[1]["read_only"] is True
 
 
 def test_cli_does_not_import_server_libraries(proj):

@@ -68,9 +68,34 @@ def pending(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return rows(conn, "status='pending' ORDER BY queued_at, rowid")
 
 
+def connect(db_path: Any, read_only: bool = False) -> sqlite3.Connection:
+    """A connection for the server's threads; read-only: the file opened read-only (nothing
+    created or migrated), or an empty in-memory store when there is no file yet."""
+    from pathlib import Path
+    if read_only:
+        if Path(db_path).exists():
+            conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=15,
+                                   isolation_level=None, check_same_thread=False)
+        else:
+            from barca.store.metadata import SCHEMA
+            conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            conn.executescript(SCHEMA)
+            for col in RUN_COLUMNS:
+                conn.execute(f"ALTER TABLE runs ADD COLUMN {col}")
+    else:
+        conn = sqlite3.connect(db_path, timeout=15, isolation_level=None,
+                               check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout=15000")
+    return conn
+
+
 def rows(conn: sqlite3.Connection, where: str, args: tuple[Any, ...] = ()
          ) -> list[dict[str, Any]]:
-    cur = conn.execute(f"SELECT {', '.join(ROW)} FROM runs WHERE {where}", args)
+    """``runs`` rows as dicts of ``ROW``; a column a store does not have yet is None (a
+    read-only server migrates nothing)."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    cols = ", ".join(c if c in have else f"NULL AS {c}" for c in ROW)
+    cur = conn.execute(f"SELECT {cols} FROM runs WHERE {where}", args)
     return [dict(zip(ROW, r, strict=True)) for r in cur]
 
 

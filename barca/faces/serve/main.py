@@ -135,9 +135,9 @@ def serve(args: Any, settings: Any) -> int:
                          "127.0.0.1, or pass --insecure.")
     server = Server(args, settings)
     server.token = token
-    from barca.store.metadata import Store
-    store = Store(settings.root, create=True, prefix=settings.store_prefix)  # migrated here
-    store.close()
+    if not server.read_only:  # a read-only server creates and migrates nothing
+        from barca.store.metadata import Store
+        Store(settings.root, create=True, prefix=settings.store_prefix).close()
     from barca.faces.serve.project import Project
     from barca.faces.serve.queue import Queue
     server.project = Project(settings.root, list(args.args), settings)

@@ -135,11 +135,8 @@ class Queue:
 
     def __init__(self, root: Path, db_path: Path, max_runs: int, env: str | None,
                  files: Callable[[], tuple[str, ...]], read_only: bool = False) -> None:
-        import sqlite3
         self.root, self.max_runs, self.env, self.files = root, max_runs, env, files
-        self.conn = sqlite3.connect(db_path, timeout=15, isolation_level=None,
-                                    check_same_thread=False)
-        self.conn.execute("PRAGMA busy_timeout=15000")
+        self.conn = serverq.connect(db_path, read_only)
         self.lock = threading.RLock()
         self.wake = threading.Event()
         self.running: dict[str, Child] = {}
@@ -193,7 +190,8 @@ class Queue:
         with self.lock:
             store = Store.__new__(Store)
             store.conn = self.conn
-            store.reap_crashed()
+            if not self.read_only:
+                store.reap_crashed()
             live = serverq.live_node_runs(self.conn)
             labels = {r: t for r, t in self.conn.execute(
                 "SELECT run_id, target FROM runs WHERE status IN ('pending', 'running')")}

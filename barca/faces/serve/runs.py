@@ -24,9 +24,9 @@ TRIGGERS = ("api", "schedule", "manual", "client")
 
 
 def _read(server: Any) -> sqlite3.Connection:
-    conn = sqlite3.connect(server.db_path, timeout=15, check_same_thread=False)
-    conn.execute("PRAGMA busy_timeout=15000")
-    return conn
+    if server.read_only and not server.db_path.exists():
+        return serverq.connect(server.db_path, True)  # an empty store: nothing to show yet
+    return serverq.connect(server.db_path, server.read_only)
 
 
 def _row(server: Any, conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
