@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from serving import Served
@@ -109,6 +110,10 @@ def test_runs_over_http(proj):
         assert [r["run_id"] for r in srv.get("/history?status=failed")[1]["runs"]] == [boom]
         assert srv.get("/history?status=bogus")[0] == 400
         assert srv.get("/history?limit=abc")[0] == 400
+        # the metadata database moved aside: a clean slate, the old file kept
+        code, reset, _ = srv.post("/state/reset")
+        assert code == 200 and Path(reset["moved_to"]).is_file()
+        assert srv.get("/runs")[1]["runs"] == [] and srv.get(f"/runs/{run_id}")[0] == 404
 
 
 def test_inspection_routes_are_the_cli_json(proj):
@@ -160,6 +165,7 @@ def test_queue_fifo_cancel_and_pause(proj):
         third = srv.post("/runs", {"command": "get", "targets": ["a"]})[1]
         assert (second["status"], second["position"]) == ("pending", 1)
         assert third["position"] == 2
+        assert srv.post("/state/reset")[0] == 409  # runs pending: the database stays
         q = srv.get("/queue")[1]
         assert [r["run_id"] for r in q["queued"]] == [second["run_id"], third["run_id"]]
         assert srv.call("DELETE", f"/runs/{third['run_id']}")[1]["status"] == "cancelled"

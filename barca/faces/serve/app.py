@@ -154,6 +154,16 @@ def build(server: Any) -> Starlette:
                                     "GET /schedule lists the schedules.")) from None
         return json_answer(request, body)
 
+    def reset(request: Request) -> Response:
+        writable()
+        try:
+            moved = server.queue.reset(server.db_path)
+        except RuntimeError:
+            raise Answer(409, error("A run is pending or running: the metadata database stays.",
+                                    "Wait for the runs (GET /queue) or cancel them, then "
+                                    "reset.")) from None
+        return json_answer(request, {"reset": True, "moved_to": moved})
+
     def root(request: Request) -> Response:
         return RedirectResponse("/ui/", status_code=303)
 
@@ -172,6 +182,7 @@ def build(server: Any) -> Starlette:
         Route("/queue/pause", queue_switch, methods=["POST"]),
         Route("/queue/resume", queue_switch, methods=["POST"]),
         Route("/schedule", schedule, methods=["GET"]),
+        Route("/state/reset", reset, methods=["POST"]),
         Route("/schedule/{ident:path}/pause", schedule_switch, methods=["POST"]),
         Route("/schedule/{ident:path}/resume", schedule_switch, methods=["POST"]),
         *runs.routes(server, call, writable, json_answer),

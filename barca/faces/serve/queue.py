@@ -338,6 +338,26 @@ class Queue:
         for c in children:
             self._stop(c)
 
+    def reset(self, db_path: Path) -> str:
+        """``POST /state/reset``: the metadata database moved aside (kept, renamed) and a new
+        one made; refused (``RuntimeError``) while a run is pending or running."""
+        from barca.store.metadata import Store
+        with self.lock:
+            if self.running or serverq.live_node_runs(self.conn):
+                raise RuntimeError("a run is pending or running")
+            self.conn.close()
+            aside = db_path.with_name(f"metadata.db.reset-{time.strftime('%Y%m%dT%H%M%S')}")
+            for suffix in ("", "-wal", "-shm"):
+                src = db_path.with_name(db_path.name + suffix)
+                if src.exists():
+                    src.rename(aside.with_name(aside.name + suffix))
+            Store(self.root, create=True, prefix=str(db_path.parent.relative_to(self.root))
+                  ).close()
+            self.conn = serverq.connect(db_path)
+            serverq.ensure_state_table(self.conn)
+            self.paused, self.paused_at = False, None
+        return str(aside)
+
     def idle(self) -> bool:
         with self.lock:
             return not self.running
