@@ -97,6 +97,9 @@ def test_runs_over_http(proj):
         assert srv.call("DELETE", f"/runs/{run_id}")[0] == 409
         for path in ("/runs/nope", "/runs/nope/logs", "/runs/nope/events"):
             assert srv.get(path)[0] == 404
+        # a run of named files
+        named = srv.post("/runs", {"command": "get", "targets": ["a"], "files": ["pipe.py"]})
+        assert srv.until(named[1]["run_id"], ("success",))["outcome"]["final_output"] == 1
         # a failed step: the CLI's exit code, its document and its error envelope
         boom = srv.post("/runs", {"command": "get", "targets": ["boom"]})[1]["run_id"]
         failed = srv.until(boom, ("failed",))
@@ -106,7 +109,7 @@ def test_runs_over_http(proj):
         hist = srv.get("/history")[1]["runs"]
         assert {r["triggered_by"] for r in hist} == {"api", "manual"}
         assert [r["run_id"] for r in srv.get("/history?triggered_by=api")[1]["runs"]] == \
-            [boom, run_id]  # newest first
+            [boom, named[1]["run_id"], run_id]  # newest first
         assert [r["run_id"] for r in srv.get("/history?status=failed")[1]["runs"]] == [boom]
         assert srv.get("/history?status=bogus")[0] == 400
         assert srv.get("/history?limit=abc")[0] == 400

@@ -108,13 +108,16 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
         return await run_in_threadpool(_accept, request, body)
 
     def _accept(request: Request, body: dict[str, Any]) -> Response:
+        from pathlib import Path
+
         from barca.api.check import check_run
+        root = Path(server.root).resolve()
         for f in body["files"]:  # the project's own files only: a client names no other code
-            from pathlib import Path
-            root = Path(server.root).resolve()
             if f.startswith("-") or not (root / f).resolve().is_relative_to(root):
                 raise Answer(400, error(f"'{f}' is not a file of this project.",
                                         "Name pipeline files by their path in the project."))
+        # paths in the project, wherever the server was started (its runs start in the root)
+        body["files"] = [str((root / f).resolve()) for f in body["files"]]
         files = tuple(body["files"]) or server.project.files
         kw = {"command": body["command"], "refresh": body["refresh"] or None,
               "no_cascade": body.get("cascade") is False, "partition": body.get("partition"),
