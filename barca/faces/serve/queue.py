@@ -85,16 +85,26 @@ def child_argv(body: dict[str, Any], run_id: str, files: tuple[str, ...],
     return argv
 
 
+def _libc() -> Any:
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True)
+    except (OSError, ImportError):
+        return None
+
+
+_LIBC = _libc()  # loaded here: a forked child must import nothing (another thread may hold
+# the import lock at the fork)
+
+
 def _die_with_parent() -> None:
     """In the child, before it runs: killed when the server dies (Linux), so a server killed
     outright leaves its runs ``running`` with a dead pid, marked ``interrupted`` at the next
     start, rather than runs nobody watches. Only the queue's own thread starts children: the
     signal follows the thread that forked."""
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    if _LIBC is not None:
+        with contextlib.suppress(AttributeError):  # no prctl: not Linux
+            _LIBC.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
 
 
 class Child:
