@@ -92,6 +92,11 @@ def test_runs_over_http(proj):
         assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
         assert "log" in kinds and kinds.count("step_finished") == 2
         assert events(srv, run_id) == events(srv, run_id)  # replayed from the start
+        again = srv.post("/runs", {"command": "get", "targets": ["b"]})[1]["run_id"]
+        srv.until(again, ("success",))
+        hits = [e for e in events(srv, again) if e["type"] == "step_finished"]
+        assert [(e["node_id"], e.get("cached")) for e in hits] == \
+            [("pipe.py:a", True), ("pipe.py:b", True)]
         code, data, _ = srv.get(f"/runs/{run_id}/output", raw=True)
         assert code == 200 and json.loads(data) == 2
         assert srv.call("DELETE", f"/runs/{run_id}")[0] == 409
@@ -109,7 +114,7 @@ def test_runs_over_http(proj):
         hist = srv.get("/history")[1]["runs"]
         assert {r["triggered_by"] for r in hist} == {"api", "manual"}
         assert [r["run_id"] for r in srv.get("/history?triggered_by=api")[1]["runs"]] == \
-            [boom, named[1]["run_id"], run_id]  # newest first
+            [boom, named[1]["run_id"], again, run_id]  # newest first
         assert [r["run_id"] for r in srv.get("/history?status=failed")[1]["runs"]] == [boom]
         assert srv.get("/history?status=bogus")[0] == 400
         assert srv.get("/history?limit=abc")[0] == 400

@@ -291,6 +291,10 @@ async def _events(server: Any, conn: sqlite3.Connection, run_id: str) -> AsyncIt
                     or row["started_at"] is None or late > 8
                     or status in ("interrupted", "crashed")):
                 outcome = json.loads(row["outcome"]) if row["outcome"] else None
+                for step in (outcome or {}).get("steps") or []:  # hits write no row: said here
+                    if step.get("status") == "cached":
+                        yield event({"type": "step_finished", "node_id": step.get("id"),
+                                     "ok": True, "elapsed_seconds": 0.0, "cached": True})
                 yield event({"type": "run_finished", "run_id": run_id,
                              "ok": status == "success", "status": status,
                              "outcome": outcome})
