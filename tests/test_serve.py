@@ -85,6 +85,9 @@ def test_runs_over_http(proj):
         assert done["triggered_by"] == "api" and done["started_at"].endswith("Z")
         assert done["exit_code"] == 0
         assert [s["node_id"] for s in done["steps"]] == ["pipe.py:a", "pipe.py:b"]
+        page = srv.get(f"/runs/{run_id}?limit=1")[1]
+        assert len(page["steps"]) == 1 and page["steps_page"] == {"total": 2, "truncated": True}
+        assert srv.get(f"/runs/{run_id}?limit=x")[0] == 400
         assert [x["line"] for x in done["logs"]] == ["hello from a"]
         code, logs, _ = srv.get(f"/runs/{run_id}/logs")
         assert logs["logs"][0]["line"] == "hello from a" and logs["status"] == "success"

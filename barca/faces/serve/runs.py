@@ -161,8 +161,11 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
 
     def get_run(request: Request) -> Response:
         q = request.query_params
-        limit = None if q.get("all") in ("1", "true") else int(q.get("limit", "0") or 0) or \
-            render.STEP_LIMIT
+        given = q.get("limit", "")
+        if given and not given.isdigit():
+            raise Answer(400, error(f"limit='{given}' is not a whole number.",
+                                    "Write ?limit=100, or ?all=true for every step."))
+        limit = None if q.get("all") in ("1", "true") else int(given or 0) or render.STEP_LIMIT
         conn = _read(server)
         try:
             row = _row(server, conn, request.path_params["run_id"])
