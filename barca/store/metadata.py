@@ -81,7 +81,8 @@ class Row(NamedTuple):
 
 class Store:
     def __init__(self, root: Path, create: bool = True, prefix: str = ".barca") -> None:
-        self.root, self.prefix = root, prefix  # ".barca" or ".barca/envs/<env>" (store_prefix)
+        self.root = root
+        self.prefix = prefix   # ".barca", or ".barca/envs/<env>" (Settings.store_prefix)
         self.dir = root / self.prefix
         self.db_path = self.dir / "metadata.db"
         self.conn: sqlite3.Connection | None = None
@@ -380,7 +381,8 @@ class Store:
                   "pid, proc, triggered_by) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, 'manual') "
                   "ON CONFLICT(run_id) DO UPDATE SET status='running', started_at=excluded."
                   "started_at, pool_size=excluded.pool_size, pid=excluded.pid, proc=excluded."
-                  "proc")  # a run barca serve queued begins under its id, keeping its trigger
+                  "proc WHERE runs.status IN ('pending', 'running')")  # a run barca serve
+    # queued begins under its id, keeping its trigger; a finished run is never reopened
     _END_RUN = ("UPDATE runs SET status=?, finished_at=?, steps_run=?, steps_cached=?, "
                 "steps_failed=?, error=? WHERE run_id=?")
     # a served run is begun and finished in one transaction: no process to record
