@@ -272,14 +272,15 @@ def test_serve_usage_and_infrastructure_errors(proj):
 
 
 def test_cli_does_not_import_server_libraries(proj):
-    code = ("import sys, runpy; sys.argv = ['barca', 'list', '--json']\n"
-            "try:\n    runpy.run_module('barca', run_name='__main__')\n"
-            "except SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('starlette', 'uvicorn', 'croniter', 'watchfiles') "
-            "if m in sys.modules), file=sys.stderr)")
-    got = subprocess.run([sys.executable, "-c", code], cwd=proj.path, capture_output=True,
-                         text=True, timeout=60)
-    assert got.stderr.strip().splitlines()[-1] == "[]"
+    for argv in (["list", "--json"], ["get", "b", "--json"], ["history", "--json"]):
+        code = (f"import sys, runpy; sys.argv = ['barca', *{argv!r}]\n"
+                "try:\n    runpy.run_module('barca', run_name='__main__')\n"
+                "except SystemExit:\n    pass\n"
+                "print(sorted(m for m in ('starlette', 'uvicorn', 'croniter', 'watchfiles', "
+                "'anyio') if m in sys.modules), file=sys.stderr)")
+        got = subprocess.run([sys.executable, "-c", code], cwd=proj.path, capture_output=True,
+                             text=True, timeout=60)
+        assert got.stderr.strip().splitlines()[-1] == "[]", (argv, got.stderr)
 
 
 def test_a_killed_server_leaves_its_run_interrupted(proj):
