@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from barca.core.errors import InfrastructureError
 from barca.store.process import process_alive, process_token
+from barca.store.serverq import RUN_COLUMNS
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -114,7 +115,7 @@ class Store:
                         self.conn.execute("ALTER TABLE materializations ADD COLUMN attempts "
                                           "INTEGER")
                 runs = {r[1] for r in self.conn.execute("PRAGMA table_info(runs)")}
-                for col in ("pid INTEGER", "proc TEXT"):  # a store before runs knew their process
+                for col in ("pid INTEGER", "proc TEXT", *RUN_COLUMNS):  # added since: see serverq
                     if col.split()[0] not in runs:
                         with contextlib.suppress(sqlite3.OperationalError):  # added meanwhile
                             self.conn.execute(f"ALTER TABLE runs ADD COLUMN {col}")
@@ -279,12 +280,8 @@ class Store:
         if self.conn is None:
             return []
         self.reap_crashed()
-        cur = self.conn.execute(
-            "SELECT run_id, command, target, status, started_at, finished_at, steps_run, "
-            "steps_cached, steps_failed, pool_size, error FROM runs "
-            "ORDER BY started_at DESC LIMIT ?", (limit,))
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r, strict=False)) for r in cur]
+        from barca.store.serverq import history
+        return history(self.conn, limit)  # with who triggered each run, where recorded
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         """One run's row; ``run_id`` may be a unique prefix."""
@@ -381,7 +378,11 @@ class Store:
 
     # ---------------------------------------------------------------- writes
     _BEGIN_RUN = ("INSERT INTO runs (run_id, command, target, status, started_at, pool_size, "
-                  "pid, proc) VALUES (?, ?, ?, 'running', ?, ?, ?, ?)")
+                  "pid, proc, triggered_by) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, 'manual') "
+                  "ON CONFLICT(run_id) DO UPDATE SET status='running', started_at=excluded."
+                  "started_at, pool_size=excluded.pool_size, pid=excluded.pid, proc=excluded."
+                  "proc WHERE runs.status IN ('pending', 'running')")  # a run barca serve
+    # queued begins under its id, keeping its trigger; a finished run is never reopened
     _END_RUN = ("UPDATE runs SET status=?, finished_at=?, steps_run=?, steps_cached=?, "
                 "steps_failed=?, error=? WHERE run_id=?")
     # a served run is begun and finished in one transaction: no process to record

@@ -1,0 +1,139 @@
+"""What ``barca serve`` keeps in the metadata database besides the runs' own rows: the queue
+(a ``runs`` row with status ``pending``, its request and when it was queued), who triggered each
+run, a finished run's JSON outcome, and the server's switches (the queue paused).
+
+Every function takes the ``sqlite3`` connection of a writable ``Store`` (its schema migrated)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from typing import Any
+
+# columns ``runs`` gained for the server (Store._open adds them to an older database)
+RUN_COLUMNS = ("triggered_by TEXT", "scheduled_at TEXT", "schedule_id TEXT", "queued_at REAL",
+               "request TEXT", "outcome TEXT", "exit_code INTEGER")
+ROW = ("run_id", "command", "target", "status", "started_at", "finished_at", "steps_run",
+       "steps_cached", "steps_failed", "pool_size", "error", "pid", "triggered_by",
+       "scheduled_at", "schedule_id", "queued_at", "request", "outcome", "exit_code")
+FINISHED = ("success", "failed", "cancelled", "crashed", "error", "interrupted")
+
+
+def _write(conn: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(sql, args)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def ensure_state_table(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE IF NOT EXISTS server_state (name TEXT PRIMARY KEY, value TEXT)")
+
+
+def get_state(conn: sqlite3.Connection, name: str) -> Any:
+    got = conn.execute("SELECT value FROM server_state WHERE name=?", (name,)).fetchone()
+    return None if got is None else json.loads(got[0])
+
+
+def set_state(conn: sqlite3.Connection, name: str, value: Any) -> None:
+    _write(conn, "INSERT OR REPLACE INTO server_state (name, value) VALUES (?, ?)",
+           (name, json.dumps(value)))
+
+
+def enqueue(conn: sqlite3.Connection, run_id: str, command: str, target: str,
+            request: dict[str, Any], triggered_by: str, scheduled_at: str | None = None,
+            schedule_id: str | None = None) -> None:
+    """A run accepted: a ``pending`` row, committed before the caller answers."""
+    _write(conn, "INSERT INTO runs (run_id, command, target, status, queued_at, request, "
+                 "triggered_by, scheduled_at, schedule_id) VALUES (?, ?, ?, 'pending', ?, ?, ?, "
+                 "?, ?)", (run_id, command, target, time.time(), json.dumps(request),
+                           triggered_by, scheduled_at, schedule_id))
+
+
+def requeue_at_head(conn: sqlite3.Connection, run_id: str) -> None:
+    """A run stopped by the drain deadline goes back first in line, to start again from the
+    beginning under the same id at the next start."""
+    first = conn.execute("SELECT min(queued_at) FROM runs WHERE status='pending'").fetchone()[0]
+    head = min(first or time.time(), time.time()) - 1
+    _write(conn, "UPDATE runs SET status='pending', queued_at=?, started_at=NULL, "
+                 "finished_at=NULL, pid=NULL, proc=NULL, error=NULL, outcome=NULL "
+                 "WHERE run_id=?", (head, run_id))
+
+
+def pending(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """The queue, first in line first."""
+    return rows(conn, "status='pending' ORDER BY queued_at, rowid")
+
+
+def connect(db_path: Any, read_only: bool = False) -> sqlite3.Connection:
+    """A connection for the server's threads; read-only: the file opened read-only (nothing
+    created or migrated), or an empty in-memory store when there is no file yet."""
+    from pathlib import Path
+    if read_only:
+        if Path(db_path).exists():
+            conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=15,
+                                   isolation_level=None, check_same_thread=False)
+        else:
+            from barca.store.metadata import SCHEMA
+            conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            conn.executescript(SCHEMA)
+            for col in RUN_COLUMNS:
+                conn.execute(f"ALTER TABLE runs ADD COLUMN {col}")
+    else:
+        conn = sqlite3.connect(db_path, timeout=15, isolation_level=None,
+                               check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout=15000")
+    return conn
+
+
+def rows(conn: sqlite3.Connection, where: str, args: tuple[Any, ...] = ()
+         ) -> list[dict[str, Any]]:
+    """``runs`` rows as dicts of ``ROW``; a column a store does not have yet is None (a
+    read-only server migrates nothing)."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    cols = ", ".join(c if c in have else f"NULL AS {c}" for c in ROW)
+    cur = conn.execute(f"SELECT {cols} FROM runs WHERE {where}", args)
+    return [dict(zip(ROW, r, strict=True)) for r in cur]
+
+
+def row(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
+    found = rows(conn, "run_id=?", (run_id,))
+    return found[0] if found else None
+
+
+def finish(conn: sqlite3.Connection, run_id: str, status: str, error: str | None,
+           outcome: Any, exit_code: int | None = None) -> None:
+    """The server's last word on a run its child ended (or never began): the status only where
+    the child did not write its own; the outcome and the command's exit code always."""
+    _write(conn, "UPDATE runs SET status=CASE WHEN status IN ('pending', 'running') THEN ? "
+                 "ELSE status END, finished_at=coalesce(finished_at, ?), error=coalesce(error, "
+                 "?), outcome=?, exit_code=? WHERE run_id=?",
+           (status, time.time(), error, None if outcome is None else json.dumps(outcome),
+            exit_code, run_id))
+
+
+def mark(conn: sqlite3.Connection, run_id: str, status: str, error: str | None = None) -> None:
+    _write(conn, "UPDATE runs SET status=?, finished_at=?, error=coalesce(?, error) "
+                 "WHERE run_id=?", (status, time.time(), error, run_id))
+
+
+def live_node_runs(conn: sqlite3.Connection) -> list[tuple[str, str, str | None]]:
+    """(run id, status, request JSON) of every run pending or running, CLI runs included."""
+    return list(conn.execute("SELECT run_id, status, request FROM runs WHERE status IN "
+                             "('pending', 'running')"))
+
+
+def history(conn: sqlite3.Connection, limit: int) -> list[dict[str, Any]]:
+    """``barca history``'s rows, newest first, with ``triggered_by`` (None in a store written
+    before runs recorded it, which a read-only command does not migrate)."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    trig = "triggered_by" if "triggered_by" in have else "NULL AS triggered_by"
+    cur = conn.execute(
+        "SELECT run_id, command, target, status, started_at, finished_at, steps_run, "
+        f"steps_cached, steps_failed, pool_size, error, {trig} FROM runs "
+        "ORDER BY started_at DESC LIMIT ?", (limit,))
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur]
