@@ -310,3 +310,46 @@ def test_the_thread_starts_and_stops(nodes: list[dict[str, Any]], tmp_path: Path
         time.sleep(0.01)
     s.stop()
     assert srv.requests and srv.requests[0]["schedule_id"] == "pipeline.py:heartbeat"
+
+
+def test_a_cron_that_never_matches_never_fires(nodes: list[dict[str, Any]],
+                                              tmp_path: Path) -> None:
+    srv = Server()
+    never = [dict(n, schedule="0 0 30 2 *") if n["name"] == "daily" else n for n in nodes]
+    s = srv.scheduler(never, tmp_path / ".barca" / "metadata.db")
+    assert entry(s, "daily")["next_fire"] is None
+    srv.now += 10 ** 8
+    s.fire_due()
+    assert "pipeline.py:daily" not in {r["schedule_id"] for r in srv.requests}
+    assert croniter_expr("@HOURLY") == "@hourly"
+
+
+def test_a_manual_node_with_inputs_is_read_below(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # its inputs are walked before it: a get below it stopped with "missing run hash"
+    (tmp_path / "pipeline.py").write_text(textwrap.dedent("""
+        from barca import Manual, asset
+
+        VALUE = 1
+
+
+        @asset()
+        def source() -> int:
+            return VALUE
+
+
+        @asset(inputs={"source": source}, freshness=Manual)
+        def pinned(source: int) -> int:
+            return source * 10
+
+
+        @asset(inputs={"pinned": pinned})
+        def below(pinned: int) -> int:
+            return pinned + 1
+    """))
+    monkeypatch.chdir(tmp_path)
+    assert api.get("below") == 11
+    (tmp_path / "pipeline.py").write_text(
+        (tmp_path / "pipeline.py").read_text().replace("VALUE = 1", "VALUE = 2"))
+    assert api.get("below") == 11                  # pinned keeps its result
+    assert api.get("below", refresh="pinned") == 21

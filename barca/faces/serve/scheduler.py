@@ -36,17 +36,23 @@ def croniter_expr(cron: str) -> str:
     barca 0.30), while croniter reads a sixth field as seconds LAST; five fields and the
     ``@hourly`` macros are the same in both."""
     fields = cron.split()
+    if len(fields) == 1:
+        return fields[0].lower()  # @HOURLY: read in any case when the file is read
     if len(fields) == 6:
         fields = fields[1:] + fields[:1]
     return " ".join(fields)
 
 
-def next_after(cron: str, after: float, tz: dt.tzinfo) -> float:
+def next_after(cron: str, after: float, tz: dt.tzinfo) -> float | None:
     """The first time (epoch seconds) strictly after ``after`` that ``cron`` matches, read as
-    wall-clock time in ``tz`` (a daylight-saving gap or overlap is croniter's to resolve)."""
-    from croniter import croniter  # the [serve] extra: imported only by a serving process
+    wall-clock time in ``tz`` (a daylight-saving gap or overlap is croniter's to resolve);
+    None when it never matches (``0 0 30 2 *``: February 30th), so it never fires."""
+    from croniter import CroniterBadDateError, croniter  # the [serve] extra: serving only
     start = dt.datetime.fromtimestamp(int(after), tz)  # whole seconds: the resolution
-    return float(croniter(croniter_expr(cron), start).get_next(float))
+    try:
+        return float(croniter(croniter_expr(cron), start).get_next(float))
+    except CroniterBadDateError:
+        return None
 
 
 # ---------------------------------------------------------------------------- reach
