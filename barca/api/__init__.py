@@ -168,16 +168,18 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
                 refresh: str | list[str] | None = None, refresh_all: bool = False,
                 no_cascade: bool = False, partition: str | dict[str, Any] | None = None,
                 on_event: ev.EventCallback = ev.ignore, load_values: bool = False,
-                settings: Settings | None = None, schedule_id: str | None = None,
-                **flags: Any) -> RunResult:
+                settings: Settings | None = None, run_id: str | None = None,
+                schedule_id: str | None = None, **flags: Any) -> RunResult:
     """Bring targets up to date (or run a task); the RunResult, raising StepFailed on failure.
+    ``run_id``: the id of a run ``barca serve`` queued (its row exists, pending).
     ``schedule_id``: a tick of that node (barca serve): targets of any kind, and a task but
     the scheduled one runs only when out of date."""
     start = time.perf_counter()
     settings = settings_of(settings, **flags)
     _check_flags(target, refresh, no_cascade)
     ask = None
-    if warm.Ask.wanted(files, settings, refresh, refresh_all, no_cascade, partition):
+    if run_id is None and warm.Ask.wanted(files, settings, refresh, refresh_all, no_cascade,
+                                          partition):
         ask = warm.Ask(target, files, command, settings, load_values)
         served = ask.serve(on_event, start)  # the same state as a call before: its outcome
         if served is not None:
@@ -189,7 +191,8 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         if only_tasks is not None:
             on_event(ev.Note(only_tasks))
             from barca.present.notices import warning_object
-            return RunResult(command, new_run_id(), "success", time.perf_counter() - start,
+            return RunResult(command, run_id or new_run_id(), "success",
+                             time.perf_counter() - start,
                              0, 0, 0, (), (), (warning_object("note", only_tasks),))
         targets = _targets(sess.graph, target, command, schedule_id is not None)
         label = ",".join(short_name(t) for t in targets) if target else "all"
@@ -220,7 +223,7 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
                         cascade=not no_cascade, refresh_all=refresh_all, selection=selection,
                         on_event=on_event, verify_all=load_values, lazy_tasks=frozenset(
                             t for t in targets if schedule_id not in (None, t)))
-        runner.run_id = new_run_id()
+        runner.run_id = run_id or new_run_id()
         runner.prepare_remote()
         from barca.engine.executors import default_pool_size
         sess.store.begin_run(runner.run_id, command, label, default_pool_size(settings))
