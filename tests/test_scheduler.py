@@ -353,3 +353,26 @@ def test_a_manual_node_with_inputs_is_read_below(tmp_path: Path,
         (tmp_path / "pipeline.py").read_text().replace("VALUE = 1", "VALUE = 2"))
     assert api.get("below") == 11                  # pinned keeps its result
     assert api.get("below", refresh="pinned") == 21
+
+
+def test_status_says_what_the_scheduler_keeps(nodes: list[dict[str, Any]],
+                                              tmp_path: Path) -> None:
+    api.get("lone")  # a metadata DB
+    srv = Server()
+    s = srv.scheduler(nodes, tmp_path / ".barca" / "metadata.db")
+
+    def sched(name: str) -> dict[str, Any]:
+        rows = api.status(None, "pipeline.py").to_json()["nodes"]
+        return next(r for r in rows if r["id"] == f"pipeline.py:{name}")["schedule"]
+
+    assert {k: sched("feed")[k] for k in ("failures", "failing", "paused")} == {
+        "failures": 0, "failing": False, "paused": False}
+    s.pause("daily", None)
+    s.run_finished("pipeline.py:feed", False)
+    s.run_finished("pipeline.py:feed", False)
+    feed, daily = sched("feed"), sched("daily")
+    assert (feed["failures"], feed["max_failures"], feed["failing"], feed["next_fire"]) == (
+        2, 2, True, None)
+    assert (daily["paused"], daily["failing"], daily["next_fire"]) == (True, False, None)
+    s.resume("daily")
+    assert sched("daily")["paused"] is False and sched("daily")["next_fire"] is not None

@@ -10,7 +10,6 @@ croniter is imported when a schedule is read, never by the CLI's other commands.
 from __future__ import annotations
 
 import datetime as dt
-import sqlite3
 import sys
 import threading
 import time
@@ -18,15 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from barca.store.schedstate import COLUMNS, StateTable
+
 # the longest sleep between two looks at the clock: a clock set forward, a pause that ends
 # or a stop are noticed within it even when no tick is due for hours
 MAX_SLEEP = 30.0
-
-SCHEMA = """CREATE TABLE IF NOT EXISTS schedule_state (
-    id TEXT PRIMARY KEY, failures INTEGER NOT NULL DEFAULT 0, paused INTEGER NOT NULL DEFAULT 0,
-    paused_until REAL, failed_at REAL, last_fired REAL, last_run TEXT, last_status TEXT)"""
-_PERSISTED = ("failures", "paused", "paused_until", "failed_at", "last_fired", "last_run",
-              "last_status")
 
 
 # ---------------------------------------------------------------------------- cron
@@ -138,44 +133,6 @@ class _Schedule:
                 "skip_reason": self.skip_reason, "skipped_for": self.skipped_for}
 
 
-class _StateTable:
-    """``schedule_state`` in the metadata DB: one row per schedule id, kept when the node is
-    no longer scheduled (a pause applies again if the schedule comes back)."""
-
-    def __init__(self, db_path: Path) -> None:
-        db_path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(db_path, timeout=15, isolation_level=None,
-                                    check_same_thread=False)
-        self.conn.execute("PRAGMA busy_timeout=15000")
-        self.conn.execute(SCHEMA)
-
-    def load(self, s: _Schedule) -> None:
-        row = self.conn.execute(f"SELECT {', '.join(_PERSISTED)} FROM schedule_state "
-                                "WHERE id=?", (s.id,)).fetchone()
-        if row is not None:
-            for name, value in zip(_PERSISTED, row, strict=True):
-                setattr(s, name, bool(value) if name == "paused" else value)
-
-    def save(self, s: _Schedule) -> None:
-        values = tuple(int(s.paused) if n == "paused" else getattr(s, n) for n in _PERSISTED)
-        self.conn.execute(f"INSERT OR REPLACE INTO schedule_state (id, {', '.join(_PERSISTED)}) "
-                          f"VALUES (?{', ?' * len(_PERSISTED)})", (s.id, *values))
-
-    def succeeded_since(self, node: str, since: float) -> bool:
-        """Whether another run (an explicit ``barca get``, ``POST /runs``...) computed ``node``
-        successfully after ``since``: that ends a failing schedule."""
-        try:
-            row = self.conn.execute("SELECT 1 FROM materializations WHERE node=? AND "
-                                    "status='success' AND created_at>? LIMIT 1",
-                                    (node, since)).fetchone()
-        except sqlite3.OperationalError:  # no run has created the table yet
-            return False
-        return row is not None
-
-    def close(self) -> None:
-        self.conn.close()
-
-
 def _say(line: str) -> None:
     print(f"[barca] {line}", file=sys.stderr, flush=True)
 
@@ -202,15 +159,18 @@ class Scheduler:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._table: _StateTable | None = None
+        self._table: StateTable | None = None
         self._nodes: list[dict[str, Any]] = []
         self._schedules: dict[str, _Schedule] = {}
         self.reload(nodes)
 
-    def _db(self) -> _StateTable:
+    def _db(self) -> StateTable:
         if self._table is None:  # opened on first use: a server may start before its DB
-            self._table = _StateTable(self.db_path)
+            self._table = StateTable(self.db_path)
         return self._table
+
+    def _save(self, s: _Schedule) -> None:
+        self._db().save(s.id, {c: getattr(s, c) for c in COLUMNS})
 
     # -- the schedule list
 
@@ -231,7 +191,7 @@ class Scheduler:
                     if before.cron != s.cron:
                         s.next_fire = None
                 else:
-                    self._db().load(s)
+                    s.__dict__.update(self._db().load(s.id) or {})
                 if s.next_fire is None:
                     s.next_fire = next_after(s.cron, now, self.tz)
                 self._schedules[s.id] = s
@@ -264,7 +224,7 @@ class Scheduler:
                 if until.tzinfo is None:
                     until = until.replace(tzinfo=dt.UTC)
                 s.paused_until = until.timestamp()
-            self._db().save(s)
+            self._save(s)
             entry = s.entry()
         self._wake.set()
         return entry
@@ -275,7 +235,7 @@ class Scheduler:
             s = self._find(ident)
             s.paused, s.paused_until = False, None
             s.next_fire = next_after(s.cron, self.clock(), self.tz)
-            self._db().save(s)
+            self._save(s)
             entry = s.entry()
         self._wake.set()
         return entry
@@ -297,7 +257,7 @@ class Scheduler:
                     self.log(f"{s.id} failing: {s.failures} consecutive failed ticks "
                              f"(max_failures={s.max_failures}); skipped until a run of it "
                              "succeeds")
-            self._db().save(s)
+            self._save(s)
 
     # -- firing
 
@@ -323,13 +283,13 @@ class Scheduler:
     def _tick(self, s: _Schedule, due: float, now: float) -> str | None:
         if s.paused and s.paused_until is not None and s.paused_until <= now:
             s.paused, s.paused_until = False, None  # the pause ran out
-            self._db().save(s)
+            self._save(s)
         if s.paused:
             return self._skip(s, now, "paused", None, "paused")
         if s.failing:
             if s.failed_at is not None and self._db().succeeded_since(s.id, s.failed_at):
                 s.failures, s.failed_at = 0, None  # an explicit run of it succeeded since
-                self._db().save(s)
+                self._save(s)
             else:
                 # not a skip of the kind GET /schedule reports: ``failing`` says it
                 self.log(f"scheduled run {s.id} skipped — failing ({s.failures} consecutive "
@@ -352,7 +312,7 @@ class Scheduler:
         else:
             s.last_run, s.last_status = run_id, "pending"
             self.log(f"scheduled run {s.id} → {run_id}")
-        self._db().save(s)
+        self._save(s)
         return run_id
 
     def _skip(self, s: _Schedule, now: float, reason: str, run: str | None,
