@@ -191,7 +191,36 @@ def test_ticks_fire_on_the_cron(nodes: list[dict[str, Any]], tmp_path: Path) -> 
     last = [i + 1 for i, r in enumerate(srv.requests) if r["schedule_id"] == e["id"]][-1]
     assert (e["last_fired"], e["next_fire"], e["last_run"]) == (srv.now, srv.now + 1,
                                                                 f"run{last}")
-    assert not srv.scheduler(nodes, tmp_path / "other.db", enabled=False).fire_due(srv.now + 5)
+    off = srv.scheduler(nodes, tmp_path / "other" / "metadata.db", enabled=False)
+    assert not off.fire_due(srv.now + 5)
+    assert not (tmp_path / "other").exists()      # --read-only: nothing written, not even it
+
+
+def test_a_late_tick_fires_once_for_the_latest_time(nodes: list[dict[str, Any]],
+                                                    tmp_path: Path) -> None:
+    srv = Server()
+    s = srv.scheduler(nodes, tmp_path / ".barca" / "metadata.db")
+    srv.now += 3 * 300 + 7                         # feed (every 5 min) missed 00:05 and 00:10
+    s.fire_due()
+    feed = [r for r in srv.requests if r["schedule_id"] == "pipeline.py:feed"]
+    assert [r["scheduled_at"] for r in feed] == ["2026-01-01T00:15:00Z"]
+    assert entry(s, "feed")["next_fire"] == srv.now - 7 + 300
+
+
+def test_a_tick_that_cannot_be_queued_holds_no_other_back(nodes: list[dict[str, Any]],
+                                                          tmp_path: Path) -> None:
+    srv = Server()
+
+    def submit(request: dict[str, Any]) -> str:
+        if request["schedule_id"] == "pipeline.py:feed":
+            raise RuntimeError("the queue is broken")
+        return srv.submit(request)
+    s = Scheduler(tmp_path, nodes, UTC, submit, srv.busy.get, True,
+                  tmp_path / ".barca" / "metadata.db", clock=lambda: srv.now,
+                  log=srv.lines.append)
+    srv.now += 300
+    assert len(s.fire_due()) == 1                  # heartbeat, after feed's trouble
+    assert any("pipeline.py:feed not queued: RuntimeError" in line for line in srv.lines)
 
 
 def test_max_failures_makes_a_schedule_failing_until_a_success(nodes: list[dict[str, Any]],
@@ -266,6 +295,8 @@ def test_pause_and_resume_are_kept_across_a_restart(nodes: list[dict[str, Any]],
     s2.fire_due()
     assert srv.requests[-1]["schedule_id"] == "pipeline.py:heartbeat"
     assert not entry(srv.scheduler(nodes, db), "heartbeat")["paused"]   # kept too
+    s2.pause("daily", None)
+    assert entry(srv.scheduler(nodes, db, enabled=False), "daily")["paused"]  # read only
 
 
 def test_a_tick_is_skipped_while_its_node_is_in_flight(nodes: list[dict[str, Any]],

@@ -32,14 +32,19 @@ def read(conn: sqlite3.Connection | None, schedule_id: str) -> dict[str, Any] | 
 
 
 class StateTable:
-    """The scheduler's own connection to the table (created if missing)."""
+    """The scheduler's own connection to the table: created if missing when ``writable``;
+    else the database is only read (a ``--read-only`` server never writes it)."""
 
-    def __init__(self, db_path: Path) -> None:
-        db_path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(db_path, timeout=15, isolation_level=None,
-                                    check_same_thread=False)
+    def __init__(self, db_path: Path, writable: bool = True) -> None:
+        self.writable = writable
+        if writable:
+            db_path.parent.mkdir(parents=True, exist_ok=True)
+        where = db_path if writable else f"{db_path.resolve().as_uri()}?mode=ro"
+        self.conn = sqlite3.connect(where, timeout=15, isolation_level=None,
+                                    check_same_thread=False, uri=not writable)
         self.conn.execute("PRAGMA busy_timeout=15000")
-        self.conn.execute(SCHEMA)
+        if writable:
+            self.conn.execute(SCHEMA)
 
     def load(self, schedule_id: str) -> dict[str, Any] | None:
         return read(self.conn, schedule_id)

@@ -50,6 +50,14 @@ def next_after(cron: str, after: float, tz: dt.tzinfo) -> float | None:
         return None
 
 
+def last_at(cron: str, now: float, tz: dt.tzinfo) -> float:
+    """The latest time at or before ``now`` that ``cron`` matches: the tick a late scheduler
+    fires for (the ones before it are dropped)."""
+    from croniter import croniter
+    start = dt.datetime.fromtimestamp(int(now) + 1, tz)
+    return float(croniter(croniter_expr(cron), start).get_prev(float))
+
+
 # ---------------------------------------------------------------------------- reach
 
 def _by_id(nodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -165,9 +173,22 @@ class Scheduler:
         self.reload(nodes)
 
     def _db(self) -> StateTable:
-        if self._table is None:  # opened on first use: a server may start before its DB
+        """The table, for writing (opened on first use: a server may start before its DB)."""
+        if self._table is None or not self._table.writable:
+            if self._table is not None:
+                self._table.close()
             self._table = StateTable(self.db_path)
         return self._table
+
+    def _kept(self, schedule_id: str) -> dict[str, Any]:
+        """What the DB keeps of a schedule. A scheduler that does not fire (``--read-only``,
+        ``--no-schedule``) only reads it, and not at all before it exists."""
+        if self._table is None and not self.enabled:
+            if not self.db_path.exists():
+                return {}
+            self._table = StateTable(self.db_path, writable=False)
+        table = self._table if self._table is not None else self._db()
+        return table.load(schedule_id) or {}
 
     def _save(self, s: _Schedule) -> None:
         self._db().save(s.id, {c: getattr(s, c) for c in COLUMNS})
@@ -191,7 +212,7 @@ class Scheduler:
                     if before.cron != s.cron:
                         s.next_fire = None
                 else:
-                    s.__dict__.update(self._db().load(s.id) or {})
+                    s.__dict__.update(self._kept(s.id))
                 if s.next_fire is None:
                     s.next_fire = next_after(s.cron, now, self.tz)
                 self._schedules[s.id] = s
@@ -273,9 +294,12 @@ class Scheduler:
             for s in list(self._schedules.values()):
                 if s.next_fire is None or s.next_fire > now:
                     continue
-                due = s.next_fire
                 s.next_fire = next_after(s.cron, now, self.tz)
-                run_id = self._tick(s, due, now)
+                try:
+                    run_id = self._tick(s, last_at(s.cron, now, self.tz), now)
+                except Exception as exc:  # one schedule's trouble never holds the others
+                    self.log(f"scheduled run {s.id} not queued: {type(exc).__name__}: {exc}")
+                    continue
                 if run_id is not None:
                     fired.append(run_id)
         return fired
