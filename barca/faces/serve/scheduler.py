@@ -42,7 +42,8 @@ def next_after(cron: str, after: float, tz: dt.tzinfo) -> float | None:
     """The first time (epoch seconds) strictly after ``after`` that ``cron`` matches, read as
     wall-clock time in ``tz`` (a daylight-saving gap or overlap is croniter's to resolve);
     None when it never matches (``0 0 30 2 *``: February 30th), so it never fires."""
-    from croniter import CroniterBadDateError, croniter  # the [serve] extra: serving only
+    # the [serve] extra (no type stubs), imported by a serving process only
+    from croniter import CroniterBadDateError, croniter  # type: ignore[import-untyped]
     start = dt.datetime.fromtimestamp(int(after), tz)  # whole seconds: the resolution
     try:
         return float(croniter(croniter_expr(cron), start).get_next(float))
@@ -53,7 +54,7 @@ def next_after(cron: str, after: float, tz: dt.tzinfo) -> float | None:
 def last_at(cron: str, now: float, tz: dt.tzinfo) -> float:
     """The latest time at or before ``now`` that ``cron`` matches: the tick a late scheduler
     fires for (the ones before it are dropped)."""
-    from croniter import croniter
+    from croniter import croniter  # type: ignore[import-untyped]
     start = dt.datetime.fromtimestamp(int(now) + 1, tz)
     return float(croniter(croniter_expr(cron), start).get_prev(float))
 
@@ -309,7 +310,8 @@ class Scheduler:
             s.paused, s.paused_until = False, None  # the pause ran out
             self._save(s)
         if s.paused:
-            return self._skip(s, now, "paused", None, "paused")
+            self._skip(s, now, "paused", None, "paused")
+            return None
         if s.failing:
             if s.failed_at is not None and self._db().succeeded_since(s.id, s.failed_at):
                 s.failures, s.failed_at = 0, None  # an explicit run of it succeeded since
@@ -322,9 +324,9 @@ class Scheduler:
         busy = self.in_flight(s.id)
         if busy:
             run = busy if isinstance(busy, str) else None
-            return self._skip(s, now, "in_flight", run,
-                              f"run {run} of the same node still in flight" if run else
-                              "a run of the same node still in flight")
+            self._skip(s, now, "in_flight", run, f"run {run} of the same node still in flight"
+                       if run else "a run of the same node still in flight")
+            return None
         command, targets = tick_plan(self._nodes, s.id)
         run_id = self.submit({"command": command, "targets": targets,
                               "triggered_by": "schedule", "scheduled_at": rfc3339(due),
@@ -343,7 +345,6 @@ class Scheduler:
               why: str) -> None:
         s.last_skipped, s.skip_reason, s.skipped_for = now, reason, run
         self.log(f"scheduled run {s.id} skipped — {why}")
-        return None
 
     # -- the thread
 
