@@ -12,10 +12,10 @@ from typing import Any
 
 # columns ``runs`` gained for the server (Store._open adds them to an older database)
 RUN_COLUMNS = ("triggered_by TEXT", "scheduled_at TEXT", "schedule_id TEXT", "queued_at REAL",
-               "request TEXT", "outcome TEXT")
+               "request TEXT", "outcome TEXT", "exit_code INTEGER")
 ROW = ("run_id", "command", "target", "status", "started_at", "finished_at", "steps_run",
        "steps_cached", "steps_failed", "pool_size", "error", "pid", "triggered_by",
-       "scheduled_at", "schedule_id", "queued_at", "request", "outcome")
+       "scheduled_at", "schedule_id", "queued_at", "request", "outcome", "exit_code")
 FINISHED = ("success", "failed", "cancelled", "crashed", "error", "interrupted")
 
 
@@ -80,14 +80,14 @@ def row(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
 
 
 def finish(conn: sqlite3.Connection, run_id: str, status: str, error: str | None,
-           outcome: Any) -> None:
+           outcome: Any, exit_code: int | None = None) -> None:
     """The server's last word on a run its child ended (or never began): the status only where
-    the child did not write its own, the outcome always."""
+    the child did not write its own; the outcome and the command's exit code always."""
     _write(conn, "UPDATE runs SET status=CASE WHEN status IN ('pending', 'running') THEN ? "
                  "ELSE status END, finished_at=coalesce(finished_at, ?), error=coalesce(error, "
-                 "?), outcome=? WHERE run_id=?",
+                 "?), outcome=?, exit_code=? WHERE run_id=?",
            (status, time.time(), error, None if outcome is None else json.dumps(outcome),
-            run_id))
+            exit_code, run_id))
 
 
 def mark(conn: sqlite3.Connection, run_id: str, status: str, error: str | None = None) -> None:

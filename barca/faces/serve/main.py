@@ -65,6 +65,10 @@ class Server:
         self.exit_code = 0
         self.token: str | None = None
         self.db_path = self.root / settings.store_prefix / "metadata.db"
+        self.project: Any = None    # barca.faces.serve.project.Project
+        self.queue: Any = None      # barca.faces.serve.queue.Queue
+        self.scheduler: Any = None  # barca.faces.serve.scheduler.Scheduler
+        self.scheduler_enabled = not (args.no_schedule or self.read_only)
 
     def health(self) -> dict[str, Any]:
         from barca import __version__
@@ -129,21 +133,20 @@ def serve(args: Any, settings: Any) -> int:
     store.close()
     from barca.faces.serve.project import Project
     from barca.faces.serve.queue import Queue
-    server.project = Project(settings.root, list(args.args), settings)  # type: ignore[attr-defined]
-    server.project.refresh(force=True)  # type: ignore[attr-defined]
+    server.project = Project(settings.root, list(args.args), settings)
+    server.project.refresh(force=True)
     sock = _bind(args.host, args.port)
     queue = Queue(settings.root, server.db_path, max_runs, settings.env,
-                  lambda: server.project.files, read_only=server.read_only)  # type: ignore[attr-defined]
-    server.queue = queue  # type: ignore[attr-defined]
+                  lambda: server.project.files, read_only=server.read_only)
+    server.queue = queue
     interrupted = [] if server.read_only else queue.recover()
     try:
         from barca.faces.serve.scheduler import Scheduler
     except ImportError:
         Scheduler = _Stopped  # type: ignore[misc,assignment]  # noqa: N806
-    server.scheduler_enabled = not (args.no_schedule or server.read_only)  # type: ignore[attr-defined]
     scheduler = Scheduler(settings.root, server.nodes(), tz, queue.submit, queue.in_flight,
-                          server.scheduler_enabled, server.db_path)  # type: ignore[attr-defined]
-    server.scheduler = scheduler  # type: ignore[attr-defined]
+                          server.scheduler_enabled, server.db_path)
+    server.scheduler = scheduler
 
     def finished(row: dict[str, Any], ok: bool) -> None:
         if row.get("schedule_id"):
@@ -174,29 +177,44 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def say(text: str, **fields: Any) -> None:
+    """A server line: ``[barca] text`` on stderr, or with ``BARCA_LOG=json`` one JSON object
+    per line on stdout (for a log collector)."""
+    if os.environ.get("BARCA_LOG", "").lower() == "json":
+        import json
+
+        from barca.faces.serve.render import rfc3339
+        sys.stdout.write(json.dumps({"ts": rfc3339(time.time()), "msg": text, **fields}) + "\n")
+        sys.stdout.flush()
+    else:
+        sys.stderr.write(f"[barca] {text}\n")
+        sys.stderr.flush()
+
+
 def _announce(server: Any, args: Any, sock: socket.socket, interrupted: list[str]) -> None:
     s = server.settings
     prefix = s.store_prefix
-    say = sys.stderr.write
-    say(f"[barca] env {s.env or 'default'} | artifacts {prefix}/artifacts | metadata "
-        f"{prefix}/metadata.db (SQLite, WAL){' | read-only' if server.read_only else ''}\n")
+    say(f"env {s.env or 'default'} | artifacts {prefix}/artifacts | metadata "
+        f"{prefix}/metadata.db (SQLite, WAL){' | read-only' if server.read_only else ''}",
+        event="store", env=s.env or "default", metadata=f"{prefix}/metadata.db")
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    say(f"[barca] serving on http://{shown}:{port}\n")
+    say(f"serving on http://{shown}:{port}", event="serving", url=f"http://{shown}:{port}")
     if args.host not in LOOPBACK and server.token is None:
-        say("[barca] warning: listening on a public address without a token (--insecure)\n")
+        say("warning: listening on a public address without a token (--insecure)",
+            event="warning")
     for e in server.project.errors:
-        say(f"[barca] warning: {e['file']} left out: {e['error']}\n")
+        say(f"warning: {e['file']} left out: {e['error']}", event="load_error", **e)
     for run_id in interrupted:
-        say(f"[barca] run {run_id} was interrupted when the server stopped\n")
+        say(f"run {run_id} was interrupted when the server stopped", event="interrupted",
+            run_id=run_id)
     nodes = [n for n in server.nodes() if n.get("schedule")]
     if not nodes:
-        say("[barca] no schedules\n")
+        say("no schedules", event="schedules", schedules=[])
     for n in nodes:
         state = "" if server.scheduler_enabled else " (not firing: --no-schedule)"
-        say(f"[barca] schedule {n['name']} \"{n['schedule']}\" next {n.get('next_fire')} "
-            f"UTC{state}\n")
-    sys.stderr.flush()
+        say(f"schedule {n['name']} \"{n['schedule']}\" next {n.get('next_fire')} UTC{state}",
+            event="schedule", node_id=n["id"], cron=n["schedule"])
 
 
 def _watch(server: Any, reload: bool) -> None:
@@ -228,8 +246,8 @@ def _run(server: Any, app: Any, sock: socket.socket, drain: float) -> int:
                 n = len(server.queue.running)
                 server.queue.stop_all("requeue")
                 _wait_idle(server)
-                sys.stderr.write(f"[barca] drain timeout: {n} run(s) put back at the head of "
-                                 "the queue for the next start\n")
+                say(f"drain timeout: {n} run(s) put back at the head of the queue for the "
+                    "next start", event="requeued", runs=n)
                 break
             time.sleep(0.1)
         _wait_idle(server)
@@ -241,13 +259,13 @@ def _run(server: Any, app: Any, sock: socket.socket, drain: float) -> int:
             server.queue.draining = True
             with contextlib.suppress(Exception):
                 server.scheduler.stop()
-            sys.stderr.write("[barca] draining: waiting for runs in flight (again to cancel "
-                             "them)\n")
+            say("draining: waiting for runs in flight (signal again to cancel them)",
+                event="draining")
             threading.Thread(target=drain_then_exit, daemon=True).start()
         elif not server.cancelling:
             server.cancelling = True
             server.exit_code = 1
-            sys.stderr.write("[barca] cancelling runs in flight\n")
+            say("cancelling runs in flight", event="cancelling")
             server.queue.stop_all("shutdown")
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -255,7 +273,7 @@ def _run(server: Any, app: Any, sock: socket.socket, drain: float) -> int:
     _wait_idle(server)
     with contextlib.suppress(Exception):
         server.scheduler.stop()
-    sys.stderr.write(f"[barca] stopped (exit {server.exit_code})\n")
+    say(f"stopped (exit {server.exit_code})", event="stopped", exit=server.exit_code)
     return server.exit_code
 
 

@@ -85,6 +85,18 @@ def child_argv(body: dict[str, Any], run_id: str, files: tuple[str, ...],
     return argv
 
 
+def _die_with_parent() -> None:
+    """In the child, before it runs: killed when the server dies (Linux), so a server killed
+    outright leaves its runs ``running`` with a dead pid, marked ``interrupted`` at the next
+    start, rather than runs nobody watches. Only the queue's own thread starts children: the
+    signal follows the thread that forked."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class Child:
     """One run's process, its output read as it comes."""
 
@@ -95,7 +107,8 @@ class Child:
         self.stop_as: str | None = None  # cancelled | requeue | shutdown, once asked to stop
         self.proc = subprocess.Popen(argv, cwd=root, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)  # its own group: one signal stops
+                                     start_new_session=True,  # its own group: one signal stops
+                                     preexec_fn=_die_with_parent)
         self._readers = [threading.Thread(target=self._read, args=(s, out), daemon=True)
                          for s, out in ((self.proc.stdout, self.stdout),
                                         (self.proc.stderr, self.stderr))]
@@ -182,12 +195,12 @@ class Queue:
             store.conn = self.conn
             store.reap_crashed()
             live = serverq.live_node_runs(self.conn)
-        for _run_id, _status, request in live:
+            labels = {r: t for r, t in self.conn.execute(
+                "SELECT run_id, target FROM runs WHERE status IN ('pending', 'running')")}
+        for run_id, _status, request in live:
             targets = json.loads(request)["targets"] if request else None
             if targets is None:  # a CLI run: its row's target label
-                got = self.conn.execute("SELECT target FROM runs WHERE run_id=?",
-                                        (_run_id,)).fetchone()
-                targets = (got[0] or "all").split(",") if got else []
+                targets = (labels.get(run_id) or "all").split(",")
             if not targets or "all" in targets or node_id in targets or short in targets:
                 return True
         return False
@@ -220,7 +233,17 @@ class Queue:
             with contextlib.suppress(Exception):  # a busy database: the next turn tries again
                 self.start_ready()
 
+    def starts_now(self, run_id: str) -> bool:
+        """Whether the queue's thread is about to start ``run_id`` (first in line, a free
+        slot): ``POST /runs`` answers ``running`` for it."""
+        with self.lock:
+            if self.paused or self.draining or self.read_only:
+                return False
+            free = self.max_runs - len(self.running)
+            return run_id in [r["run_id"] for r in serverq.pending(self.conn)[:max(free, 0)]]
+
     def start_ready(self) -> None:
+        """Start what may start; only the queue's thread calls it (see _die_with_parent)."""
         with self.lock:
             if self.paused or self.draining or self.read_only:
                 return
@@ -232,12 +255,15 @@ class Queue:
 
     def _launch(self, row: dict[str, Any]) -> None:
         from barca.store.process import process_token
-        body = json.loads(row["request"] or "{}")
-        body = check_body(body, internal=True)
-        argv = child_argv(body, row["run_id"], self.files(), self.env)
-        if row.get("schedule_id"):  # a tick: the scheduler's targets, run as a tick runs them
-            argv += ["--schedule-id", row["schedule_id"]]
-        child = Child(row["run_id"], argv, self.root, body)
+        try:
+            body = check_body(json.loads(row["request"] or "{}"), internal=True)
+            argv = child_argv(body, row["run_id"], self.files(), self.env)
+            if row.get("schedule_id"):  # a tick: its targets, run as a tick runs them
+                argv += ["--schedule-id", row["schedule_id"]]
+            child = Child(row["run_id"], argv, self.root, body)
+        except (ValueError, UsageError, OSError) as exc:  # never retried forever
+            serverq.mark(self.conn, row["run_id"], "error", f"could not start the run: {exc}")
+            return
         self.running[row["run_id"]] = child
         serverq._write(self.conn, "UPDATE runs SET status='running', started_at=?, pid=?, "
                        "proc=? WHERE run_id=? AND status='pending'",
@@ -261,17 +287,21 @@ class Queue:
         if code != 0 and envelope is not None:
             outcome = dict(outcome if isinstance(outcome, dict) else {}, envelope=envelope)
         status = EXIT_STATUS.get(code, "error")
+        stopped = child.stop_as if code != 0 else None  # a run that finished first finished
         with self.lock:
-            del self.running[child.run_id]
-            if child.stop_as == "requeue":
-                serverq.requeue_at_head(self.conn, child.run_id)
-            else:
-                if child.stop_as is not None:
-                    serverq.mark(self.conn, child.run_id, "cancelled",
-                                 "server shutdown" if child.stop_as == "shutdown" else None)
-                err = envelope.get("error") if isinstance(envelope, dict) else None
-                serverq.finish(self.conn, child.run_id, status, err, outcome)
-        if child.stop_as != "requeue":
+            try:
+                if stopped == "requeue":
+                    serverq.requeue_at_head(self.conn, child.run_id)
+                else:
+                    if stopped is not None:
+                        serverq.mark(self.conn, child.run_id, "cancelled",
+                                     "server shutdown" if stopped == "shutdown" else None)
+                    err = envelope.get("error") if isinstance(envelope, dict) else None
+                    serverq.finish(self.conn, child.run_id, status, err, outcome,
+                                   130 if stopped is not None else code)
+            finally:  # a database error must not hold the run's slot for ever
+                del self.running[child.run_id]
+        if stopped != "requeue":
             with contextlib.suppress(Exception):  # the scheduler's bookkeeping never stops us
                 self.on_finished(row, code == 0)
         self.wake.set()

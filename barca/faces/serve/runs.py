@@ -109,6 +109,12 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
 
     def _accept(request: Request, body: dict[str, Any]) -> Response:
         from barca.api.check import check_run
+        for f in body["files"]:  # the project's own files only: a client names no other code
+            from pathlib import Path
+            root = Path(server.root).resolve()
+            if f.startswith("-") or not (root / f).resolve().is_relative_to(root):
+                raise Answer(400, error(f"'{f}' is not a file of this project.",
+                                        "Name pipeline files by their path in the project."))
         files = tuple(body["files"]) or server.project.files
         kw = {"command": body["command"], "refresh": body["refresh"] or None,
               "no_cascade": body.get("cascade") is False, "partition": body.get("partition"),
@@ -122,11 +128,11 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
                         no_cascade=body.get("cascade") is False, **kw)
             return json_answer(request, plan.to_json())
         run_id = server.queue.submit(body)
-        server.queue.start_ready()
-        pos = server.queue.position(run_id)
-        return json_answer(request, {"run_id": run_id,
-                                     "status": "pending" if pos else "running",
-                                     "position": pos}, 202)
+        if server.queue.starts_now(run_id):
+            return json_answer(request, {"run_id": run_id, "status": "running",
+                                         "position": None}, 202)
+        return json_answer(request, {"run_id": run_id, "status": "pending",
+                                     "position": server.queue.position(run_id)}, 202)
 
     def list_runs(request: Request) -> Response:
         q = request.query_params
@@ -144,7 +150,7 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
             for r in rows:
                 s = render.run_summary(r)
                 if r["status"] == "running":
-                    s["active_steps"] = len(render.steps_of(conn, r["run_id"]))
+                    s["steps_finished"] = len(render.steps_of(conn, r["run_id"]))
                 out.append(s)
         finally:
             conn.close()
@@ -245,6 +251,7 @@ async def _events(server: Any, conn: sqlite3.Connection, run_id: str) -> AsyncIt
     started = False
     after_log = after_step = 0
     said = 0  # stderr lines already sent (a run this server holds)
+    late = 0  # polls since the run ended without the server's outcome (a run it lost)
 
     def event(body: dict[str, Any]) -> str:
         nonlocal n
@@ -275,9 +282,10 @@ async def _events(server: Any, conn: sqlite3.Connection, run_id: str) -> AsyncIt
                 yield event({"type": "step_finished", "node_id": step["node_id"],
                              "key": step["key"], "ok": step["ok"],
                              "elapsed_seconds": step["elapsed_seconds"]})
+            late += status in serverq.FINISHED and child is None
             if status in serverq.FINISHED and child is None and (
                     row["outcome"] is not None or row["request"] is None
-                    or row["started_at"] is None
+                    or row["started_at"] is None or late > 8
                     or status in ("interrupted", "crashed")):
                 outcome = json.loads(row["outcome"]) if row["outcome"] else None
                 yield event({"type": "run_finished", "run_id": run_id,
