@@ -78,7 +78,8 @@ def _only_tasks(graph: Graph, target: str | list[str] | None, command: str,
     return f"{where} defines only tasks ({names}): nothing to get. Run a task with `{run}`."
 
 
-def _targets(graph: Graph, target: str | list[str] | None, command: str) -> list[NodeId]:
+def _targets(graph: Graph, target: str | list[str] | None, command: str,
+             tick: bool = False) -> list[NodeId]:
     names = _names(target)
     if not names:
         found = graph.available(command)
@@ -93,10 +94,10 @@ def _targets(graph: Graph, target: str | list[str] | None, command: str) -> list
     for name in names:
         nid = graph.resolve(name, "Task" if command == "run" else "Asset", command)
         kind = graph.nodes[nid].kind
-        if command == "get" and kind == "task":
+        if command == "get" and kind == "task" and not tick:  # a tick's targets: any kind
             raise UsageError(f"'{name}' is a task: tasks always run and are not cached.",
                              f"Run it with: barca run {name}")
-        if command == "run" and kind != "task":
+        if command == "run" and kind != "task" and not tick:
             raise UsageError(f"'{name}' is an {kind}, not a task.",
                              f"Bring it up to date with: barca get {name}")
         out.append(nid)
@@ -168,9 +169,11 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
                 no_cascade: bool = False, partition: str | dict[str, Any] | None = None,
                 on_event: ev.EventCallback = ev.ignore, load_values: bool = False,
                 settings: Settings | None = None, run_id: str | None = None,
-                **flags: Any) -> RunResult:
+                schedule_id: str | None = None, **flags: Any) -> RunResult:
     """Bring targets up to date (or run a task); the RunResult, raising StepFailed on failure.
-    ``run_id``: the id of a run ``barca serve`` queued (its row exists, pending)."""
+    ``run_id``: the id of a run ``barca serve`` queued (its row exists, pending).
+    ``schedule_id``: a tick of that node (barca serve): targets of any kind, and a task but
+    the scheduled one runs only when out of date."""
     start = time.perf_counter()
     settings = settings_of(settings, **flags)
     _check_flags(target, refresh, no_cascade)
@@ -191,7 +194,7 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
             return RunResult(command, run_id or new_run_id(), "success",
                              time.perf_counter() - start,
                              0, 0, 0, (), (), (warning_object("note", only_tasks),))
-        targets = _targets(sess.graph, target, command)
+        targets = _targets(sess.graph, target, command, schedule_id is not None)
         label = ",".join(short_name(t) for t in targets) if target else "all"
         if command == "get" and not _names(target) and sess.graph.available("run"):
             # a bare get brings assets and sensors up to date; tasks run only when asked
@@ -218,7 +221,8 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         said = announce_warnings(sess.graph, order, on_event)
         runner = Runner(sess.ctx, targets, execute=True, refresh=refresh_ids,
                         cascade=not no_cascade, refresh_all=refresh_all, selection=selection,
-                        on_event=on_event, verify_all=load_values)
+                        on_event=on_event, verify_all=load_values, lazy_tasks=frozenset(
+                            t for t in targets if schedule_id not in (None, t)))
         runner.run_id = run_id or new_run_id()
         runner.prepare_remote()
         from barca.engine.executors import default_pool_size

@@ -21,7 +21,7 @@ PART_ORDER = ("code", "decorator", "helper:", "module:", "path:", "untracked:", 
 
 def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
            forced: bool = False, predict: bool = False, settled: bool = False,
-           why: str = "refresh") -> NodeState:
+           why: str = "refresh", lazy: bool = False) -> NodeState:
     """Decide every step of one node, given the states of its upstream nodes.
 
     An asset whose snapshot digest (see identity) is unchanged is settled at once: every key
@@ -31,7 +31,9 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
     run hash is computed (all at once when every key has its inputs; only the keys whose
     upstream run hashes changed when the snapshot was made from the upstreams' snapshots, see
     _delta); one equal to the snapshot's for that key is cached without reading its row, and
-    only the rest are looked up in the store's history."""
+    only the rest are looked up in the store's history. A ``lazy`` task (an Always task a
+    schedule's tick reaches) is decided as an asset is: it runs only when no successful run
+    of it has its run hash (its code or an input's version moved, or it never ran)."""
     m = ctx.graph.nodes[nid]
     view = ctx.view
     hist = view.history(nid)
@@ -56,7 +58,7 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
 
     def one(key: str, rh: str, inputs: dict[str, str], value: str | None) -> str:
         st = odd[key] = StepState(nid, key, run_hash=rh)
-        if kind == "task" or forced:
+        if (kind == "task" and not lazy) or forced:
             st.parts = all_parts(def_parts, inputs, key, value)
             st.reason, st.detail = ("task", "tasks always run") if kind == "task" \
                 else (why, "refresh" if why == "refresh" else "upstream refreshed")

@@ -59,8 +59,9 @@ class Runner:
     def __init__(self, ctx: Context, targets: list[NodeId], *, execute: bool,
                  refresh: list[NodeId] = (), cascade: bool = True, refresh_all: bool = False,
                  selection: Selection | None = None, on_event: ev.EventCallback = ev.ignore,
-                 verify_all: bool = False) -> None:
+                 verify_all: bool = False, lazy_tasks: frozenset[NodeId] = frozenset()) -> None:
         self.ctx = ctx
+        self.lazy_tasks = lazy_tasks  # tasks that run only when out of date (a tick's, below)
         self.verify_all = verify_all  # every target key's value will be read (Python get)
         self.graph = ctx.graph
         self.execute = execute
@@ -247,7 +248,7 @@ class Runner:
         if self.ctx.static_keys(nid) is None:  # keys known now from an output: the total grows
             w.total += len(keys) - 1
         ns = decide(self.ctx, nid, keys, w.states, forced=nid in w.forced,
-                    predict=not self.execute, settled=self._settled,
+                    predict=not self.execute, settled=self._settled, lazy=nid in self.lazy_tasks,
                     why="refresh" if nid in self._named else "refresh_cascade")
         w.states[nid] = ns
         self.adoption.apply(ns)

@@ -109,6 +109,7 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
                    help="print only the value, or only the artifact path(s); -o json and "
                         "-o pretty are --json and --pretty")
     p.add_argument("--run-id", help=argparse.SUPPRESS)  # barca serve: the run it queued
+    p.add_argument("--schedule-id", help=argparse.SUPPRESS)  # barca serve: a tick of this node
     p.add_argument("--as", dest="as_type", metavar="pandas|polars|lazy|pyarrow|duckdb",
                    help="a stored table in this type (%%barca get; default: as written)")
     _output_flags(p)
@@ -388,7 +389,7 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
                                   refresh_all=args.refresh_all, no_cascade=args.no_cascade,
                                   partition=args.partition, on_event=on_event, settings=s,
                                   load_values=load_values or args.output == "value",
-                                  run_id=args.run_id)
+                                  run_id=args.run_id, schedule_id=args.schedule_id)
         return Outcome(cmd, res, args, s)
     if cmd == "list":
         from barca.queries.listing import list_nodes

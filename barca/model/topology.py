@@ -343,7 +343,9 @@ def _validate(graph: Graph, n: NodeModel) -> None:
 def _assign_phases(graph: Graph) -> None:
     for nid in graph.order:
         n = graph.nodes[nid]
-        if n.kind == "sensor" or n.freshness == "manual":
+        # a Manual node with inputs is walked after them (its pinned result is still
+        # looked up against their run hashes), so only one that reads nothing starts a phase
+        if n.kind == "sensor" or (n.freshness == "manual" and not graph.upstream[nid]):
             graph.phase[nid] = 0
             continue
         ph = 1

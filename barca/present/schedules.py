@@ -3,6 +3,7 @@ its recent runs went (``barca docs scheduling``). Schedules fire under ``barca s
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"  # UTC, as barca stats and history write times
@@ -16,16 +17,24 @@ def next_fire(cron: str, now: dt.datetime | None = None) -> str | None:
     return when.strftime(TIME_FORMAT) if when is not None else None
 
 
-def schedule_state(m: Any, statuses: list[str]) -> dict[str, Any]:
-    """``status --json``'s ``schedule`` of node model ``m``; ``statuses``: its executions'
-    statuses, newest first. ``failures`` counts the failures in a row since the last success;
-    at ``max_failures`` the schedule is paused (it stops firing until a run succeeds)."""
-    failures = 0
-    for s in statuses:
-        if s != "failed":
-            break
-        failures += 1
-    paused = failures >= m.max_failures
+def schedule_state(m: Any, statuses: list[str], kept: dict[str, Any] | None = None,
+                   now: float | None = None) -> dict[str, Any]:
+    """``status --json``'s ``schedule`` of node model ``m``, in ``GET /schedule``'s words.
+    ``kept``: what ``barca serve`` kept of it (``barca.store.schedstate``): its failed ticks in
+    a row and its pause. Without it (no server ever ran the schedule), ``failures`` counts the
+    failures in a row since the last success among ``statuses`` (its executions, newest first).
+    ``failing``: ``failures`` reached ``max_failures`` (ticks are skipped until a success)."""
+    if kept is not None:
+        failures = int(kept["failures"] or 0)
+        until = kept.get("paused_until")
+        paused = bool(kept["paused"]) and (until is None or until > (now or time.time()))
+    else:
+        failures, paused = 0, False
+        for s in statuses:
+            if s != "failed":
+                break
+            failures += 1
+    failing = failures >= m.max_failures
     return {"cron": m.schedule, "failures": failures, "max_failures": m.max_failures,
-            "failing": failures > 0, "paused": paused,
-            "next_fire": None if paused else next_fire(m.schedule)}
+            "failing": failing, "paused": paused,
+            "next_fire": None if failing or paused else next_fire(m.schedule)}

@@ -176,7 +176,9 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
     if m.schedule is not None:
         from barca.present.schedules import schedule_state
         rows = ctx.store.rows(ns.node, order="id DESC LIMIT 1000")
-        extra["schedule"] = schedule_state(m, [r.status for r in rows])
+        from barca.store.schedstate import read
+        extra["schedule"] = schedule_state(m, [r.status for r in rows],
+                                           read(ctx.store.conn, ns.node))
     return StatusRow(ns.node, m.kind, state, reason, detail, last_run, shape, deps,
                      tuple(i.target for i in m.inputs), parts, lm,  # type: ignore[misc]
                      extra or None)

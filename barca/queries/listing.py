@@ -26,11 +26,13 @@ def list_nodes(*files: str, settings: Settings | None = None, groups: bool = Fal
 
 def _extra(m: Any) -> dict[str, Any]:
     """What a node's JSON says besides its id, kind, freshness, deps and dimensions: its
-    inputs (parameter -> node id), the env= names, and a schedule's cron and next firing."""
+    inputs (parameter -> node id), the env= names, and a schedule's cron, max_failures and next
+    firing (``barca serve``'s scheduler reads the schedules from these rows)."""
     out: dict[str, Any] = {"inputs": {i.param: i.target for i in m.inputs},
                            "env": list(m.env)}
     if m.schedule is not None:
         from barca.present.schedules import next_fire
         out["schedule"] = m.schedule
+        out["max_failures"] = m.max_failures
         out["next_fire"] = next_fire(m.schedule)
     return out

@@ -265,8 +265,10 @@ class Queue:
         from barca.store.process import process_token
         try:
             body = check_body(json.loads(row["request"] or "{}"), internal=True)
-            child = Child(row["run_id"], child_argv(body, row["run_id"], self.files(),
-                                                    self.env), self.root, body)
+            argv = child_argv(body, row["run_id"], self.files(), self.env)
+            if row.get("schedule_id"):  # a tick: its targets, run as a tick runs them
+                argv += ["--schedule-id", row["schedule_id"]]
+            child = Child(row["run_id"], argv, self.root, body)
         except (ValueError, UsageError, OSError) as exc:  # never retried forever
             serverq.mark(self.conn, row["run_id"], "error", f"could not start the run: {exc}")
             return
