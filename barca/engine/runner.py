@@ -431,8 +431,18 @@ class Runner:
             if len(self._rows) >= 500 or time.monotonic() - self._last_flush > 0.5:
                 self._flush()
 
+        def on_lines(lines: list[tuple[int, float, str, str]]) -> None:
+            """Lines steps wrote while running (the pool batches them): stored at once, so a
+            step that dies, and ``barca logs -f``, keep and see every line written so far."""
+            if self.execute:
+                got = []
+                for index, ts, stream, line in lines:
+                    nid, s = where[index]
+                    got.append((self.run_id, nid, s.id, ts, stream, line))
+                self.ctx.store.record((), got)
+
         if tasks:
-            self.pool().run(tasks, on_record)
+            self.pool().run(tasks, on_record, on_lines)
         self._flush()
         for nid, _ in groups:
             self.ctx.view.forget(nid)

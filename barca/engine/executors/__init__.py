@@ -16,12 +16,16 @@ if TYPE_CHECKING:
 @runtime_checkable
 class Executor(Protocol):
     """Runs steps: ``run`` hands each finished step's record to ``on_record`` (in the
-    coordinator) as it lands, and returns when every step has one; ``close`` stops the
-    workers (an executor is reused across the calls of one command)."""
+    coordinator) as it lands, and returns when every step has one; ``on_lines``, if the
+    executor can, gets the lines steps write while they run, (task index, time, stream, line),
+    before their records (the record then carries none); ``close`` stops the workers (an
+    executor is reused across the calls of one command)."""
 
     size: int
 
-    def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None]) -> None: ...
+    def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None],
+            on_lines: Callable[[list[tuple[int, float, str, str]]], None] | None = None
+            ) -> None: ...
 
     def close(self) -> None: ...
 
