@@ -130,14 +130,17 @@ class ProcessPool:
     def _spawn(self) -> _Slot:
         parent, child = self.ctx.Pipe(duplex=True)
         import tempfile
-        lines, path = tempfile.mkstemp(prefix="barca-lines-")  # the worker unlinks it
+        try:
+            lines, path = tempfile.mkstemp(prefix="barca-lines-")  # the worker unlinks it
+        except OSError:  # no temporary folder: the lines come with each step's record
+            lines, path = None, None
         forked_from = os.getpid() if self.ctx.get_start_method() == "fork" else None
         proc = self.ctx.Process(target=_worker_main,
                                 args=(child, self.settings, forked_from, path),
                                 daemon=True, name="barca-worker")
         proc.start()
         child.close()
-        slot = _Slot(proc, parent, lines=lines, path=path)
+        slot = _Slot(proc, parent, lines=lines, path=path or "")
         self.slots.append(slot)
         return slot
 
