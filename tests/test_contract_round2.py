@@ -264,3 +264,96 @@ def test_status_upstream_stale_filters_and_dry_run_agree(tmp_path, monkeypatch) 
     action = {s["id"].split(":")[1].split("[")[0]: s["action"] for s in plan["steps"]}
     for n in doc["nodes"]:
         assert (n["cache"]["state"] == "cached") == (action[n["name"]] == "cached"), n["name"]
+
+
+SLOW = '''
+import time
+from barca import asset
+
+@asset()
+def slow() -> int:
+    time.sleep(11.5)
+    return 1
+'''
+
+
+@pytest.mark.slow
+def test_a_long_step_says_it_is_still_running_in_every_mode(tmp_path) -> None:
+    """#15: a step running for 10 s is named on stderr, whatever the output mode (both modes
+    run at once: the step sleeps)."""
+    import subprocess
+    import sys
+    runs = {}
+    for mode in ("--json", "--pretty", "--agent"):
+        folder = tmp_path / mode.strip("-")
+        folder.mkdir()
+        (folder / "pipeline.py").write_text(SLOW)
+        runs[mode] = subprocess.Popen([sys.executable, "-m", "barca", "get", "slow",
+                                       "pipeline.py", mode], cwd=folder, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for mode, proc in runs.items():
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, (mode, err)
+        said = [x for x in err.splitlines() if "still running" in x]
+        assert said == ["[barca] still running after 10s: pipeline.py:slow"], (mode, err)
+
+
+SUNK = '''
+from barca import asset, sink
+
+@sink("blocked/out.json")
+@asset()
+def sunk() -> int:
+    return 1
+'''
+
+
+@pytest.mark.slow
+def test_a_failed_sink_is_a_line_on_stderr_in_every_mode(project) -> None:
+    project.write("pipeline.py", SUNK)
+    project.write("blocked", "a file where the sink wants a folder\n")
+    for mode in ("--json", "--pretty", "--agent"):
+        r = project.barca("get", "sunk", "pipeline.py", mode)
+        assert r.code == 1, (mode, r.err)
+        lines = [x for x in r.err.splitlines()
+                 if x.startswith("[barca] step:pipeline.py:sunk failed: sink failed: ")]
+        assert len(lines) == 1, (mode, r.err)
+
+
+BACKSLASH = '''
+from barca import asset, partitions
+
+@asset(partitions={"k": partitions(["back\\\\slash", "a,b", "end\\\\"])})
+def item(k: str) -> str:
+    return k
+'''
+
+
+def test_a_key_with_a_backslash_is_shown_as_written(tmp_path, monkeypatch) -> None:
+    """#9: ``back\\slash`` is ``k=back\\slash`` in keys (a backslash is doubled only where it
+    could be read as an escape: before , = \\ or at the end), and every key round-trips."""
+    import barca
+    from barca.core.types import format_key, parse_key
+    (tmp_path / "pipeline.py").write_text(BACKSLASH)
+    monkeypatch.chdir(tmp_path)
+    got = barca.get("item", "pipeline.py")
+    assert got == {"k=back\\slash": "back\\slash", "k=a\\,b": "a,b", "k=end\\\\": "end\\"}
+    doc = _cli("get", "item", "pipeline.py", "--json", "--partition", "k=back\\slash")
+    assert doc.to_json()["steps"][0]["partitions"]["will_run_keys"] == []  # cached, by name
+    for value in ("back\\slash", "a\\,b", "x\\\\y", "\\", "=\\=", ""):
+        assert parse_key(format_key({"k": value, "d\\": value})) == {"k": value, "d\\": value}
+
+
+def test_gc_json_names_files_from_the_project_root(tmp_path, monkeypatch) -> None:
+    """#10: like every path barca prints, .barca/artifacts/... (not artifacts/...)."""
+    import barca
+    from barca.api import gc
+    (tmp_path / "pipeline.py").write_text(CHAIN)
+    monkeypatch.chdir(tmp_path)
+    barca.get("top", "pipeline.py")
+    (tmp_path / "pipeline.py").write_text(CHAIN.replace("return 1\n", "return 2\n"))
+    barca.get("top", "pipeline.py")
+    doc = gc("pipeline.py", max_size="off", dry_run=True).to_json()
+    assert len(doc["evicted"]) == 3 and doc["tiers"]["superseded"] == doc["evicted"]
+    for path in doc["evicted"]:
+        assert path.startswith(".barca/artifacts/pipeline.py--") and (tmp_path / path).is_file()

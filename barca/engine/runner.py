@@ -355,7 +355,8 @@ class Runner:
         if self._pool is None:
             from barca.engine.executors import start
             on_import = lambda path: self.on_event(ev.Importing(path))  # noqa: E731
-            self._pool = start(self.settings, on_import)
+            on_note = lambda text: self.on_event(ev.Note(text, "info"))  # noqa: E731
+            self._pool = start(self.settings, on_import, on_note=on_note)
         return self._pool
 
     def _execute(self, nid: NodeId, steps: list[StepState], attempt: int = 0) -> None:
@@ -432,8 +433,7 @@ class Runner:
                 self._flush()
 
         def on_lines(lines: list[tuple[int, float, str, str]]) -> None:
-            """Lines steps wrote while running (the pool batches them): stored at once, so a
-            step that dies, and ``barca logs -f``, keep and see every line written so far."""
+            """Lines steps wrote while running: stored as the pool hands them over (batched)."""
             if self.execute:
                 got = []
                 for index, ts, stream, line in lines:

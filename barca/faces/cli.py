@@ -121,7 +121,9 @@ class EventPrinter:
                 self._line(f"[barca] step:{e.step} cached")
         elif isinstance(e, ev.StepFailedEvent):
             self._step_output(e.step, e.output)
-            if self.agent or self.mode == "pretty":
+            # a sink that could not be written is said in every mode: the step's value was
+            # computed, but a file someone reads outside barca is not there
+            if self.agent or self.mode == "pretty" or e.error.startswith("sink failed"):
                 self._line(f"[barca] step:{e.step} failed: {e.error}")
         elif isinstance(e, ev.Note):  # notes and warnings reach stderr in every mode
             self._line(f"[barca] {e.text}" if e.level == "info"

@@ -87,13 +87,14 @@ def executor_name(settings: Settings) -> str:
 
 
 def start(settings: Settings, on_import: Callable[[str], None],
-          size: int | None = None) -> Executor:
+          size: int | None = None, on_note: Callable[[str], None] | None = None) -> Executor:
     """The executor for a run, chosen here alone: the local process pool, or Dask when the
-    ``executor`` setting says ``dask`` or a scheduler address."""
+    ``executor`` setting says ``dask`` or a scheduler address. ``on_note``: a line for the
+    user (a step still running), where the executor can tell."""
     size = size or default_pool_size(settings)
     kind = executor_name(settings)
     if kind == "local":
         from barca.engine.executors.process import ProcessPool
-        return ProcessPool(settings, size, on_import)
+        return ProcessPool(settings, size, on_import, on_note)
     from barca.engine.executors.dask import DaskExecutor
     return DaskExecutor(settings, kind, size, on_import)

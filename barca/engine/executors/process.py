@@ -27,6 +27,7 @@ from barca.engine.executors.job import StepJob, StepRecord
 
 Line = tuple[int, float, str, str]  # (task index, time, stream, line)
 LINES_EVERY = 0.1  # seconds: how long read lines may wait before they are handed on (stored)
+STILL_RUNNING = (10.0, 30.0, 60.0)  # a step running this long is said; then every last step
 
 
 def _context() -> Any:
@@ -82,7 +83,7 @@ def _worker_main(conn: Connection, settings: Any, parent: int | None,
 
 class _Slot(Fields):
     __slots__ = ("proc", "conn", "chunk", "done", "deadline", "running", "waiting", "lines",
-                 "path", "at", "rest")
+                 "path", "at", "rest", "since", "said")
 
     def __init__(self, proc: Any, conn: Connection, chunk: list[StepJob] | None = None,
                  done: set[int] | None = None, deadline: float | None = None,
@@ -94,6 +95,8 @@ class _Slot(Fields):
         self.path = path
         self.at = 0         # how far it is read
         self.rest = b""     # a line not yet read whole
+        self.since = time.monotonic()  # when its running step began (its chunk's steps run
+        self.said = 0                  # in order); how many "still running" notes it had
         self.chunk = [] if chunk is None else chunk
         self.done = set() if done is None else done
         self.deadline = deadline
@@ -113,10 +116,12 @@ class _Call(Fields):
 class ProcessPool:
     """Runs steps on ``size`` worker processes, started lazily and reused across calls."""
 
-    def __init__(self, settings: Any, size: int, on_import: Callable[[str], None]) -> None:
+    def __init__(self, settings: Any, size: int, on_import: Callable[[str], None],
+                 on_note: Callable[[str], None] | None = None) -> None:
         self.settings = settings  # what the workers are started with (remote store, fsync)
         self.size = size
         self.on_import = on_import
+        self.on_note = on_note    # "still running" lines: stderr in every output mode
         self.ctx = _context()
         self.slots: list[_Slot] = []
         self.calls: dict[int, _Call] = {}   # branch index -> its parallel() call
@@ -183,6 +188,7 @@ class ProcessPool:
                 slot.chunk = chunk
                 slot.done = set()
                 slot.deadline = None
+                slot.since, slot.said = time.monotonic(), 0
                 slot.conn.send(slot.chunk)
             busy = [s for s in self.slots if s.chunk]
             timeout = None
@@ -208,6 +214,7 @@ class ProcessPool:
                         self._read_lines(slot)  # its lines, written before it was sent
                         slot.done.add(data.index)
                         slot.deadline, slot.running = None, None
+                        slot.since, slot.said = time.monotonic(), 0  # the next step begins
                         remaining -= deliver(data)
                     elif kind == "branches":  # its step called parallel(): queue them first
                         self._fan_out(slot, data, queue, by_index)
@@ -225,7 +232,25 @@ class ProcessPool:
                     remaining -= self._fail_timeout(slot, queue, deliver, by_index)
             if self._pending and time.monotonic() - self._sent >= LINES_EVERY:
                 self._hand_lines()
+            self._say_long_steps()
         self._hand_lines()
+
+    def _say_long_steps(self) -> None:
+        """A step running for 10 s is said, then at 30 s, then every minute: a run that
+        seems stuck shows what it is waiting for, whatever the output mode."""
+        if self.on_note is None:
+            return
+        now = time.monotonic()
+        for slot in self.slots:
+            running = [t for t in slot.chunk if t.index not in slot.done]
+            if not running or slot.waiting:
+                continue
+            took = now - slot.since
+            due = STILL_RUNNING[min(slot.said, len(STILL_RUNNING) - 1)] * (
+                1 + max(0, slot.said - len(STILL_RUNNING) + 1))
+            if took >= due:
+                slot.said += 1
+                self.on_note(f"still running after {took:.0f}s: {running[0].step}")
 
     def _read_lines(self, slot: _Slot, idle: bool = False) -> None:
         """What the slot's worker has written into its line file since the last look (all
