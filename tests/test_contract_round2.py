@@ -357,3 +357,43 @@ def test_gc_json_names_files_from_the_project_root(tmp_path, monkeypatch) -> Non
     assert len(doc["evicted"]) == 3 and doc["tiers"]["superseded"] == doc["evicted"]
     for path in doc["evicted"]:
         assert path.startswith(".barca/artifacts/pipeline.py--") and (tmp_path / path).is_file()
+
+
+FRAME = '''
+import pandas as pd
+from barca import asset
+
+@asset()
+def frame() -> pd.DataFrame:
+    return pd.DataFrame({"a": range(50), "b": [f"x{i}" for i in range(50)],
+                         "when": pd.date_range("2026-01-01", periods=50)})
+'''
+
+
+def test_pretty_shows_a_preview_of_a_table(tmp_path, monkeypatch) -> None:
+    """#18: --pretty of a table is its shape and first rows, not only its path."""
+    (tmp_path / "pipeline.py").write_text(FRAME)
+    monkeypatch.chdir(tmp_path)
+    text = str(_cli("get", "frame", "pipeline.py", "--pretty"))
+    lines = [x.strip() for x in text.splitlines()]
+    assert any(x.startswith(".barca/artifacts/pipeline.py--frame/") for x in lines), text
+    assert "50 rows x 3 columns: a int64, b " in text and "when timestamp" in text
+    assert lines[lines.index("a  b   when") + 1] == "0  x0  2026-01-01 00:00:00", text
+    assert "(the first 5 of 50 rows)" in lines
+
+
+def test_status_says_when_another_environment_has_the_results(tmp_path, monkeypatch) -> None:
+    """#18: after default_env changes, status names the environment that has results."""
+    import barca
+    (tmp_path / "pipeline.py").write_text(CHAIN)
+    monkeypatch.chdir(tmp_path)
+    barca.get("top", "pipeline.py")
+    assert "note" not in _cli("status", "pipeline.py", "--json").to_json()
+    (tmp_path / "barca.toml").write_text('default_env = "dev"\n')
+    doc = _cli("status", "pipeline.py", "--json").to_json()
+    assert doc["summary"]["never_run"] == 3
+    assert "environment 'dev' (default_env in barca.toml)" in doc["note"]
+    assert "--env ''" in doc["note"]
+    assert "--env ''" in str(_cli("status", "pipeline.py", "--pretty"))
+    assert _cli("status", "pipeline.py", "--env", "", "--json").to_json()["summary"][
+        "cached"] == 3

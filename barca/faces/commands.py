@@ -378,8 +378,9 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
         return Outcome(cmd, list_nodes(*args.args, settings=s, groups=args.groups), args, s)
     if cmd == "status":
         target, files = split_target(args.args)
-        from barca.present.statusview import narrow
-        report = api.status(target, *files, settings=s)
+        from barca.present.statusview import narrow, other_envs
+        report = other_envs(api.status(target, *files, settings=s), s.env,
+                            s.where("env", "default"))
         return Outcome(cmd, narrow(report, args.state, args.problems, args.limit, args.all,
                                    args.fields, args.sample), args, s)
     if cmd == "graph":

@@ -86,9 +86,10 @@ class StatusReport(_Displayable, Record):
     """``barca status``: ``rows`` are the nodes shown (after ``--state``/``--problems`` and a
     limit); ``counts`` is the summary of every node of the cones read, ``total`` the number of
     nodes the filters kept (before the limit). See barca.present.statusview for the options."""
-    __slots__ = ("rows", "targets", "root", "counts", "total", "fields", "filter", "table_limit")
+    __slots__ = ("rows", "targets", "root", "counts", "total", "fields", "filter", "table_limit",
+                 "note")
     _defaults = {"targets": (), "root": "", "counts": None, "total": None, "fields": None,
-                 "filter": None, "table_limit": 100}
+                 "filter": None, "table_limit": 100, "note": ""}
     rows: tuple[StatusRow, ...]
     targets: tuple[str, ...]           # as named (comma-separated on the command line)
     root: str                          # the project root
@@ -97,6 +98,7 @@ class StatusReport(_Displayable, Record):
     fields: tuple[str, ...] | None     # --fields: the node keys JSON keeps
     filter: dict[str, Any] | None      # --state / --problems, as JSON says them
     table_limit: int | None            # rows a table shows (JSON shows every row of ``rows``)
+    note: str                          # e.g. other environments hold results (see statusview)
 
     def summary(self) -> dict[str, int]:
         if self.counts is not None:
@@ -138,6 +140,8 @@ class StatusReport(_Displayable, Record):
             doc["filter"] = self.filter
         if doc["truncated"]:
             doc["hint"] = f"--limit N shows N nodes, --all every one of the {self.matched}"
+        if self.note:
+            doc["note"] = self.note
         return doc
 
     def _shown(self) -> tuple[StatusRow, ...]:
@@ -154,8 +158,9 @@ class StatusReport(_Displayable, Record):
         rows = [[r.name, r.kind, cell_label(r.state), r.detail, r.last_run, r.shape,
                  ", ".join(short_name(d) for d in r.deps) or "-"] for r in self._shown()]
         summary = self.summary_line()
-        if self._cut_note():
-            summary += f"\n{self._cut_note()}"
+        for extra in (self._cut_note(), self.note):
+            if extra:
+                summary += f"\n{extra}"
         return (["NAME", "KIND", "STATE", "WHY", "LAST RUN", "SHAPE", "DEPS"], rows, 2, summary)
 
     def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
@@ -258,13 +263,27 @@ class OutputItems:
 
 
 class Output(Record):
-    __slots__ = ("target", "partitioned", "items", "values", "preview")
-    _defaults = {"values": None, "preview": ""}
+    __slots__ = ("target", "partitioned", "items", "values", "preview", "root")
+    _defaults = {"values": None, "preview": "", "root": ""}
     target: str
     partitioned: bool
     items: tuple[OutputItem, ...]
     values: Any                 # filled by the API when it loads values (JSON-able or None)
     preview: str
+    root: str                   # the project root, where a table is read for --pretty
+
+    def shown_preview(self) -> str:
+        """``preview``, or for a table (parquet, csv) its shape and first rows, read only
+        when shown (JSON never pays for it)."""
+        if self.preview or self.partitioned or not self.items or not self.root:
+            return self.preview
+        item = self.items[0]
+        if item.format not in ("parquet", "csv") or not item.path:
+            return ""
+        from pathlib import Path
+
+        from barca.present.outputs import table_preview
+        return table_preview(Path(self.root) / item.path, item.format)
 
 
 MAX_KEYS_IN_OUTPUT = 1000
@@ -358,8 +377,9 @@ class RunResult(_Displayable, Record):
                 lines.extend(f"{i.key}: {i.path}" for i in sorted(o.items, key=lambda i: i.key))
             elif o.items:
                 lines.append(str(o.items[0].path))
-                if o.preview:
-                    lines.append(o.preview)
+                preview = o.shown_preview()
+                if preview:
+                    lines.append(preview)
         return "\n".join(lines)
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:

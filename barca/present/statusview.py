@@ -92,7 +92,7 @@ def narrow(report: StatusReport, state: str | None = None, problems: bool = Fals
         rows = tuple(_with_sample(r, report.root, samples) for r in rows)
         keep = keep if keep is None or "sample" in keep else (*keep, "sample")
     return StatusReport(rows, report.targets, report.root, report.summary(), total, keep,
-                        filt or None, table_limit)
+                        filt or None, table_limit, report.note)
 
 
 def _with_sample(r: StatusRow, root: str, n: int) -> StatusRow:
@@ -126,3 +126,37 @@ def sample(root: str, path: str | None, fmt: str | None, n: int) -> list[Any] | 
         return json.loads(json.dumps(rows, default=str))  # dates, decimals: as text
     except (OSError, ValueError, ImportError):
         return None
+
+
+def other_envs(report: StatusReport, env: str | None, where: str) -> StatusReport:
+    """A report of an environment holding no result of its nodes, while another environment
+    (the default ``.barca``, or ``.barca/envs/*``) holds some -- as after ``default_env``
+    changed -- says which, and how to see them, rather than showing everything unrecorded
+    without a word. ``where``: what chose ``env`` (``default_env in barca.toml``...)."""
+    if not report.rows or any(r.last_materialization for r in report.rows):
+        return report
+    from barca.store.metadata import Store
+    root = Path(report.root)
+    names = [""] + sorted(d.name for d in (root / ".barca" / "envs").glob("*")
+                          if (d / "metadata.db").is_file())
+    nodes = [r.id for r in report.rows]
+    found = []
+    for name in names:
+        if name == (env or ""):
+            continue
+        store = Store(root, create=False, prefix=f".barca/envs/{name}" if name else ".barca")
+        try:
+            if any(store.rows(n, "status='success'", order="id LIMIT 1") for n in nodes):
+                found.append(name)
+        finally:
+            store.close()
+    if not found:
+        return report
+    where = "default_env in barca.toml" if where == "default_env" else where
+    here = f"environment '{env}' ({where})" if env else "the default environment"
+    there = ", ".join(f"'{n}'" if n else "the default (.barca)" for n in found)
+    see = " or ".join(f"--env {n}" if n else "--env ''" for n in found)
+    note = (f"no result of these nodes is recorded in {here}; {there} has results: see them "
+            f"with {see}")
+    fields = {f: getattr(report, f) for f in StatusReport.__slots__}
+    return StatusReport(**dict(fields, note=note))
