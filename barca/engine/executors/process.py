@@ -27,7 +27,7 @@ from barca.engine.executors.job import StepJob, StepRecord
 
 Line = tuple[int, float, str, str]  # (task index, time, stream, line)
 LINES_EVERY = 0.1  # seconds: how long read lines may wait before they are handed on (stored)
-STILL_RUNNING = (10.0, 30.0, 60.0)  # a step running this long is said; then every last step
+STILL_RUNNING = (10.0, 30.0, 60.0)  # a running step is said at these ages, then every 60 s
 
 
 def _context() -> Any:
