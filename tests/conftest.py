@@ -29,6 +29,11 @@ class Result:
         """The JSON error line on stderr (with --agent, the run-failed line follows it)."""
         return json.loads(next(x for x in reversed(self.err.splitlines()) if x.startswith("{")))
 
+    def sql_rows(self) -> list[list]:
+        """``barca sql --json``'s rows (objects keyed by column) as lists, in column order."""
+        doc = self.json()
+        return [[row[c] for c in doc["columns"]] for row in doc["rows"]]
+
     def steps_line(self) -> str:
         """The '[barca] N/M steps | done in Xs' end line (without the time)."""
         m = re.findall(r"^\[barca\] (\d+/\d+ steps \| \w+)", self.err, re.M)

@@ -40,7 +40,7 @@ def _size(p: Project) -> int:
 
 
 def _art(p: Project, node: str) -> set[str]:
-    return {f.relative_to(p.path / ".barca").as_posix()
+    return {f.relative_to(p.path).as_posix()  # as barca names them: from the project root
             for f in (p.path / ".barca" / "artifacts" / f"pipeline.py--{node}").glob("*.json")}
 
 
@@ -58,7 +58,7 @@ def test_a_run_over_the_limit_evicts_superseded_results_first(project: Project) 
     line = next(x for x in r.err.splitlines() if "over its" in x)
     assert line.startswith("[barca] cache ") and "evicted 1 file" in line
     assert line in [f"[barca] {w['message']}" for w in doc["warnings"]]
-    assert all(not (project.path / ".barca" / f).exists() for f in old_x)
+    assert all(not (project.path / f).exists() for f in old_x)
     assert len(_art(project, "x")) == 1 and len(_art(project, "y")) == 1  # current: kept
     # no eviction under the limit: no line, no cache object
     quiet = project.barca("get", "x,y", "pipeline.py", "--refresh", "y")
@@ -71,7 +71,7 @@ def test_a_run_over_the_limit_evicts_superseded_results_first(project: Project) 
     assert r.code == 0, r.err
     tiers = r.json()["cache"]["tiers"]
     assert sorted(y_art) == [p for p in tiers["least_recently_read"] if "--y/" in p]
-    new_x = {f for f in _art(project, "x") if (project.path / ".barca" / f).exists()}
+    new_x = {f for f in _art(project, "x") if (project.path / f).exists()}
     assert len(new_x) == 1 and not (new_x & set(r.json()["cache"]["evicted"]))
 
 
@@ -120,7 +120,7 @@ def below(y: str) -> int:
     y_art = _art(project, "y")
     budget = str(int((_size(project) - 30_000) / 0.8))  # one 50 kB file must go: y
     assert project.barca("gc", "--max-size", budget, "--json").json()["evicted"] == sorted(y_art)
-    assert not any((project.path / ".barca" / f).exists() for f in y_art)
+    assert not any((project.path / f).exists() for f in y_art)
     st = {n["name"]: n["cache"] for n in project.barca("status", "--json").json()["nodes"]}
     assert st["y"]["state"] == "stale" and st["y"]["reason"] == "evicted"
     dry = project.barca("get", "y", "pipeline.py", "--dry-run", "--json").json()

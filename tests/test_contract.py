@@ -35,7 +35,7 @@ def _sql_rows(p: Project, query: str) -> tuple[list[str], list[list]]:
     r = p.barca("sql", query, "pipeline.py", "--json")
     assert r.code == 0, r.err
     doc = json.loads(r.out, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
-    return doc["columns"], doc["rows"]
+    return doc["columns"], [[row[c] for c in doc["columns"]] for row in doc["rows"]]
 
 
 # ------------------------------------------------------------------ 1. sql over derived keys
@@ -234,7 +234,7 @@ def test_sql_json_is_valid_json(seed: Project) -> None:
                    "order by ticker limit 1", "pipeline.py", "--json")
     assert r.code == 0, r.err
     doc = json.loads(r.out, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
-    assert doc["rows"] == [[None, None, None, 12.5, 465.0]]
+    assert doc["rows"] == [{"a": None, "b": None, "c": None, "d": 12.5, "close": 465.0}]
 
 
 # ------------------------------------------------------------------ 7. -o value

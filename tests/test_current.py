@@ -49,9 +49,9 @@ def test_a_revert_is_current_everywhere(project: Project) -> None:
     assert project.barca("get", "report", "pipeline.py", "-o", "path").out.strip() == v1_path
     r = project.barca("sql", "select months from report", "pipeline.py", "--json")
     assert r.code == 0, r.err
-    assert r.json()["rows"] == [[12]]
+    assert r.sql_rows() == [[12]]
     r = project.barca("sql", "select count(*) from monthly", "pipeline.py", "--json")
-    assert r.json()["rows"] == [[12]]
+    assert r.sql_rows() == [[12]]
     nodes = {n["name"]: n for n in project.barca("status", "pipeline.py", "--json")
              .json()["nodes"]}
     assert nodes["report"]["cache"]["state"] == "cached"
@@ -245,14 +245,14 @@ def test_sql_views_at_any_depth_and_names_as_identifiers(project: Project) -> No
     r = project.barca("sql", "select 'enriched' as s, f from parsed -- enriched\norder by f",
                       "pipeline.py", "--json")
     assert r.code == 0, r.err
-    assert r.json()["rows"] == [["enriched", "a"], ["enriched", "b"]]
+    assert r.sql_rows() == [["enriched", "a"], ["enriched", "b"]]
     assert project.barca("get", "enriched", "pipeline.py").code == 0
     r = project.barca("sql", "select partition, g from enriched order by 1", "pipeline.py",
                       "--json")
     assert r.code == 0, r.err
-    assert r.json()["rows"] == [["f=a", "aa"], ["f=b", "bb"]]
+    assert r.sql_rows() == [["f=a", "aa"], ["f=b", "bb"]]
     r = project.barca("sql", 'select count(*) from "enriched"', "pipeline.py", "--json")
-    assert r.json()["rows"] == [[2]]
+    assert r.sql_rows() == [[2]]
 
 
 def test_view_names_are_identifiers_only() -> None:

@@ -43,7 +43,7 @@ def test_every_writer_is_parquet_with_shape_rows_and_sql(project: Project) -> No
         assert json.loads(got.out) == expected, name
         q = project.barca("sql", f"select a, b from {name} order by a", "--json")
         assert q.code == 0, q.err
-        assert q.json()["rows"] == [[row["a"], row["b"]] for row in expected], name
+        assert q.sql_rows() == [[row["a"], row["b"]] for row in expected], name
 
 
 def test_readers_follow_the_annotation(project: Project) -> None:
@@ -84,7 +84,7 @@ def test_collect_partitioned_frames_eager_and_lazy(project: Project) -> None:
     assert got["pipeline.py:relation_all"] == {"type": "DuckDBPyRelation", "rows": rows}
     q = project.barca("sql", "select partition, a from sales order by a", "--json")
     assert q.code == 0, q.err
-    assert q.json()["rows"] == [["region=emea", 1], ["region=emea", 2], ["region=amer", 3]]
+    assert q.sql_rows() == [["region=emea", 1], ["region=emea", 2], ["region=amer", 3]]
 
 
 def test_get_returns_the_written_type_or_as_type(project: Project) -> None:
@@ -162,7 +162,7 @@ def test_serializer_csv_and_the_parquet_fallback(project: Project) -> None:
     assert [p.suffix for p in _artifacts(project, "as_csv")] == [".csv"]
     assert _artifacts(project, "as_csv")[0].read_text().splitlines() == ["a,b", "1,x", "2,y"]
     q = project.barca("sql", "select sum(a) as s from as_csv", "--json")
-    assert q.code == 0 and q.json()["rows"] == [[3]], q.err
+    assert q.code == 0 and q.sql_rows() == [[3]], q.err
 
     r = project.barca("get", "not_a_table", "pipeline.py", "--pretty")
     assert r.code == 1

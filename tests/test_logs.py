@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import Project
 
 NOISY = """
@@ -248,3 +249,114 @@ def test_logs_of_a_step_cached_in_that_run_name_the_run_that_recorded_it(seed: P
     assert f"'report' was cached in run {second}: its output was recorded by run {first}" \
         in r.err, r.err
     assert f"barca logs {first} --step report" in r.err
+
+
+CRASHES = {
+    "abort": "os.abort()",
+    "segfault": "os.kill(os.getpid(), signal.SIGSEGV)",
+    "oom_kill": "os.kill(os.getpid(), signal.SIGKILL)",  # what the OOM killer sends
+    "timeout": "time.sleep(60)",
+}
+
+
+@pytest.mark.parametrize("how", sorted(CRASHES))
+def test_lines_written_before_a_crash_are_kept(project: Project, how: str) -> None:
+    """Lines are recorded as they are written: a worker that dies (or is killed for its
+    timeout) keeps every line it wrote before (issue 29 #1)."""
+    project.write("pipeline.py", f"""
+import os, signal, sys, time
+from barca import asset
+
+
+@asset(timeout_seconds=2)
+def doomed() -> int:
+    for i in range(500):
+        print(f"line {{i}}")
+    print("last words", file=sys.stderr)
+    {CRASHES[how]}
+    return 1
+""")
+    r = project.barca("get", "doomed", "pipeline.py", "--json", timeout=60)
+    assert r.code == 1, r.err
+    lines = _json_lines(project.barca("logs", "--json"))
+    assert [(x["stream"], x["line"]) for x in lines] == (
+        [("stdout", f"line {i}") for i in range(500)] + [("stderr", "last words")])
+    assert {x["node_id"] for x in lines} == {"pipeline.py:doomed"}
+
+
+WAITS = """
+import pathlib, sys, time
+from barca import asset
+
+
+@asset
+def waits() -> int:
+    print("before", flush=True)
+    print("on stderr", file=sys.stderr)
+    deadline = time.monotonic() + 60
+    while not pathlib.Path("go").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    print("after")
+    return 1
+"""
+
+
+def _wait_for_line(project: Project, line: str) -> list[dict]:
+    """The running run's lines once ``line`` is among them (as `barca logs --json` reads
+    them while the step still runs)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        r = project.barca("logs", "--json")
+        if r.code == 0 and line in [x["line"] for x in json.loads(r.out)]:
+            return json.loads(r.out)
+        time.sleep(0.2)
+    raise AssertionError(f"{line!r} was never recorded while the step ran")
+
+
+def test_lines_are_recorded_while_the_step_runs_and_follow_ends_with_the_run(
+        project: Project) -> None:
+    project.write("pipeline.py", WAITS)
+    runner = subprocess.Popen([sys.executable, "-m", "barca", "get", "waits", "pipeline.py",
+                               "--json"], cwd=project.path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    try:
+        seen = _wait_for_line(project, "before")
+        assert [x["line"] for x in seen] == ["before", "on stderr"]  # the step still waits
+        assert project.barca("history", "--json").json()["runs"][0]["status"] == "running"
+        follow = subprocess.Popen([sys.executable, "-m", "barca", "logs", "-f", "--json"],
+                                  cwd=project.path, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        (project.path / "go").write_text("")
+        out, err = follow.communicate(timeout=60)  # ends by itself when the run ends
+        assert runner.wait(timeout=60) == 0
+    finally:
+        runner.kill()
+    assert follow.returncode == 0, err
+    assert [json.loads(x)["line"] for x in out.splitlines()] == ["before", "on stderr",
+                                                                 "after"]
+
+
+def test_logs_magic_follows_a_running_run(project: Project) -> None:
+    from nbtools import execute, notebook, outputs
+    project.write("pipeline.py", WAITS)
+    nb = notebook("%load_ext barca",
+                  "import subprocess, sys, threading, pathlib, time\n"
+                  "run = subprocess.Popen([sys.executable, '-m', 'barca', 'get', 'waits', "
+                  "'pipeline.py', '--json'], stdout=subprocess.DEVNULL)\n"
+                  "import sqlite3\n"
+                  "def running():\n"
+                  "    try:\n"
+                  "        db = sqlite3.connect('.barca/metadata.db')\n"
+                  "        return db.execute('select status from runs').fetchall() == "
+                  "[('running',)]\n"
+                  "    except sqlite3.Error:\n"
+                  "        return False\n"
+                  "while not running(): time.sleep(0.05)\n"
+                  "threading.Timer(1.5, pathlib.Path('go').write_text, ['']).start()",
+                  "%barca logs -f",
+                  "run.wait(timeout=60)")
+    execute(nb, project.path)
+    shown = "".join(o.get("text", "") for o in outputs(nb, 2) if o["output_type"] == "stream")
+    assert shown.splitlines() == ["[pipeline.py:waits] before", "[pipeline.py:waits] on stderr",
+                                  "[pipeline.py:waits] after"], outputs(nb, 2)

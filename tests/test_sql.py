@@ -29,9 +29,10 @@ def test_seed_queries(seed: Project) -> None:
     r = seed.barca("sql", "select partition, buy from signal where buy", "--pretty")
     assert r.out == BUYS
     js = seed.barca("sql", "select * from report", "--json").json()
-    assert js["columns"] == ["tickers", "buys"] and js["rows"] == [[3, ["GOOG", "MSFT"]]]
+    assert js["columns"] == ["tickers", "buys"]
+    assert js["rows"] == [{"tickers": 3, "buys": ["GOOG", "MSFT"]}]
     r = seed.barca("sql", "select count(*) as n from barca.materializations", "--json")
-    assert r.json()["rows"] == [[8]]
+    assert r.sql_rows() == [[8]]
 
 
 def test_removed_key_leaves_the_view(project: Project) -> None:
@@ -40,7 +41,7 @@ def test_removed_key_leaves_the_view(project: Project) -> None:
     project.edit("pipeline.py", '"emea", "amer", "apac"', '"emea", "apac"')
     r = project.barca("sql", "select partition from sales order by 1", "--json")
     assert r.code == 0, r.err
-    assert r.json()["rows"] == [["region=apac"], ["region=emea"]]
+    assert r.sql_rows() == [["region=apac"], ["region=emea"]]
 
 
 def test_limit_and_all(project: Project) -> None:
@@ -54,7 +55,7 @@ def test_limit_and_all(project: Project) -> None:
     """)
     assert project.barca("get", "rows", "pipeline.py", "--json").code == 0
     r = project.barca("sql", "select i from rows", "--json")
-    assert len(r.json()["rows"]) == 100 and r.json()["row_count"] == 250
+    assert len(r.json()["rows"]) == 100 and r.json()["total"] == 250
     assert r.json()["truncated"] is True
     r = project.barca("sql", "select i from rows", "--limit", "7", "--json")
     assert len(r.json()["rows"]) == 7
@@ -152,7 +153,7 @@ def test_a_view_fetches_results_missing_here_from_the_remote_store(seed: Project
     assert r.code == 2 and "is missing from disk" in r.err, r.err
     r = seed.barca("sql", "select count(*) from prices", "--json", env=env)
     assert r.code == 0, r.err
-    assert json.loads(r.out)["rows"] == [[3]]
+    assert r.sql_rows() == [[3]]
 
 
 def test_a_query_never_unpickles_and_checks_what_it_reads(project: Project) -> None:

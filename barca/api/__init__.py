@@ -425,7 +425,10 @@ def status(target: str | None = None, *files: str, settings: Settings | None = N
             targets = list(sess.graph.order)
         w = _predict(sess, targets)
         order = [n for n in sess.graph.order if n in w.states]
-        return StatusReport(tuple(status_row(sess.ctx, w.states[n]) for n in order))
+        from barca.present.statusview import mark_upstream
+        return StatusReport(mark_upstream(tuple(status_row(sess.ctx, w.states[n])
+                                                for n in order)),
+                            tuple(_names(target)), str(sess.graph.root))
     finally:
         sess.close()
 

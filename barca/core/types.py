@@ -63,13 +63,30 @@ def key_preview(keys: Iterable[str]) -> list[str]:
     return heapq.nsmallest(PREVIEW_KEYS, keys)
 
 
+_SPECIAL = "\\,="
+
+
 def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
+    """``,`` and ``=`` get a backslash; a backslash only where it could be read as one (before
+    ``\\``, ``,``, ``=`` or at the end): ``back\\slash`` stays as written."""
+    if "\\" not in text:
+        return text.replace(",", "\\,").replace("=", "\\=")
+    out = []
+    for i, c in enumerate(text):
+        if c == "\\":
+            after = text[i + 1] if i + 1 < len(text) else ""
+            out.append("\\\\" if after == "" or after in _SPECIAL else c)
+        elif c in ",=":
+            out.append("\\" + c)
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def format_key(values: dict[str, str]) -> PartitionKey:
     """``{"region": "amer", "day": "d1"}`` -> ``day=d1,region=amer`` (dimensions sorted; a
-    ``,``, ``=`` or ``\\`` inside a value is escaped with a backslash)."""
+    ``,`` or ``=`` inside a value is escaped with a backslash, and a backslash where it could
+    be read as an escape)."""
     return PartitionKey(",".join(f"{_escape(d)}={_escape(values[d])}" for d in sorted(values)))
 
 
@@ -98,7 +115,7 @@ def parse_key(key: str) -> dict[str, str]:
     i = 0
     while i < len(key):
         c = key[i]
-        if c == "\\" and i + 1 < len(key):
+        if c == "\\" and i + 1 < len(key) and key[i + 1] in _SPECIAL:
             parts[-1][-1] += key[i + 1]
             i += 2
             continue

@@ -363,7 +363,8 @@ class Runner:
         if self._pool is None:
             from barca.engine.executors import start
             on_import = lambda path: self.on_event(ev.Importing(path))  # noqa: E731
-            self._pool = start(self.settings, on_import)
+            on_note = lambda text: self.on_event(ev.Note(text, "info"))  # noqa: E731
+            self._pool = start(self.settings, on_import, on_note=on_note)
         return self._pool
 
     def _execute(self, nid: NodeId, steps: list[StepState], attempt: int = 0) -> None:
@@ -439,8 +440,17 @@ class Runner:
             if len(self._rows) >= 500 or time.monotonic() - self._last_flush > 0.5:
                 self._flush()
 
+        def on_lines(lines: list[tuple[int, float, str, str]]) -> None:
+            """Lines steps wrote while running: stored as the pool hands them over (batched)."""
+            if self.execute:
+                got = []
+                for index, ts, stream, line in lines:
+                    nid, s = where[index]
+                    got.append((self.run_id, nid, s.id, ts, stream, line))
+                self.ctx.store.record((), got)
+
         if tasks:
-            self.pool().run(tasks, on_record)
+            self.pool().run(tasks, on_record, on_lines)
         self._flush()
         for nid, _ in groups:
             self.ctx.view.forget(nid)

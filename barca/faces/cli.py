@@ -123,7 +123,9 @@ class EventPrinter:
                 self._line(f"[barca] step:{e.step} cached")
         elif isinstance(e, ev.StepFailedEvent):
             self._step_output(e.step, e.output)
-            if self.agent or self.mode == "pretty":
+            # a sink that could not be written is said in every mode: the step's value was
+            # computed, but a file someone reads outside barca is not there
+            if self.agent or self.mode == "pretty" or e.error.startswith("sink failed"):
                 self._line(f"[barca] step:{e.step} failed: {e.error}")
         elif isinstance(e, ev.Note):  # notes and warnings reach stderr in every mode
             self._line(f"[barca] {e.text}" if e.level == "info"
@@ -225,27 +227,20 @@ def render(outcome: Any, mode: str) -> None:
 def _print_logs(log: Any, mode: str, args: Any, settings: Any) -> None:
     """``barca logs``: the run is named on stderr; lines on stdout (JSON: one object each).
     With ``-f``, new lines are printed until the run ends."""
-    import time
-
-    from barca.queries.runlog import logs
+    from barca.queries.runlog import follow
     sys.stderr.write(f"[barca] {log.headline()}\n")
     if not log.lines and not args.follow and mode != "json":
         sys.stderr.write(f"[barca] {log.EMPTY}\n")
-    after = 0
-    while True:
+    looks = follow(log, settings=settings, step=args.step, stream=args.stream) \
+        if args.follow else [log]
+    for part in looks:
         if mode == "json":  # one array; following, one object per line as lines arrive
-            text = log.json_lines() if args.follow else log.json_array()
+            text = part.json_lines() if args.follow else part.json_array()
         else:
-            text = printable(log.text_lines())
+            text = printable(part.text_lines())
         if text:
             sys.stdout.write(text)
             sys.stdout.flush()
-        if not args.follow or log.status != "running":
-            return
-        time.sleep(0.2)
-        after = log.lines[-1].id if log.lines else after
-        log = logs(log.run_id, step=args.step, stream=args.stream, timestamps=args.timestamps,
-                   after=after, settings=settings)
 
 
 def _error(exc: BarcaError, mode: str, agent: bool) -> None:

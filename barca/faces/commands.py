@@ -150,6 +150,18 @@ def _list_flags(s: argparse.ArgumentParser) -> None:
 def _status_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("args", nargs="*", metavar="TARGET|FILE")
     s.add_argument("--widget", action="store_true", help="(notebooks) a live status widget")
+    s.add_argument("-l", "--limit", type=int, default=None,
+                   help="at most N nodes (default: 100 in a table, every one in JSON)")
+    s.add_argument("--all", action="store_true", help="every node")
+    s.add_argument("--fields", metavar="A,B", default=None,
+                   help="JSON with only these keys of each node")
+    s.add_argument("--state", metavar="S1,S2", default=None,
+                   help="only nodes in these states (cached, stale, never_run, partial, "
+                        "unknown, always_runs)")
+    s.add_argument("--problems", action="store_true",
+                   help="only nodes that need attention")
+    s.add_argument("--sample", type=int, metavar="N", default=None,
+                   help="JSON: up to N rows of each json, parquet or csv result")
     _output_flags(s)
 
 
@@ -396,7 +408,11 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
         return Outcome(cmd, list_nodes(*args.args, settings=s, groups=args.groups), args, s)
     if cmd == "status":
         target, files = split_target(args.args)
-        return Outcome(cmd, api.status(target, *files, settings=s), args, s)
+        from barca.present.statusview import narrow, other_envs
+        report = other_envs(api.status(target, *files, settings=s), s.env,
+                            s.where("env", "default"))
+        return Outcome(cmd, narrow(report, args.state, args.problems, args.limit, args.all,
+                                   args.fields, args.sample), args, s)
     if cmd == "graph":
         return Outcome(cmd, api.graph(*args.args, settings=s), args, s)
     if cmd == "plan":

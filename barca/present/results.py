@@ -83,10 +83,26 @@ SUMMARY_ORDER = (("cached", "cached"), ("stale", "stale"), ("never_run", "never 
 
 
 class StatusReport(_Displayable, Record):
-    __slots__ = ("rows",)
+    """``barca status``: ``rows`` are the nodes shown (after ``--state``/``--problems`` and a
+    limit); ``counts`` is the summary of every node of the cones read, ``total`` the number of
+    nodes the filters kept (before the limit). See barca.present.statusview for the options."""
+    __slots__ = ("rows", "targets", "root", "counts", "total", "fields", "filter", "table_limit",
+                 "note")
+    _defaults = {"targets": (), "root": "", "counts": None, "total": None, "fields": None,
+                 "filter": None, "table_limit": 100, "note": ""}
     rows: tuple[StatusRow, ...]
+    targets: tuple[str, ...]           # as named (comma-separated on the command line)
+    root: str                          # the project root
+    counts: dict[str, int] | None      # None: counted from rows
+    total: int | None                  # None: len(rows)
+    fields: tuple[str, ...] | None     # --fields: the node keys JSON keeps
+    filter: dict[str, Any] | None      # --state / --problems, as JSON says them
+    table_limit: int | None            # rows a table shows (JSON shows every row of ``rows``)
+    note: str                          # e.g. other environments hold results (see statusview)
 
     def summary(self) -> dict[str, int]:
+        if self.counts is not None:
+            return dict(self.counts)
         counts = {k: 0 for k, _ in SUMMARY_ORDER}
         for r in self.rows:
             counts[r.state] += 1
@@ -96,27 +112,61 @@ class StatusReport(_Displayable, Record):
         s = self.summary()
         return ", ".join(f"{s[k]} {label}" for k, label in SUMMARY_ORDER)
 
+    @property
+    def matched(self) -> int:
+        return len(self.rows) if self.total is None else self.total
+
+    def _node(self, r: StatusRow) -> dict[str, Any]:
+        node = {"id": r.id, "name": r.name, "kind": r.kind, "inputs": list(r.inputs),
+                "partitioned": r.partitions is not None,
+                "cache": {"state": r.state, "reason": r.reason, "detail": r.detail}}
+        if r.partitions is not None:  # as a step: no key when the node has no partitions
+            node["partitions"] = r.partitions
+        node["last_materialization"] = r.last_materialization
+        node["shape"] = None if r.shape == "-" else r.shape
+        node.update(r.extra or {})  # last_bytes_change, env; undeclared_env, schedule if any
+        if self.fields is not None:
+            return {k: node[k] for k in self.fields if k in node}
+        return node
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "nodes": [dict({
-                "id": r.id, "name": r.name, "kind": r.kind, "inputs": list(r.inputs),
-                "cache": {"state": r.state, "reason": r.reason, "detail": r.detail},
-                "partitions": r.partitions, "last_materialization": r.last_materialization,
-                "shape": None if r.shape == "-" else r.shape,
-            }, **(r.extra or {})) for r in self.rows],
-            "summary": self.summary(),
-        }
+        doc: dict[str, Any] = {
+            "target": self.targets[0] if len(self.targets) == 1 else None,
+            "targets": list(self.targets),
+            "nodes": [self._node(r) for r in self.rows],
+            "summary": self.summary(), "total": self.matched,
+            "truncated": self.matched > len(self.rows), "root": self.root}
+        if self.filter:
+            doc["filter"] = self.filter
+        if doc["truncated"]:
+            doc["hint"] = f"--limit N shows N nodes, --all every one of the {self.matched}"
+        if self.note:
+            doc["note"] = self.note
+        return doc
+
+    def _shown(self) -> tuple[StatusRow, ...]:
+        return self.rows if self.table_limit is None else self.rows[:self.table_limit]
+
+    def _cut_note(self) -> str:
+        shown = len(self._shown())
+        if shown >= self.matched:
+            return ""
+        return (f"showing {shown} of {self.matched} nodes (--limit N for more, --all for "
+                "every node)")
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
         rows = [[r.name, r.kind, cell_label(r.state), r.detail, r.last_run, r.shape,
-                 ", ".join(short_name(d) for d in r.deps) or "-"] for r in self.rows]
-        return (["NAME", "KIND", "STATE", "WHY", "LAST RUN", "SHAPE", "DEPS"], rows, 2,
-                self.summary_line())
+                 ", ".join(short_name(d) for d in r.deps) or "-"] for r in self._shown()]
+        summary = self.summary_line()
+        for extra in (self._cut_note(), self.note):
+            if extra:
+                summary += f"\n{extra}"
+        return (["NAME", "KIND", "STATE", "WHY", "LAST RUN", "SHAPE", "DEPS"], rows, 2, summary)
 
     def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
         headers, rows, col, summary = self._table()
         short = short_names([r.id for r in self.rows])
-        for row, r in zip(rows, self.rows, strict=False):
+        for row, r in zip(rows, self._shown(), strict=False):
             row[0] = short[r.id]
             row[6] = ", ".join(short.get(d, d) for d in r.deps) or "-"
         return headers, rows, col, summary, 3
@@ -213,13 +263,27 @@ class OutputItems:
 
 
 class Output(Record):
-    __slots__ = ("target", "partitioned", "items", "values", "preview")
-    _defaults = {"values": None, "preview": ""}
+    __slots__ = ("target", "partitioned", "items", "values", "preview", "root")
+    _defaults = {"values": None, "preview": "", "root": ""}
     target: str
     partitioned: bool
     items: tuple[OutputItem, ...]
     values: Any                 # filled by the API when it loads values (JSON-able or None)
     preview: str
+    root: str                   # the project root, where a table is read for --pretty
+
+    def shown_preview(self) -> str:
+        """``preview``, or for a table (parquet, csv) its shape and first rows, read only
+        when shown (JSON never pays for it)."""
+        if self.preview or self.partitioned or not self.items or not self.root:
+            return self.preview
+        item = self.items[0]
+        if item.format not in ("parquet", "csv") or not item.path:
+            return ""
+        from pathlib import Path
+
+        from barca.present.outputs import table_preview
+        return table_preview(Path(self.root) / item.path, item.format)
 
 
 MAX_KEYS_IN_OUTPUT = 1000
@@ -313,8 +377,9 @@ class RunResult(_Displayable, Record):
                 lines.extend(f"{i.key}: {i.path}" for i in sorted(o.items, key=lambda i: i.key))
             elif o.items:
                 lines.append(str(o.items[0].path))
-                if o.preview:
-                    lines.append(o.preview)
+                preview = o.shown_preview()
+                if preview:
+                    lines.append(preview)
         return "\n".join(lines)
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
@@ -353,6 +418,21 @@ def _json_cell(v: Any) -> Any:
     return v
 
 
+def _unique(columns: tuple[str, ...]) -> list[str]:
+    """Column names as object keys: a name the query gave twice (``select 1 as a, 2 as a``)
+    is ``a``, then ``a_1``, so no value is lost to a repeated key."""
+    seen: set[str] = set()
+    out = []
+    for name in columns:
+        key, n = name, 0
+        while key in seen:
+            n += 1
+            key = f"{name}_{n}"
+        seen.add(key)
+        out.append(key)
+    return out
+
+
 class SqlResult(_Displayable, Record):
     __slots__ = ("query", "columns", "rows", "total")
     query: str
@@ -365,9 +445,12 @@ class SqlResult(_Displayable, Record):
         return self.total > len(self.rows)
 
     def to_json(self) -> dict[str, Any]:
-        return {"query": self.query, "columns": list(self.columns),
-                "rows": [[_json_cell(v) for v in r] for r in self.rows], "row_count": self.total,
-                "truncated": self.truncated}
+        """``{"columns", "rows", "total", "truncated"}``: each row an object keyed by column
+        (``row["n"]`` reads as the query says), ``total`` the rows before the limit."""
+        names = _unique(self.columns)
+        return {"columns": names,
+                "rows": [dict(zip(names, map(_json_cell, r), strict=True)) for r in self.rows],
+                "total": self.total, "truncated": self.truncated}
 
     def to_pandas(self) -> Any:
         import pandas as pd

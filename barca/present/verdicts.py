@@ -169,7 +169,7 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
     else:
         last_run, shape, lm = f"failed {_when(last.created_at)}", "-", _materialization(last)
     deps = tuple(graph.upstream[ns.node])
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"last_bytes_change": _bytes_changed(ctx, last), "env": list(m.env)}
     undeclared = sorted(set(m.env_reads) - set(m.env))
     if undeclared:  # read, not declared in env=, so not hashed (barca docs env)
         extra["undeclared_env"] = undeclared
@@ -182,6 +182,21 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
     return StatusRow(ns.node, m.kind, state, reason, detail, last_run, shape, deps,
                      tuple(i.target for i in m.inputs), parts, lm,  # type: ignore[misc]
                      extra or None)
+
+
+def _bytes_changed(ctx: Context, last: Row | None) -> str | None:
+    """When the bytes of the result status shows last changed: the oldest of the newest run
+    of results of its key with the same content (a re-run that wrote the same bytes is not a
+    change). None when there is no successful result."""
+    if last is None or last.status != "success" or not last.sha256:
+        return None
+    when = last.created_at
+    for r in ctx.store.rows(last.asset, "partition=? AND status='success' AND id<=?",
+                            (last.partition, last.id), order="id DESC LIMIT 1000"):
+        if r.sha256 != last.sha256:
+            break
+        when = r.created_at
+    return _when(when)
 
 
 def _materialization(r: Row) -> dict[str, Any]:

@@ -3,6 +3,8 @@ history``), the lines their steps wrote (``barca logs``, the widget's last lines
 that changes whenever a run may have changed the status (what the widget watches)."""
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +106,21 @@ def logs(run_id: str | None = None, step: str | None = None, stream: str | None 
                                                   for r in rows), timestamps)
     finally:
         store.close()
+
+
+def follow(log: StepLog, every: float = 0.2, settings: Settings | None = None,
+           step: str | None = None, stream: str | None = None) -> Iterator[StepLog]:
+    """``logs -f``: ``log`` itself, then the lines recorded after it, every ``every`` seconds
+    while its run is running; ends with the run (a run's lines are all recorded before its
+    status changes, so the last look misses none)."""
+    yield log
+    after = 0
+    while log.status == "running":
+        after = log.lines[-1].id if log.lines else after
+        time.sleep(every)
+        log = logs(log.run_id, step=step, stream=stream, timestamps=log.timestamps,
+                   after=after, settings=settings)
+        yield log
 
 
 def _recorded_by(store: Store, run_id: str, step: str) -> str | None:

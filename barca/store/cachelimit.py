@@ -78,7 +78,7 @@ class CacheReport(Record):
     limit_bytes: int | None
     target_bytes: int
     after_bytes: int
-    tiers: dict[str, list[str]]      # tier -> paths (under .barca/) evicted from it
+    tiers: dict[str, list[str]]      # tier -> paths (from the project root) evicted from it
     evicted: tuple[str, ...]
     failed: tuple[str, ...]
     held: tuple[str, ...]
@@ -248,11 +248,11 @@ def evict(root: Path, budget: int | None, target: int, cur: Currency,
     finally:
         for store in all_stores:
             store.close()
-    rel = [p.removeprefix(".barca/") for p, _ in chosen if p not in failed]
-    tiers = {t: [p.removeprefix(".barca/") for p in ps if p not in failed]
-             for t, ps in tiers.items()}
+    # paths as barca prints every path: from the project root (.barca/artifacts/...)
+    rel = [p for p, _ in chosen if p not in failed]
+    tiers = {t: [p for p in ps if p not in failed] for t, ps in tiers.items()}
     return CacheReport(size, budget, target, now, tiers, tuple(rel), tuple(failed),
-                       tuple(p.removeprefix(".barca/") for p in held), dry_run)
+                       tuple(held), dry_run)
 
 
 def _assets(chosen: list[tuple[str, Store]]) -> dict[str, str]:

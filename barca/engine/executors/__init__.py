@@ -16,12 +16,16 @@ if TYPE_CHECKING:
 @runtime_checkable
 class Executor(Protocol):
     """Runs steps: ``run`` hands each finished step's record to ``on_record`` (in the
-    coordinator) as it lands, and returns when every step has one; ``close`` stops the
-    workers (an executor is reused across the calls of one command)."""
+    coordinator) as it lands, and returns when every step has one; ``on_lines``, if the
+    executor can, gets the lines steps write while they run, (task index, time, stream, line),
+    before their records (the record then carries none); ``close`` stops the workers (an
+    executor is reused across the calls of one command)."""
 
     size: int
 
-    def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None]) -> None: ...
+    def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None],
+            on_lines: Callable[[list[tuple[int, float, str, str]]], None] | None = None
+            ) -> None: ...
 
     def close(self) -> None: ...
 
@@ -83,13 +87,14 @@ def executor_name(settings: Settings) -> str:
 
 
 def start(settings: Settings, on_import: Callable[[str], None],
-          size: int | None = None) -> Executor:
+          size: int | None = None, on_note: Callable[[str], None] | None = None) -> Executor:
     """The executor for a run, chosen here alone: the local process pool, or Dask when the
-    ``executor`` setting says ``dask`` or a scheduler address."""
+    ``executor`` setting says ``dask`` or a scheduler address. ``on_note``: a line for the
+    user (a step still running), where the executor can tell."""
     size = size or default_pool_size(settings)
     kind = executor_name(settings)
     if kind == "local":
         from barca.engine.executors.process import ProcessPool
-        return ProcessPool(settings, size, on_import)
+        return ProcessPool(settings, size, on_import, on_note)
     from barca.engine.executors.dask import DaskExecutor
     return DaskExecutor(settings, kind, size, on_import)

@@ -1,19 +1,33 @@
 """What a step writes while it runs: every line of its stdout and stderr (prints, ``logging``,
 ``warnings``, the traceback of a failed attempt), with its stream and a UTC timestamp, in order.
-The coordinator records them (``barca logs``) and shows them live in human mode."""
+The coordinator records them (``barca logs``) and shows them live in human mode.
+
+In a pool worker each complete line also goes, as it is written, into a file the coordinator
+reads (``LineFile``): once written there a line is the kernel's, so it outlives the worker -- a
+segfault, an out-of-memory kill or a timeout's kill loses none of the lines before it. One
+``write`` call is one system call however many lines it holds, and wakes no one (a pipe would
+wake the reader per line, which costs more than the print); the coordinator looks every 0.1 s
+and batches what it reads into the metadata store (never a commit per line)."""
 from __future__ import annotations
 
 import contextlib
 import io
+import os
+import struct
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 Line = tuple[float, str, str]   # (epoch seconds, "stdout" | "stderr", text without newline)
+Sink = Callable[[list[Line]], None]
+
+# one line in the pipe: step index, time, stream (0 stdout, 1 stderr), byte length, then UTF-8
+_HEAD = struct.Struct("<idBI")
+_STREAMS = ("stdout", "stderr")
 
 _BARCA = str(Path(__file__).resolve().parents[2]) + "/"  # barca's own frames start here
 
@@ -21,8 +35,8 @@ _BARCA = str(Path(__file__).resolve().parents[2]) + "/"  # barca's own frames st
 class _Stream(io.TextIOBase):
     """A text stream that cuts what is written into lines, into the step's shared list."""
 
-    def __init__(self, name: str, lines: list[Line]) -> None:
-        self.name, self.lines, self._part = name, lines, ""
+    def __init__(self, name: str, lines: list[Line], sink: Sink | None = None) -> None:
+        self.name, self.lines, self._part, self.sink = name, lines, "", sink
 
     def writable(self) -> bool:
         return True
@@ -35,24 +49,33 @@ class _Stream(io.TextIOBase):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         chunks = (self._part + text).split("\n")
         self._part = chunks.pop()
-        now = time.time()
-        self.lines.extend((now, self.name, c) for c in chunks)
+        if chunks:
+            now = time.time()
+            new = [(now, self.name, c) for c in chunks]
+            self.lines.extend(new)
+            if self.sink is not None:
+                self.sink(new)
         return len(text)
 
     def close_line(self) -> None:
         """A last line written without its newline."""
         if self._part:
-            self.lines.append((time.time(), self.name, self._part))
+            new = [(time.time(), self.name, self._part)]
+            self.lines.extend(new)
             self._part = ""
+            if self.sink is not None:
+                self.sink(new)
 
 
 class StepOutput:
-    """The step's two streams; ``lines`` holds what they wrote, in order."""
+    """The step's two streams; ``lines`` holds what they wrote, in order; ``sink`` (if any)
+    is handed each complete line as it is written."""
 
-    def __init__(self) -> None:
+    def __init__(self, sink: Sink | None = None) -> None:
         self.lines: list[Line] = []
-        self.stdout = _Stream("stdout", self.lines)
-        self.stderr = _Stream("stderr", self.lines)
+        self.sink = sink
+        self.stdout = _Stream("stdout", self.lines, sink)
+        self.stderr = _Stream("stderr", self.lines, sink)
 
     def finish(self) -> list[Line]:
         self.stdout.close_line()
@@ -61,11 +84,64 @@ class StepOutput:
 
     def add_traceback(self, text: str) -> None:
         now = time.time()
-        self.lines.extend((now, "stderr", t) for t in text.rstrip("\n").split("\n"))
+        new = [(now, "stderr", t) for t in text.rstrip("\n").split("\n")]
+        self.lines.extend(new)
+        if self.sink is not None:
+            self.sink(new)
 
     def text(self) -> str:
         """Everything, as the live ``[step] line`` output shows it."""
         return "".join(line + "\n" for _, _, line in self.lines)
+
+
+class LineFile:
+    """The worker's end of its line file (appended to; the coordinator empties it between
+    chunks of work): ``sink(index)`` is the ``Sink`` of step ``index``."""
+
+    def __init__(self, path: str) -> None:
+        self.fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND)
+        with contextlib.suppress(OSError):  # open here and in the coordinator: nameless
+            os.unlink(path)
+
+    def sink(self, index: int) -> Sink:
+        return lambda lines: self.send(index, lines)
+
+    def send(self, index: int, lines: list[Line]) -> None:
+        if self.fd is None:
+            return
+        pack = _HEAD.pack
+        if len(lines) == 1:  # the usual case (a print): no list to join
+            ts, stream, text = lines[0]
+            data = text.encode("utf-8", "replace")
+            buf = pack(index, ts, stream == "stderr", len(data)) + data
+        else:
+            parts = []
+            for ts, stream, text in lines:
+                data = text.encode("utf-8", "replace")
+                parts.append(pack(index, ts, stream == "stderr", len(data)))
+                parts.append(data)
+            buf = b"".join(parts)
+        try:
+            sent = os.write(self.fd, buf)
+            while sent < len(buf):  # a short write (a signal): the rest follows
+                sent += os.write(self.fd, buf[sent:])
+        except OSError:  # the coordinator is gone: the lines still reach the step's record
+            self.fd = None
+
+
+def read_lines(data: bytes) -> tuple[list[tuple[int, float, str, str]], bytes]:
+    """What ``LineFile`` wrote, as (step index, time, stream, line), and the bytes of a line
+    not yet read whole (kept for the next read)."""
+    out = []
+    at, end, size = 0, len(data), _HEAD.size
+    while at + size <= end:
+        index, ts, err, n = _HEAD.unpack_from(data, at)
+        if at + size + n > end:
+            break
+        out.append((index, ts, _STREAMS[err], data[at + size:at + size + n].decode("utf-8",
+                                                                                   "replace")))
+        at += size + n
+    return out, data[at:]
 
 
 def user_traceback(exc: BaseException) -> str:

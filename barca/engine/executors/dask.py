@@ -184,7 +184,8 @@ class DaskExecutor:
         else:
             self.client = Client(address)
 
-    def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None]) -> None:
+    def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None],
+            on_lines: Any = None) -> None:  # lines come back in each record
         from distributed import as_completed
 
         per_chunk = max(1, min(64, -(-len(tasks) // (self.size * 4))))

@@ -22,7 +22,12 @@ from typing import Any
 
 from barca.core.record import Fields
 from barca.engine.executors import branches
+from barca.engine.executors.capture import read_lines
 from barca.engine.executors.job import StepJob, StepRecord
+
+Line = tuple[int, float, str, str]  # (task index, time, stream, line)
+LINES_EVERY = 0.1  # seconds: how long read lines may wait before they are handed on (stored)
+STILL_RUNNING = (10.0, 30.0, 60.0)  # a running step is said at these ages, then every 60 s
 
 
 def _context() -> Any:
@@ -39,7 +44,8 @@ def _context() -> Any:
     return ctx
 
 
-def _worker_main(conn: Connection, settings: Any, parent: int | None) -> None:
+def _worker_main(conn: Connection, settings: Any, parent: int | None,
+                 lines: str | None = None) -> None:
     try:  # die with the process that forked us (the coordinator, or its forkserver)
         import ctypes
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
@@ -52,9 +58,11 @@ def _worker_main(conn: Connection, settings: Any, parent: int | None) -> None:
     with contextlib.suppress(OSError):
         os.dup2(2, 1)  # a stray write to stdout must never mix with the command's result
     os.chdir(settings.root)
+    from barca.engine.executors.capture import LineFile
     from barca.engine.executors.worker import Worker
 
-    worker = Worker(settings, lambda kind, data: conn.send((kind, data)))
+    pipe = None if lines is None else LineFile(lines)
+    worker = Worker(settings, lambda kind, data: conn.send((kind, data)), pipe)
     branches.CHANNEL = conn  # a step's parallel() asks the coordinator over this pipe
     while True:
         try:
@@ -74,13 +82,21 @@ def _worker_main(conn: Connection, settings: Any, parent: int | None) -> None:
 
 
 class _Slot(Fields):
-    __slots__ = ("proc", "conn", "chunk", "done", "deadline", "running", "waiting")
+    __slots__ = ("proc", "conn", "chunk", "done", "deadline", "running", "waiting", "lines",
+                 "path", "at", "rest", "since", "said")
 
     def __init__(self, proc: Any, conn: Connection, chunk: list[StepJob] | None = None,
                  done: set[int] | None = None, deadline: float | None = None,
-                 running: int | None = None) -> None:
+                 running: int | None = None, lines: int | None = None,
+                 path: str = "") -> None:
         self.proc = proc
         self.conn = conn
+        self.lines = lines  # the worker's line file, read here (see capture.LineFile)
+        self.path = path
+        self.at = 0         # how far it is read
+        self.rest = b""     # a line not yet read whole
+        self.since = time.monotonic()  # when its running step began (its chunk's steps run
+        self.said = 0                  # in order); how many "still running" notes it had
         self.chunk = [] if chunk is None else chunk
         self.done = set() if done is None else done
         self.deadline = deadline
@@ -100,32 +116,48 @@ class _Call(Fields):
 class ProcessPool:
     """Runs steps on ``size`` worker processes, started lazily and reused across calls."""
 
-    def __init__(self, settings: Any, size: int, on_import: Callable[[str], None]) -> None:
+    def __init__(self, settings: Any, size: int, on_import: Callable[[str], None],
+                 on_note: Callable[[str], None] | None = None) -> None:
         self.settings = settings  # what the workers are started with (remote store, fsync)
         self.size = size
         self.on_import = on_import
+        self.on_note = on_note    # "still running" lines: stderr in every output mode
         self.ctx = _context()
         self.slots: list[_Slot] = []
         self.calls: dict[int, _Call] = {}   # branch index -> its parallel() call
         self._branch = 0                     # branch indices count down from -1
+        self._on_lines: Callable[[list[Line]], None] | None = None
+        self._pending: list[Line] = []      # lines read, not yet handed to _on_lines
+        self._sent = time.monotonic()
         from barca.engine.executors import capacity
         self.capacity = capacity(settings, size)[0]
 
     def _spawn(self) -> _Slot:
         parent, child = self.ctx.Pipe(duplex=True)
+        import tempfile
+        try:
+            lines, path = tempfile.mkstemp(prefix="barca-lines-")  # the worker unlinks it
+        except OSError:  # no temporary folder: the lines come with each step's record
+            lines, path = None, None
         forked_from = os.getpid() if self.ctx.get_start_method() == "fork" else None
-        proc = self.ctx.Process(target=_worker_main, args=(child, self.settings, forked_from),
+        proc = self.ctx.Process(target=_worker_main,
+                                args=(child, self.settings, forked_from, path),
                                 daemon=True, name="barca-worker")
         proc.start()
         child.close()
-        slot = _Slot(proc, parent)
+        slot = _Slot(proc, parent, lines=lines, path=path or "")
         self.slots.append(slot)
         return slot
 
-    def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None]) -> None:
-        """Run every task; ``on_record`` is called in the coordinator as each one finishes."""
+    def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None],
+            on_lines: Callable[[list[Line]], None] | None = None) -> None:
+        """Run every task; ``on_record`` is called in the coordinator as each one finishes,
+        ``on_lines`` with the lines steps wrote as they write them: (task index, time, stream,
+        line), in batches at most ``LINES_EVERY`` seconds apart, a step's lines always
+        before its record."""
         if not tasks:
             return
+        self._on_lines, self._pending, self._sent = on_lines, [], time.monotonic()
         by_index = {t.index: t for t in tasks}
         weighed = self.capacity < self.size or any(t.weight != 1 for t in tasks)
         # weighed: one step per chunk, so what a worker holds is the weight of the step it runs
@@ -138,6 +170,7 @@ class ProcessPool:
             """A record to its step's on_record (1: a step done), or a branch's to the
             parallel() call waiting for it (0)."""
             if rec.index >= 0:
+                self._hand_lines()
                 on_record(rec)
                 return 1
             self._branch_done(rec, by_index)
@@ -155,16 +188,20 @@ class ProcessPool:
                 slot.chunk = chunk
                 slot.done = set()
                 slot.deadline = None
+                slot.since, slot.said = time.monotonic(), 0
                 slot.conn.send(slot.chunk)
             busy = [s for s in self.slots if s.chunk]
             timeout = None
             deadlines = [s.deadline for s in busy if s.deadline is not None]
             if deadlines:
                 timeout = max(0.0, min(deadlines) - time.monotonic())
+            if busy:  # a line file says nothing when written to: looked at this often
+                timeout = LINES_EVERY if timeout is None else min(timeout, LINES_EVERY)
             wait([s.conn for s in busy] + [s.proc.sentinel for s in busy], timeout)
             now = time.monotonic()
             for slot in busy:
                 died = False
+                self._read_lines(slot)  # what running steps wrote so far
                 while slot.chunk:
                     try:
                         if not slot.conn.poll():
@@ -174,8 +211,10 @@ class ProcessPool:
                         died = True
                         break
                     if kind == "record":
+                        self._read_lines(slot)  # its lines, written before it was sent
                         slot.done.add(data.index)
                         slot.deadline, slot.running = None, None
+                        slot.since, slot.said = time.monotonic(), 0  # the next step begins
                         remaining -= deliver(data)
                     elif kind == "branches":  # its step called parallel(): queue them first
                         self._fan_out(slot, data, queue, by_index)
@@ -186,10 +225,57 @@ class ProcessPool:
                         self.on_import(data)
                     elif kind == "idle":
                         slot.chunk = []
+                        self._read_lines(slot, idle=True)
                 if slot.chunk and (died or not slot.proc.is_alive()):
                     remaining -= self._fail_dead(slot, queue, deliver)
                 elif slot.chunk and slot.deadline is not None and now >= slot.deadline:
                     remaining -= self._fail_timeout(slot, queue, deliver, by_index)
+            if self._pending and time.monotonic() - self._sent >= LINES_EVERY:
+                self._hand_lines()
+            self._say_long_steps()
+        self._hand_lines()
+
+    def _say_long_steps(self) -> None:
+        """A step running for 10 s is said, then at 30 s, then every minute: a run that
+        seems stuck shows what it is waiting for, whatever the output mode."""
+        if self.on_note is None:
+            return
+        now = time.monotonic()
+        for slot in self.slots:
+            running = [t for t in slot.chunk if t.index not in slot.done]
+            if not running or slot.waiting:
+                continue
+            took = now - slot.since
+            due = STILL_RUNNING[min(slot.said, len(STILL_RUNNING) - 1)] * (
+                1 + max(0, slot.said - len(STILL_RUNNING) + 1))
+            if took >= due:
+                slot.said += 1
+                self.on_note(f"still running after {took:.0f}s: {running[0].step}")
+
+    def _read_lines(self, slot: _Slot, idle: bool = False) -> None:
+        """What the slot's worker has written into its line file since the last look (all
+        of it, also after the worker died: the file keeps what was written). ``idle``: the
+        worker waits for work, so the file is emptied for its next steps."""
+        if slot.lines is None:
+            return
+        data = slot.rest
+        try:
+            while got := os.pread(slot.lines, 1 << 22, slot.at):
+                slot.at += len(got)
+                data += got
+            if idle:  # the worker appends (O_APPEND): its next line lands at 0
+                os.ftruncate(slot.lines, 0)
+                slot.at = 0
+        except OSError:
+            pass
+        if data:
+            lines, slot.rest = read_lines(data)
+            self._pending.extend(lines)
+
+    def _hand_lines(self) -> None:
+        if self._pending and self._on_lines is not None:
+            self._on_lines(self._pending)
+        self._pending, self._sent = [], time.monotonic()
 
     def _running(self) -> int:
         """The workers that count against the pool size: those running something, but not
@@ -256,6 +342,15 @@ class ProcessPool:
         except Exception:
             pass
         slot.conn.close()
+        self._read_lines(slot)  # every line written before it died or was killed
+        self._close_lines(slot)
+
+    def _close_lines(self, slot: _Slot) -> None:
+        if slot.lines is not None:
+            os.close(slot.lines)
+            slot.lines = None
+            with contextlib.suppress(OSError):  # the worker died before it unlinked it
+                os.unlink(slot.path)
 
     def _fail_dead(self, slot: _Slot, queue: deque[list[StepJob]],
                    on_record: Callable[[StepRecord], int]) -> int:
@@ -306,4 +401,5 @@ class ProcessPool:
                 slot.proc.kill()
                 slot.proc.join(1)
             slot.conn.close()
+            self._close_lines(slot)
         self.slots = []

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from barca.core.types import key_strings
-from barca.engine.executors.capture import StepOutput, captured, user_traceback
+from barca.engine.executors.capture import LineFile, StepOutput, captured, user_traceback
 from barca.engine.executors.job import StepJob, StepRecord, pack_output
 from barca.identity.hashing import json_digests, sensor_run_hash, source_only, value_digest
 from barca.store import artifacts, frames
@@ -30,8 +30,10 @@ class BadInput(Exception):
 class Worker:
     """State kept by one worker process across steps: imported modules, loaded inputs."""
 
-    def __init__(self, settings: Any, notify: Callable[[str, Any], None]) -> None:
+    def __init__(self, settings: Any, notify: Callable[[str, Any], None],
+                 pipe: LineFile | None = None) -> None:
         self.settings = settings  # the command's, as the worker was started with them
+        self.pipe = pipe  # lines go to the coordinator as written (else in the record)
         root = str(settings.root)
         self.root = Path(root)
         self.notify = notify
@@ -188,7 +190,7 @@ class Worker:
 
     def run(self, task: StepJob) -> StepRecord:
         start = time.perf_counter()
-        out = StepOutput()
+        out = StepOutput(None if self.pipe is None else self.pipe.sink(task.index))
         attempts = task.retries + 1
         for attempt in range(attempts):
             try:
@@ -220,11 +222,15 @@ class Worker:
                     continue
                 return StepRecord(task.index, "failed", time.perf_counter() - start,
                                   error=f"{type(exc).__name__}: {exc}", traceback=trace,
-                                  output=shown, lines=out.lines, attempts=attempt + 1)
+                                  output=shown, lines=self._lines(out), attempts=attempt + 1)
         raise AssertionError("unreachable")
 
+    def _lines(self, out: StepOutput) -> list[Any] | None:
+        """The lines for the record: None when the pipe has carried them already."""
+        return out.lines if self.pipe is None else None
+
     def store(self, task: StepJob, value: Any, start: float, out: StepOutput) -> StepRecord:
-        rec = StepRecord(task.index, "success", 0.0, output=out.text(), lines=out.lines)
+        rec = StepRecord(task.index, "success", 0.0, output=out.text(), lines=self._lines(out))
         if task.key_source:
             problem = _key_source_problem(value, rec)
             if problem:

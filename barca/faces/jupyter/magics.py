@@ -58,7 +58,23 @@ def _run(line: str, cell: str | None, ns: dict[str, Any] | None = None) -> Any:
         if progress is not None:
             progress.interrupted()
         raise
+    if args.command == "logs" and args.follow:
+        return _follow(outcome)
     return _value(outcome)
+
+
+def _follow(outcome: Any) -> None:
+    """``%barca logs -f``: the lines printed into the cell's output as they are recorded,
+    until the run ends (the stop button ends the following, not the run)."""
+    from barca.queries.runlog import follow
+    args, shown = outcome.args, False
+    for part in follow(outcome.result, settings=outcome.settings, step=args.step,
+                       stream=args.stream):
+        if part.lines:
+            print(part.text_lines(), end="", flush=True)
+            shown = True
+    if not shown:
+        print(outcome.result.EMPTY)
 
 
 def _split(line: str) -> list[str]:
