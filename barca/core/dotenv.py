@@ -94,6 +94,11 @@ def values(names: list[str], root: Path) -> dict[str, str | None]:
     return {n: shown(n, value(n, root)) for n in names}
 
 
+def shown_text(names: list[str], root: Path) -> str:
+    """``A=1 B=<unset>``: the env= values a step ran with, as output shows them."""
+    return " ".join(f"{n}={'<unset>' if v is None else v}" for n, v in values(names, root).items())
+
+
 SALT_FILE = "env-salt"  # under .barca/: this project's own key when there is no store key
 
 

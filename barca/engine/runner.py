@@ -7,10 +7,10 @@ The same walk, without executing, predicts the state of every node for ``status`
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from barca.core import dotenv
 from barca.core import events as ev
 from barca.core.errors import Cancelled
 from barca.core.record import Fields
@@ -24,9 +24,9 @@ from barca.engine.planner import Context, keys_from_row
 from barca.engine.selection import Selection, check_keys, walk_order
 from barca.engine.states import NodeState, SourceOutput, StepState
 from barca.model.discovery import PSEUDO_ABSPATH
+from barca.store.process import new_run_id  # noqa: F401 (the front door's import)
 
 if TYPE_CHECKING:
-    from pathlib import Path
 
     from barca.engine.executors import Executor
 
@@ -422,8 +422,9 @@ class Runner:
                 if rec.keys is not None:
                     ns.output = SourceOutput(*unpack_output(rec.keys, rec.key_values, rec.key_raw))
                 self.w.done += 1
+                env = dotenv.shown_text(m.env, self.graph.root)
                 self.on_event(ev.StepCompleted(s.id, rec.elapsed, self.w.done, self.w.total,
-                                               rec.output, env_text(self.graph.root, m.env)))
+                                               rec.output, env))
             else:
                 s.action, s.error, s.traceback = "failed", rec.error, rec.traceback
                 if rec.infra:
@@ -512,15 +513,3 @@ class Runner:
             self.ctx.store.record(rows, lines)
         self._last_flush = time.monotonic()
 
-
-def env_text(root: Path, names: list[str]) -> str:
-    """``A=1 B=<unset>``: the env= values a step ran with, as output shows them."""
-    if not names:
-        return ""
-    from barca.core.dotenv import values
-    return " ".join(f"{n}={'<unset>' if v is None else v}"
-                    for n, v in values(names, root).items())
-
-
-def new_run_id() -> str:
-    return f"{int(time.time() * 1000) & 0xFFFFFFFF:08x}{os.urandom(2).hex()}"

@@ -43,3 +43,9 @@ def process_alive(pid: int, token: str) -> bool:
     if fields[0] in ("Z", "X"):  # a zombie: dead, not yet waited for
         return False
     return not start or (len(fields) > 19 and fields[19] == start)
+
+
+def new_run_id() -> str:
+    """A run's id: the time in milliseconds (so ids sort roughly by start) and 16 random bits."""
+    import time
+    return f"{int(time.time() * 1000) & 0xFFFFFFFF:08x}{os.urandom(2).hex()}"
