@@ -24,6 +24,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
     "run": {"pool_size": (int, "a positive number of worker processes"),
             "executor": (str, "local, dask, or a Dask scheduler address (tcp://HOST:PORT)")},
     "execution": {"capacity": (int, "a whole number >= 1: how much weight may run at once")},
+    "server": {"url": (str, "the barca serve that --server talks to: http://HOST:PORT"),
+               "token_env": (str, "the environment variable holding the server's token")},
 }
 
 

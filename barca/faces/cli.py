@@ -226,6 +226,11 @@ def _print_logs(log: Any, mode: str, args: Any, settings: Any) -> None:
     import time
 
     from barca.queries.runlog import logs
+    if getattr(args, "server", None) is not None:
+        from barca.faces import remote
+        if remote.wanted(args):  # the lines come from the server
+            def logs(run_id: str, after: int, **_: Any) -> Any:  # type: ignore[misc]
+                return remote.more_logs(args, run_id, after, settings)
     sys.stderr.write(f"[barca] {log.headline()}\n")
     if not log.lines and not args.follow and mode != "json":
         sys.stderr.write(f"[barca] {log.EMPTY}\n")
@@ -238,7 +243,7 @@ def _print_logs(log: Any, mode: str, args: Any, settings: Any) -> None:
         if text:
             sys.stdout.write(text)
             sys.stdout.flush()
-        if not args.follow or log.status != "running":
+        if not args.follow or log.status not in ("running", "pending"):
             return
         time.sleep(0.2)
         after = log.lines[-1].id if log.lines else after

@@ -1,0 +1,504 @@
+"""``--server``: a command run on a ``barca serve`` instead of here, and its answer turned back
+into the result object the local command returns (``barca.present.fromjson``), so the CLI,
+``barca.get(..., server=URL)`` and ``%barca ... --server`` print and return what they would
+locally.
+
+The standard library only (``http.client``): talking to a server must not import the server's
+own libraries (starlette, uvicorn), and a plain command never imports this module.
+
+A server that cannot be reached, or that answers as something other than a barca server, is
+an infrastructure error (exit 3) naming its URL: there is no fallback to running locally,
+which would run different code against a different ``.barca/``."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+from barca.core import events as ev
+from barca.core.errors import (
+    BarcaError,
+    Cancelled,
+    InfrastructureError,
+    StepFailed,
+    UsageError,
+)
+
+TOKEN_ENV = "BARCA_SERVER_TOKEN"
+RECONNECT_ENV = "BARCA_SERVER_RECONNECT"  # seconds a dropped event stream waits (default 60)
+_ERRORS = {1: StepFailed, 2: UsageError, 3: InfrastructureError, 130: Cancelled}
+
+
+def _server_section(root: Any = None) -> dict[str, Any]:
+    from barca.core.settings import project_file
+    if root is None:
+        from barca.core.root import find_root
+        root = find_root()
+    return project_file(root).get("server", {})
+
+
+def server_url(given: str | None, root: Any = None) -> str:
+    """The server a command talks to: ``given`` (``--server URL``), else for a bare
+    ``--server`` the ``BARCA_SERVER`` variable, else ``[server] url`` in barca.toml. A URL
+    without a scheme is ``http://``."""
+    url = (given or "").strip() or os.environ.get("BARCA_SERVER", "").strip() or str(
+        _server_section(root).get("url") or "").strip()
+    if not url:
+        raise UsageError("--server names no server.",
+                         "Give the URL (--server http://HOST:8274), or set BARCA_SERVER, or "
+                         "[server] url in barca.toml.")
+    if "://" not in url:
+        url = "http://" + url
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--server {url}: not an http(s) URL.",
+                         "Write --server http://HOST:PORT (8274 is barca serve's port).")
+    return url.rstrip("/")
+
+
+def server_token(root: Any = None) -> str | None:
+    """The bearer token sent to the server: ``BARCA_SERVER_TOKEN`` (or the variable that
+    ``[server] token_env`` names)."""
+    name = TOKEN_ENV
+    with contextlib.suppress(BarcaError):  # an invalid barca.toml: the default variable
+        name = str(_server_section(root).get("token_env") or TOKEN_ENV)
+    return os.environ.get(name, "").strip() or None
+
+
+def error_of(doc: Any, status: int, url: str) -> BarcaError:
+    """The error a server's envelope describes (its ``code`` is the exit code), or an
+    infrastructure error naming ``url`` for an answer that is no envelope."""
+    if isinstance(doc, dict) and isinstance(doc.get("error"), str) and "code" in doc:
+        cls = _ERRORS.get(doc.get("code"), BarcaError)  # type: ignore[arg-type]
+        extra = {k: v for k, v in doc.items() if k not in ("error", "code", "kind",
+                                                          "remediation")}
+        extra.setdefault("server", url)
+        if cls is StepFailed:
+            return StepFailed(doc["error"], str(doc.get("remediation") or ""), **extra)
+        return cls(doc["error"], str(doc.get("remediation") or ""), **extra)
+    return InfrastructureError(f"{url} answered HTTP {status}, not as a barca server.",
+                               "Check the URL: `barca serve` answers JSON on its port "
+                               "(default 8274).", server=url)
+
+
+class Server:
+    """One barca server: JSON requests with the token, errors as barca errors."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 30.0) -> None:
+        self.url, self.token, self.timeout = url, token, timeout
+        parts = urlsplit(url)
+        self._https = parts.scheme == "https"
+        self._host, self._port = parts.hostname or "", parts.port
+        self._base = parts.path.rstrip("/")
+
+    @classmethod
+    def at(cls, given: str | None, root: Any = None) -> Server:
+        """The server of ``--server [URL]``, with the token from the environment."""
+        return cls(server_url(given, root), server_token(root))
+
+    def _connection(self, timeout: float | None) -> Any:
+        import http.client
+        kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        return kind(self._host, self._port, timeout=timeout)
+
+    def _unreachable(self, exc: BaseException) -> InfrastructureError:
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        return InfrastructureError(f"cannot reach the barca server at {self.url}: {why}",
+                                   "Start it (`barca serve` on that machine), check the URL, "
+                                   "or run the command locally with --local.", server=self.url)
+
+    def _send(self, method: str, path: str, body: Any = None,
+              timeout: float | None = None) -> Any:
+        import http.client
+        headers = {"Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        conn = self._connection(self.timeout if timeout is None else timeout)
+        try:
+            conn.request(method, self._base + path, body=data, headers=headers)
+            return conn, conn.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise self._unreachable(exc) from None
+
+    def request(self, method: str, path: str, body: Any = None,
+                query: dict[str, Any] | None = None) -> tuple[int, Any]:
+        """``(status, JSON)``; an error status raises the envelope's error."""
+        import http.client
+        if query:
+            path += "?" + urlencode({k: v for k, v in query.items() if v is not None})
+        conn, resp = self._send(method, path, body)
+        try:
+            raw = resp.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise self._unreachable(exc) from None
+        finally:
+            conn.close()
+        try:
+            doc = json.loads(raw) if raw else None
+        except ValueError:
+            doc = None
+        if resp.status >= 400 or doc is None:
+            raise error_of(doc, resp.status, self.url)
+        return resp.status, doc
+
+    def get(self, path: str, **query: Any) -> Any:
+        return self.request("GET", path, query=query or None)[1]
+
+    def check(self) -> dict[str, Any]:
+        """``/health``, which every barca server answers (without a token): anything else at
+        the URL is not one."""
+        doc = self.get("/health")
+        if not isinstance(doc, dict) or "api_version" not in doc or "version" not in doc:
+            raise InfrastructureError(f"{self.url} is not a barca server (its /health is not "
+                                      "barca's).", "Check the URL and the port.",
+                                      server=self.url)
+        return doc
+
+    # ------------------------------------------------------------------------ runs
+
+    def submit(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.request("POST", "/runs", body)[1]
+
+    def cancel(self, run_id: str) -> None:
+        """``DELETE /runs/{id}``; a run that already ended is no error here."""
+        with contextlib.suppress(BarcaError):
+            self.request("DELETE", f"/runs/{quote(run_id)}")
+
+    def events(self, run_id: str) -> Iterator[dict[str, Any]]:
+        """The run's events (``/runs/{id}/events``), each once, until ``run_finished``; a
+        dropped stream is opened again (it replays from the start: events already seen are
+        skipped) for up to ``BARCA_SERVER_RECONNECT`` seconds."""
+        import http.client
+        seen = -1
+        wait = float(os.environ.get(RECONNECT_ENV, "") or 60)
+        lost: float | None = None
+        while True:
+            try:
+                conn, resp = self._send("GET", f"/runs/{quote(run_id)}/events", timeout=None)
+            except InfrastructureError:
+                if lost is None or time.monotonic() - lost < wait:
+                    lost = lost or time.monotonic()
+                    time.sleep(0.5)
+                    continue
+                raise
+            try:
+                if resp.status >= 400:
+                    raw = resp.read()
+                    try:
+                        doc = json.loads(raw)
+                    except ValueError:
+                        doc = None
+                    raise error_of(doc, resp.status, self.url)
+                lost = None
+                for n, event in _sse(resp):
+                    if n is not None and n <= seen:
+                        continue
+                    seen = n if n is not None else seen + 1
+                    yield event
+                    if event.get("type") == "run_finished":
+                        return
+            except (OSError, http.client.HTTPException):
+                pass  # the stream dropped: open it again
+            finally:
+                conn.close()
+            lost = lost or time.monotonic()
+            if time.monotonic() - lost > wait:
+                raise InfrastructureError(f"lost the barca server at {self.url} while run "
+                                          f"{run_id} was going on.",
+                                          f"`barca logs {run_id} --server {self.url}` shows it "
+                                          "once the server is back.", server=self.url)
+            time.sleep(0.5)
+
+    def wait(self, run_id: str, on_event: ev.EventCallback = ev.ignore) -> dict[str, Any]:
+        """Follow the run to its end, reporting its steps as local progress events; its row
+        (``GET /runs/{id}``, with ``outcome``). Ctrl-C cancels it on the server."""
+        try:
+            progress = _Progress(on_event)
+            try:
+                for event in self.events(run_id):
+                    progress(event)
+            except UsageError:  # no event stream held for it (a 404): read its row
+                pass
+            while True:
+                run = self.get(f"/runs/{quote(run_id)}")
+                if run.get("status") not in ("pending", "running", "queued") or run.get(
+                        "outcome"):
+                    return run
+                time.sleep(0.3)
+        except KeyboardInterrupt:
+            self.cancel(run_id)
+            raise
+
+
+def _sse(resp: Any) -> Iterator[tuple[int | None, dict[str, Any]]]:
+    """``(id, data)`` of each server-sent event on the response."""
+    n: int | None = None
+    data: list[str] = []
+    while True:
+        raw = resp.readline()
+        if not raw:
+            return
+        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        if not line:
+            if data:
+                try:
+                    doc = json.loads("\n".join(data))
+                except ValueError:
+                    doc = None
+                if isinstance(doc, dict):
+                    yield n, doc
+            n, data = None, []
+        elif line.startswith("id:"):
+            try:
+                n = int(line[3:].strip())
+            except ValueError:
+                n = None
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+
+
+_COUNT = re.compile(r"\((\d+)/(\d+)\)")
+_END = re.compile(r"^\[barca\] \d+/\d+ steps \|")
+
+
+class _Progress:
+    """A run's server-sent events as the engine's progress events: a step's lines are given
+    with its end (as a local run prints them), the server's notes as notes; the end line is
+    the caller's."""
+
+    def __init__(self, on_event: ev.EventCallback) -> None:
+        self.on_event = on_event
+        self.out: dict[str, list[str]] = {}
+        self.done = self.total = 0
+
+    def __call__(self, e: dict[str, Any]) -> None:
+        kind = e.get("type")
+        if kind == "log":
+            self.out.setdefault(str(e.get("node_id")), []).append(str(e.get("line", "")))
+        elif kind == "line":
+            text = str(e.get("line", ""))
+            m = _COUNT.search(text)
+            if m:
+                self.total = int(m.group(2))
+            if e.get("when") == "always" and not _END.match(text):
+                body = text.removeprefix("[barca] ")
+                if body.startswith("warning: "):
+                    self.on_event(ev.Note(body.removeprefix("warning: "), "warning"))
+                else:
+                    self.on_event(ev.Note(body, "info"))
+        elif kind == "step_finished":
+            node = str(e.get("node_id"))
+            output = "".join(line + "\n" for line in self.out.pop(node, []))
+            if e.get("cached"):
+                self.on_event(ev.StepCached(node))
+            elif e.get("ok", True):
+                self.done += 1
+                self.on_event(ev.StepCompleted(node, float(e.get("elapsed_seconds") or 0),
+                                               self.done, max(self.total, self.done), output))
+            else:
+                error = str(e.get("error") or "failed").split("\n", 1)[0]
+                self.on_event(ev.StepFailedEvent(node, error, "", output))
+
+
+# ---------------------------------------------------------------------------- commands
+
+def _names(value: Any) -> list[str]:
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else list(value)
+    return [n.strip() for item in items for n in str(item).split(",") if n.strip()]
+
+
+def materialize(server: Server, target: Any = None, *files: str, command: str = "get",
+                refresh: Any = None, refresh_all: bool = False, no_cascade: bool = False,
+                partition: Any = None, dry_run: bool = False, values: bool = False,
+                on_event: ev.EventCallback = ev.ignore) -> Any:
+    """A ``get`` / ``run`` on the server: its RunResult (a Plan for a dry run), raising
+    StepFailed (with the result) when a step failed and Cancelled when it was cancelled."""
+    from barca.present.fromjson import plan_from_json
+    server.check()
+    targets = _names(target)
+    body: dict[str, Any] = {"command": command}
+    if targets:
+        body["targets"] = targets
+    if files:
+        body["files"] = list(files)
+    if _names(refresh):
+        body["refresh"] = _names(refresh)
+    if refresh_all:
+        body["refresh_all"] = True
+    if no_cascade:
+        body["cascade"] = False
+    if partition not in (None, "", {}):
+        body["partition"] = partition
+    if dry_run:
+        body["dry_run"] = True
+    if values:
+        body["values"] = True
+    start = time.perf_counter()
+    answer = server.submit(body)
+    if dry_run and "run_id" not in answer:  # the plan itself, no run queued
+        return plan_from_json(answer)
+    run = server.wait(answer["run_id"], on_event)
+    if dry_run:
+        return plan_from_json(run.get("outcome") or {})
+    result = _finished(server, run, command, targets, on_event, start)
+    return _with_value(server, result) if values else result
+
+
+def _finished(server: Server, run: dict[str, Any], command: str, targets: list[str],
+              on_event: ev.EventCallback, start: float) -> Any:
+    from barca.present.fromjson import run_from_json
+    status = run.get("status")
+    outcome = run.get("outcome") or {}
+    envelope = outcome.get("envelope") if isinstance(outcome, dict) else None
+    if status == "cancelled":
+        raise Cancelled(f"run {run.get('run_id')} was cancelled on the server",
+                        "Run the command again to finish.")
+    if not outcome.get("steps") and (envelope or run.get("error")) and status != "success":
+        # refused before any step ran (a usage error found by the worker): its own error
+        raise error_of(envelope or {"error": run.get("error"), "code": 3}, 500, server.url)
+    if isinstance(outcome, dict) and "steps_total" not in outcome and run.get("steps_total"):
+        outcome = {**outcome, "steps_total": run["steps_total"]}  # an outcome without it
+    result = run_from_json(outcome, command, targets)
+    if result.steps_executed or result.failures:
+        on_event(ev.RunEnded(result.steps_executed, result.steps_total,
+                             time.perf_counter() - start, bool(result.failures)))
+    if status != "success" or result.failures:
+        env = envelope or {}
+        first = result.failures[0] if result.failures else (result.failed_node or "", "", "")
+        raise StepFailed(env.get("error") or f"step '{first[0]}' failed: {result.error}",
+                         env.get("remediation") or "Fix the cause and run the same command "
+                         "again: finished keys are cached.", result=result,
+                         node=env.get("node") or first[0],
+                         traceback=env.get("traceback") or "")
+    return result
+
+
+def read_output(server: Server, run_id: str, fmt: str | None) -> Any:
+    """A run's single output read from ``/runs/{id}/output`` (a value JSON does not carry:
+    a table, a pickled object)."""
+    import tempfile
+    from pathlib import Path
+    conn, resp = server._send("GET", f"/runs/{quote(run_id)}/output")
+    try:
+        raw = resp.read()
+    finally:
+        conn.close()
+    if resp.status >= 400:
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            doc = None
+        raise error_of(doc, resp.status, server.url)
+    if fmt in ("parquet", "csv"):
+        from barca.store import frames
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"output.{fmt}"
+            path.write_bytes(raw)
+            return frames.read(path, fmt, None)
+    from barca.store.artifacts import deserialize
+    return deserialize(raw, fmt or "json")
+
+
+def _with_value(server: Server, result: Any) -> Any:
+    """``result`` with its single output's value read from the server when the JSON named
+    the artifact instead (a table, a pickled object)."""
+    out = result.outputs[0] if len(result.outputs) == 1 else None
+    if out is None or out.partitioned or out.values is not None or not out.items:
+        return result
+    from barca.present.results import Output
+    got = read_output(server, result.run_id, out.items[0].format)
+    fields = {f: getattr(result, f) for f in type(result).__slots__}
+    fields["outputs"] = (Output(out.target, False, out.items, got),)
+    return type(result)(**fields)
+
+
+def value(server: Server, target: Any = None, *files: str, command: str = "get",
+          as_type: str | None = None, **kw: Any) -> Any:
+    """What ``barca.get(..., server=URL)`` returns: the value the run on the server left (a
+    dry run's Plan with ``dry_run=True``)."""
+    result = materialize(server, target, *files, command=command, values=True, **kw)
+    return result if hasattr(result, "rows") else result.value(as_type)
+
+
+def on_server(server: str, command: str, target: Any, files: tuple[str, ...], env: str | None,
+              executor: str | None, as_type: str | None, refresh: Any, refresh_all: bool,
+              no_cascade: bool, partition: Any, dry_run: bool,
+              on_event: ev.EventCallback) -> Any:
+    """``barca.get``/``barca.run`` with ``server=``: the value of the run the server made."""
+    if env is not None or executor is not None:
+        raise UsageError("env= and executor= do not apply with server=: the server runs with "
+                         "its own environment and executor.", "Drop them, or drop server=.")
+    if as_type is not None:
+        from barca.store.frames import check_type
+        check_type(as_type)
+    return value(Server.at(server), target, *files, command=command, as_type=as_type,
+                 refresh=refresh, refresh_all=refresh_all, no_cascade=no_cascade,
+                 partition=partition, dry_run=dry_run, on_event=on_event)
+
+
+def status(server: Server, target: Any = None) -> Any:
+    from barca.present.fromjson import status_cone, status_from_json
+    server.check()
+    report = status_from_json(server.get("/nodes"))
+    names = _names(target)
+    return status_cone(report, names) if names else report
+
+
+def list_nodes(server: Server, groups: bool = False) -> Any:
+    from barca.present.fromjson import listing_from_json
+    server.check()
+    return listing_from_json(server.get("/groups" if groups else "/list"))
+
+
+def history(server: Server, limit: int = 20) -> Any:
+    from barca.present.fromjson import history_from_json
+    server.check()
+    return history_from_json(server.get("/history", limit=limit))
+
+
+def stats(server: Server, target: str, fields: Any = None) -> Any:
+    from barca.present.fromjson import stats_from_json
+    from barca.queries.stats import _fields
+    _fields(fields)  # an unknown field: exit 2 before asking
+    server.check()
+    return stats_from_json(server.get(f"/stats/{quote(target, safe='')}"), fields)
+
+
+def logs(server: Server, run_id: str | None = None, step: str | None = None,
+         stream: str | None = None, timestamps: bool = False) -> Any:
+    """``barca logs`` of a run on the server (default: its most recent run), kept to one
+    step or stream as locally."""
+    from barca.core.types import short_name
+    from barca.present.fromjson import logs_from_json
+    if stream not in (None, "stdout", "stderr"):
+        raise UsageError(f"--stream {stream!r}: a stream is stdout or stderr.",
+                         "Write --stream stdout or --stream stderr.")
+    server.check()
+    if run_id is None:
+        runs = server.get("/history", limit=1).get("runs") or []
+        if not runs:
+            raise UsageError("No run is recorded yet, so there are no logs.",
+                             "Run `barca get` first; `barca history` lists the runs.")
+        run_id = runs[0]["run_id"]
+    run = server.get(f"/runs/{quote(run_id)}")
+    lines = server.get(f"/runs/{quote(run_id)}/logs").get("logs") or []
+    if step is not None:
+        def named(node: str) -> bool:
+            base = node.split("[", 1)[0]
+            return step in (node, base, short_name(base), short_name(node))
+        lines = [x for x in lines if named(str(x.get("node_id", "")))]
+    if stream is not None:
+        lines = [x for x in lines if x.get("stream") == stream]
+    return logs_from_json(run, lines, timestamps)
