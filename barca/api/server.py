@@ -268,7 +268,8 @@ def _sse(resp: Any) -> Iterator[tuple[int | None, dict[str, Any]]]:
 
 
 _COUNT = re.compile(r"\((\d+)/(\d+)\)")
-_END = re.compile(r"^\[barca\] \d+/\d+ steps \|")
+# the lines this side prints itself, from the steps' events and the outcome
+_OWN = re.compile(r"^\[barca\] (\d+/\d+ steps \||step:|importing |run failed:)")
 
 
 class _Progress:
@@ -290,7 +291,7 @@ class _Progress:
             m = _COUNT.search(text)
             if m:
                 self.total = int(m.group(2))
-            if e.get("when") == "always" and not _END.match(text):
+            if e.get("when") == "always" and not _OWN.match(text):
                 body = text.removeprefix("[barca] ")
                 if body.startswith("warning: "):
                     self.on_event(ev.Note(body.removeprefix("warning: "), "warning"))
@@ -298,7 +299,10 @@ class _Progress:
                     self.on_event(ev.Note(body, "info"))
         elif kind == "step_finished":
             node = str(e.get("node_id"))
-            output = "".join(line + "\n" for line in self.out.pop(node, []))
+            if e.get("key") and "[" not in node:
+                node += f"[{e['key']}]"
+            said = self.out.pop(node, None) or self.out.pop(str(e.get("node_id")), [])
+            output = "".join(line + "\n" for line in said)
             if e.get("cached"):
                 self.on_event(ev.StepCached(node))
             elif e.get("ok", True):

@@ -15,9 +15,9 @@ from barca.present.grouping import GroupListing
 from barca.present.journal import History, LogLine, RunRow, StepLog
 from barca.present.plans import Plan, PlanRow
 from barca.present.results import (
+    SUMMARY_ORDER,
     Listing,
     ListRow,
-    SUMMARY_ORDER,
     Output,
     OutputItem,
     RunResult,
@@ -77,8 +77,9 @@ def status_from_json(doc: dict[str, Any]) -> StatusReport:
             n["id"], n.get("kind", ""), state if state in _STATES else "unknown",
             cache.get("reason", ""), cache.get("detail", ""),
             _last_run(n.get("last_materialization")),
-            shape if isinstance(shape, str) and shape else "-", tuple(n.get("deps") or inputs), inputs, n.get("partitions"),
-            n.get("last_materialization"), _rest(n, _STATUS_KEYS)))
+            shape if isinstance(shape, str) and shape else "-", tuple(n.get("deps") or inputs),
+            inputs, n.get("partitions"), n.get("last_materialization"),
+            _rest(n, _STATUS_KEYS)))
     return StatusReport(tuple(rows))
 
 
