@@ -167,13 +167,16 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
                 refresh: str | list[str] | None = None, refresh_all: bool = False,
                 no_cascade: bool = False, partition: str | dict[str, Any] | None = None,
                 on_event: ev.EventCallback = ev.ignore, load_values: bool = False,
-                settings: Settings | None = None, **flags: Any) -> RunResult:
-    """Bring targets up to date (or run a task); the RunResult, raising StepFailed on failure."""
+                settings: Settings | None = None, run_id: str | None = None,
+                **flags: Any) -> RunResult:
+    """Bring targets up to date (or run a task); the RunResult, raising StepFailed on failure.
+    ``run_id``: the id of a run ``barca serve`` queued (its row exists, pending)."""
     start = time.perf_counter()
     settings = settings_of(settings, **flags)
     _check_flags(target, refresh, no_cascade)
     ask = None
-    if warm.Ask.wanted(files, settings, refresh, refresh_all, no_cascade, partition):
+    if run_id is None and warm.Ask.wanted(files, settings, refresh, refresh_all, no_cascade,
+                                          partition):
         ask = warm.Ask(target, files, command, settings, load_values)
         served = ask.serve(on_event, start)  # the same state as a call before: its outcome
         if served is not None:
@@ -185,7 +188,8 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         if only_tasks is not None:
             on_event(ev.Note(only_tasks))
             from barca.present.notices import warning_object
-            return RunResult(command, new_run_id(), "success", time.perf_counter() - start,
+            return RunResult(command, run_id or new_run_id(), "success",
+                             time.perf_counter() - start,
                              0, 0, 0, (), (), (warning_object("note", only_tasks),))
         targets = _targets(sess.graph, target, command)
         label = ",".join(short_name(t) for t in targets) if target else "all"
@@ -215,7 +219,7 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         runner = Runner(sess.ctx, targets, execute=True, refresh=refresh_ids,
                         cascade=not no_cascade, refresh_all=refresh_all, selection=selection,
                         on_event=on_event, verify_all=load_values)
-        runner.run_id = new_run_id()
+        runner.run_id = run_id or new_run_id()
         runner.prepare_remote()
         from barca.engine.executors import default_pool_size
         sess.store.begin_run(runner.run_id, command, label, default_pool_size(settings))

@@ -24,8 +24,10 @@ SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
     "run": {"pool_size": (int, "a positive number of worker processes"),
             "executor": (str, "local, dask, or a Dask scheduler address (tcp://HOST:PORT)")},
     "execution": {"capacity": (int, "a whole number >= 1: how much weight may run at once")},
-    "server": {"url": (str, "the barca serve that --server talks to: http://HOST:PORT"),
-               "token_env": (str, "the environment variable holding the server's token")},
+    "server": {"drain_timeout": ((int, float), "a number of seconds >= 0"),
+               "max_runs": (int, "a positive number of runs at once"),
+               "token_env": (str, "the name of the variable holding the server's token"),
+               "url": (str, "a barca server's URL: http://HOST:PORT")},
 }
 
 
@@ -99,8 +101,10 @@ def _check(path: Path, text: str, section: str, key: str, value: Any) -> Any:
     ok = isinstance(value, kind) and not isinstance(value, bool)
     if ok and kind is list:
         ok = all(isinstance(v, str) for v in value)
-    if ok and key in ("pool_size", "capacity"):
+    if ok and key in ("pool_size", "capacity", "max_runs"):
         ok = value >= 1
+    if ok and key == "drain_timeout":
+        ok = value >= 0
     if ok and key == "max_size":
         from barca.core.settings import parse_size
         try:

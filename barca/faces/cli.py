@@ -287,6 +287,9 @@ def run_cli(argv: list[str] | None = None) -> int:
         args = parse(argv)
         settings = resolve(args)  # once, for the whole command
         mode = _mode(settings)
+        if args.command == "serve":  # the server's libraries are imported only here
+            from barca.faces.serve.main import serve
+            return serve(args, settings)
         printer = EventPrinter(mode, getattr(args, "agent", False))
         outcome = dispatch(args, on_event=printer, settings=settings)
         render(outcome, mode)

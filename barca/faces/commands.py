@@ -31,7 +31,7 @@ def _close_matches(word: str, choices: list[str], n: int, cutoff: float) -> list
 
 
 COMMANDS = ("get", "run", "list", "status", "graph", "sql", "plan", "history", "logs", "gc",
-            "doctor", "docs", "version", "stats")
+            "doctor", "docs", "version", "stats", "serve")
 
 
 def _columns() -> int:
@@ -108,6 +108,7 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", choices=("value", "path", "json", "pretty"),
                    help="print only the value, or only the artifact path(s); -o json and "
                         "-o pretty are --json and --pretty")
+    p.add_argument("--run-id", help=argparse.SUPPRESS)  # barca serve: the run it queued
     p.add_argument("--as", dest="as_type", metavar="pandas|polars|lazy|pyarrow|duckdb",
                    help="a stored table in this type (%%barca get; default: as written)")
     _output_flags(p)
@@ -215,6 +216,32 @@ def _gc_flags(s: argparse.ArgumentParser) -> None:
     _output_flags(s)
 
 
+def _serve_flags(s: argparse.ArgumentParser) -> None:
+    s.add_argument("args", nargs="*", metavar="FILE",
+                   help="pipeline files or folders (default: every pipeline in the project)")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; another needs a token)")
+    s.add_argument("-p", "--port", type=int, default=8274, help="TCP port (default 8274)")
+    s.add_argument("--watch", action="store_true",
+                   help="read the pipeline files again when they change (new ones too)")
+    s.add_argument("--no-schedule", action="store_true", help="scheduled nodes never fire")
+    s.add_argument("--timezone", default="local", metavar="local|utc|ZONE",
+                   help="the zone cron expressions are read in (default: local)")
+    s.add_argument("--read-only", action="store_true",
+                   help="inspect only: runs, cancels and pauses are refused (403)")
+    s.add_argument("--drain-timeout", type=float, metavar="SECONDS",
+                   help="grace for runs in flight after SIGTERM/SIGINT (default: "
+                        "[server] drain_timeout, else 30)")
+    s.add_argument("--max-runs", type=int, metavar="N",
+                   help="runs executing at once (default: [server] max_runs, else one per "
+                        "core)")
+    s.add_argument("--insecure", action="store_true",
+                   help="listen on a public address without a token")
+    s.add_argument("--server", nargs="?", const="", help=argparse.SUPPRESS)  # refused: see
+    s.add_argument("--local", action="store_true", help=argparse.SUPPRESS)  # faces.serve.main
+    _env_flag(s)
+
+
 def _docs_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("topic", nargs="?")
 
@@ -233,6 +260,7 @@ _COMMAND_FLAGS: dict[str, tuple[str, Any]] = {
     "gc": ("evict cached results now, down to 80%% of the cache size limit", _gc_flags),
     "doctor": ("check the project's health without running anything", _list_flags),
     "docs": ("the manual", _docs_flags),
+    "serve": ("an HTTP API, a web UI and the schedules, for one project", _serve_flags),
     "version": ("the version", None),
 }
 
@@ -383,7 +411,8 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
             res = api.materialize(target, *files, command=cmd, refresh=args.refresh,
                                   refresh_all=args.refresh_all, no_cascade=args.no_cascade,
                                   partition=args.partition, on_event=on_event, settings=s,
-                                  load_values=load_values or args.output == "value")
+                                  load_values=load_values or args.output == "value",
+                                  run_id=args.run_id)
         return Outcome(cmd, res, args, s)
     if cmd == "list":
         from barca.queries.listing import list_nodes
@@ -422,4 +451,7 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
         return Outcome(cmd, page(args.topic), args, s)
     if cmd == "version":
         return Outcome(cmd, _version(), args, s)
+    if cmd == "serve":
+        raise UsageError("barca serve runs from a terminal, not from here.",
+                         "Start it in a shell: barca serve")
     raise UsageError(f"Unknown command '{cmd}'.", f"Commands: {', '.join(COMMANDS)}.")

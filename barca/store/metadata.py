@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from barca.core.errors import InfrastructureError
 from barca.store.process import process_alive, process_token
+from barca.store.serverq import RUN_COLUMNS
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -80,8 +81,7 @@ class Row(NamedTuple):
 
 class Store:
     def __init__(self, root: Path, create: bool = True, prefix: str = ".barca") -> None:
-        self.root = root
-        self.prefix = prefix   # ".barca", or ".barca/envs/<env>" (Settings.store_prefix)
+        self.root, self.prefix = root, prefix  # ".barca" or ".barca/envs/<env>" (store_prefix)
         self.dir = root / self.prefix
         self.db_path = self.dir / "metadata.db"
         self.conn: sqlite3.Connection | None = None
@@ -114,7 +114,7 @@ class Store:
                         self.conn.execute("ALTER TABLE materializations ADD COLUMN attempts "
                                           "INTEGER")
                 runs = {r[1] for r in self.conn.execute("PRAGMA table_info(runs)")}
-                for col in ("pid INTEGER", "proc TEXT"):  # a store before runs knew their process
+                for col in ("pid INTEGER", "proc TEXT", *RUN_COLUMNS):  # added since: see serverq
                     if col.split()[0] not in runs:
                         with contextlib.suppress(sqlite3.OperationalError):  # added meanwhile
                             self.conn.execute(f"ALTER TABLE runs ADD COLUMN {col}")
@@ -381,7 +381,9 @@ class Store:
 
     # ---------------------------------------------------------------- writes
     _BEGIN_RUN = ("INSERT INTO runs (run_id, command, target, status, started_at, pool_size, "
-                  "pid, proc) VALUES (?, ?, ?, 'running', ?, ?, ?, ?)")
+                  "pid, proc, triggered_by) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, 'manual') "
+                  "ON CONFLICT(run_id) DO UPDATE SET status='running', started_at=excluded."  # a
+                  "started_at, pid=excluded.pid, proc=excluded.proc")  # queued run: its trigger
     _END_RUN = ("UPDATE runs SET status=?, finished_at=?, steps_run=?, steps_cached=?, "
                 "steps_failed=?, error=? WHERE run_id=?")
     # a served run is begun and finished in one transaction: no process to record

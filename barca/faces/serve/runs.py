@@ -1,0 +1,292 @@
+"""``/runs``: accept a run (``POST``), show it (row, outcome, steps, logs), stream its events
+(SSE, replayed from the start), hand out its artifact, cancel it; and ``/history``."""
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from barca.core.errors import BarcaError, UsageError
+from barca.faces.serve import render
+from barca.faces.serve.queue import check_body
+from barca.faces.serve.render import error
+from barca.store import serverq
+
+STATUSES = ("pending", "running", "success", "failed", "cancelled", "crashed", "error",
+            "interrupted")
+TRIGGERS = ("api", "schedule", "manual", "client")
+
+
+def _read(server: Any) -> sqlite3.Connection:
+    conn = sqlite3.connect(server.db_path, timeout=15, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout=15000")
+    return conn
+
+
+def _row(server: Any, conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
+    from barca.faces.serve.app import Answer
+    got = serverq.row(conn, run_id)
+    if got is None:
+        raise Answer(404, error(f"No run '{run_id}'.", "GET /runs lists the recent runs."))
+    return got
+
+
+def working_on(server: Any) -> dict[str, str]:
+    """node id or name -> the run working on it now (for ``/state``)."""
+    out: dict[str, str] = {}
+    conn = _read(server)
+    try:
+        for r in serverq.rows(conn, "status='running'"):
+            for name in (r["target"] or "").split(","):
+                out[name] = r["run_id"]
+    finally:
+        conn.close()
+    return out
+
+
+def history(server: Any, q: Any) -> dict[str, Any]:
+    """``/history``: ``barca history --json``'s runs (with who triggered each), newest first,
+    filtered; a filter value that cannot match is a 400."""
+    from barca.faces.serve.app import Answer
+    where, args = ["1"], []
+    status, trig = q.get("status"), q.get("triggered_by")
+    try:
+        if status is not None:
+            if status == "complete":  # the old word for success
+                status = "success"
+            if status not in STATUSES:
+                raise UsageError(f"status='{status}' is not a run status.",
+                                 f"Statuses: {', '.join(STATUSES)}.")
+            where.append("status=?")
+            args.append(status)
+        if trig is not None:
+            if trig not in TRIGGERS:
+                raise UsageError(f"triggered_by='{trig}' is not a trigger.",
+                                 f"Triggers: {', '.join(TRIGGERS)}.")
+            where.append("triggered_by=?")
+            args.append(trig)
+        if q.get("target"):
+            where.append("(',' || target || ',') LIKE ?")
+            args.append(f"%,{q['target'].rsplit(':', 1)[-1]},%")
+        if q.get("since"):
+            where.append("coalesce(started_at, queued_at) >= ?")
+            args.append(render.parse_time(q["since"]))
+        limit = q.get("limit", "20")
+        if not limit.isdigit() or int(limit) < 1:
+            raise UsageError(f"limit='{limit}' is not a positive whole number.",
+                             "Write limit=20.")
+    except UsageError as exc:
+        raise Answer(400, render.envelope(exc)) from None
+    conn = _read(server)
+    try:
+        rows = serverq.rows(conn, " AND ".join(where) + " ORDER BY coalesce(started_at, "
+                            "queued_at) DESC LIMIT ?", (*args, int(limit)))
+    finally:
+        conn.close()
+    return {"runs": [render.run_summary(r) for r in rows]}
+
+
+def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Route]:
+    from barca.faces.serve.app import Answer
+
+    async def post_run(request: Request) -> Response:
+        writable()
+        try:
+            body = check_body(json.loads(await request.body() or b"null"))
+        except ValueError:
+            raise Answer(400, error("The request body is not JSON.",
+                                    'Send {"command": "get", "targets": ["NAME"]}.')) from None
+        except UsageError as exc:
+            raise Answer(400, render.envelope(exc)) from None
+        from starlette.concurrency import run_in_threadpool
+        return await run_in_threadpool(_accept, request, body)
+
+    def _accept(request: Request, body: dict[str, Any]) -> Response:
+        from barca.api.check import check_run
+        files = tuple(body["files"]) or server.project.files
+        kw = {"command": body["command"], "refresh": body["refresh"] or None,
+              "no_cascade": body.get("cascade") is False, "partition": body.get("partition"),
+              "settings": server.settings}
+        call(check_run, body["targets"] or None, *files, **kw)
+        if body.get("dry_run"):  # the plan itself, nothing queued
+            from barca import api
+            kw.pop("no_cascade")
+            plan = call(api.plan_run, body["targets"] or None, *files,
+                        refresh_all=bool(body.get("refresh_all")),
+                        no_cascade=body.get("cascade") is False, **kw)
+            return json_answer(request, plan.to_json())
+        run_id = server.queue.submit(body)
+        server.queue.start_ready()
+        pos = server.queue.position(run_id)
+        return json_answer(request, {"run_id": run_id,
+                                     "status": "pending" if pos else "running",
+                                     "position": pos}, 202)
+
+    def list_runs(request: Request) -> Response:
+        q = request.query_params
+        status = q.get("status")
+        limit = q.get("limit", "50")
+        if (status is not None and status not in STATUSES) or not limit.isdigit():
+            raise Answer(400, error(f"Bad filter: status={status!r}, limit={limit!r}.",
+                                    f"Statuses: {', '.join(STATUSES)}; limit a number."))
+        conn = _read(server)
+        try:
+            where = "status=?" if status else "1"
+            rows = serverq.rows(conn, f"{where} ORDER BY coalesce(started_at, queued_at) DESC "
+                                "LIMIT ?", ((status,) if status else ()) + (int(limit),))
+            out = []
+            for r in rows:
+                s = render.run_summary(r)
+                if r["status"] == "running":
+                    s["active_steps"] = len(render.steps_of(conn, r["run_id"]))
+                out.append(s)
+        finally:
+            conn.close()
+        return json_answer(request, {"runs": out})
+
+    def get_run(request: Request) -> Response:
+        q = request.query_params
+        limit = None if q.get("all") in ("1", "true") else int(q.get("limit", "0") or 0) or \
+            render.STEP_LIMIT
+        conn = _read(server)
+        try:
+            row = _row(server, conn, request.path_params["run_id"])
+            return json_answer(request, render.run_detail(conn, row, limit))
+        finally:
+            conn.close()
+
+    def run_logs(request: Request) -> Response:
+        conn = _read(server)
+        try:
+            row = _row(server, conn, request.path_params["run_id"])
+            return json_answer(request, {"run_id": row["run_id"], "status": row["status"],
+                                         "logs": render.logs_of(conn, row["run_id"])})
+        finally:
+            conn.close()
+
+    def run_output(request: Request) -> Response:
+        from pathlib import Path
+        conn = _read(server)
+        try:
+            row = _row(server, conn, request.path_params["run_id"])
+            path = _single_path(conn, row)
+        finally:
+            conn.close()
+        full = Path(server.root) / path if path else None
+        if row["status"] != "success" or full is None or not full.is_file():
+            raise Answer(404, error(f"Run '{row['run_id']}' has no single artifact to hand out "
+                                    f"(status {row['status']}).",
+                                    "Ask a finished run of one asset."))
+        return FileResponse(full)
+
+    def delete_run(request: Request) -> Response:
+        writable()
+        run_id = request.path_params["run_id"]
+        conn = _read(server)
+        try:
+            row = _row(server, conn, run_id)
+        finally:
+            conn.close()
+        got = server.queue.cancel(run_id)
+        if got is None:
+            raise Answer(409, error(f"Run '{run_id}' has finished ({row['status']}): nothing "
+                                    "to cancel.", "Cancel a pending or running run."))
+        return json_answer(request, {"run_id": run_id, "status": got})
+
+    async def events(request: Request) -> Response:
+        conn = _read(server)
+        try:
+            _row(server, conn, request.path_params["run_id"])
+        except BaseException:
+            conn.close()
+            raise
+        return StreamingResponse(_events(server, conn, request.path_params["run_id"]),
+                                 media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
+    return [
+        Route("/runs", post_run, methods=["POST"]),
+        Route("/runs", list_runs, methods=["GET"]),
+        Route("/runs/{run_id}", get_run, methods=["GET"]),
+        Route("/runs/{run_id}", delete_run, methods=["DELETE"]),
+        Route("/runs/{run_id}/logs", run_logs, methods=["GET"]),
+        Route("/runs/{run_id}/events", events, methods=["GET"]),
+        Route("/runs/{run_id}/output", run_output, methods=["GET"]),
+    ]
+
+
+def _single_path(conn: sqlite3.Connection, row: dict[str, Any]) -> str | None:
+    """The artifact of a successful run of one unpartitioned target: its step's run hash in
+    the JSON outcome, its path in the store."""
+    outcome = json.loads(row["outcome"]) if row.get("outcome") else None
+    target = row.get("target") or ""
+    if not isinstance(outcome, dict) or "," in target or target in ("", "all"):
+        return None
+    steps = [s for s in outcome.get("steps") or []
+             if s.get("id") == target or str(s.get("id", "")).rsplit(":", 1)[-1] == target]
+    if len(steps) != 1 or not steps[0].get("run_hash"):
+        return None
+    got = conn.execute("SELECT path FROM materializations WHERE asset=? AND run_hash=? AND "
+                       "status='success' AND partition='' ORDER BY id DESC LIMIT 1",
+                       (steps[0]["id"], steps[0]["run_hash"])).fetchone()
+    return got[0] if got and got[0] else None
+
+
+async def _events(server: Any, conn: sqlite3.Connection, run_id: str) -> AsyncIterator[str]:
+    """The run's events from the database, from the first: replayed to every connection,
+    live while it runs, closed after ``run_finished``."""
+    n = 0
+    started = False
+    after_log = after_step = 0
+    said = 0  # stderr lines already sent (a run this server holds)
+
+    def event(body: dict[str, Any]) -> str:
+        nonlocal n
+        n += 1
+        return f"id: {n}\ndata: {json.dumps(body, default=str)}\n\n"
+    try:
+        while True:
+            row = serverq.row(conn, run_id)
+            if row is None:
+                return
+            status = row["status"]
+            if not started and status != "pending":
+                started = True
+                yield event({"type": "run_started", "run_id": run_id,
+                             "started_at": render.rfc3339(row["started_at"])})
+            for line in render.logs_of(conn, run_id, after_log):
+                after_log = line["seq"]
+                yield event({"type": "log", "node_id": line["node_id"], "line": line["line"],
+                             "stream": line["stream"], "ts": line["ts"]})
+            child = server.queue.running.get(run_id)
+            if child is not None:
+                for text in child.stderr[said:]:
+                    said += 1
+                    if not text.startswith("{"):
+                        yield event({"type": "line", "line": text, "when": "always"})
+            for step in render.steps_of(conn, run_id, after_step):
+                after_step = step["seq"]
+                yield event({"type": "step_finished", "node_id": step["node_id"],
+                             "key": step["key"], "ok": step["ok"],
+                             "elapsed_seconds": step["elapsed_seconds"]})
+            if status in serverq.FINISHED and child is None and (
+                    row["outcome"] is not None or row["request"] is None
+                    or row["started_at"] is None
+                    or status in ("interrupted", "crashed")):
+                outcome = json.loads(row["outcome"]) if row["outcome"] else None
+                yield event({"type": "run_finished", "run_id": run_id,
+                             "ok": status == "success", "status": status,
+                             "outcome": outcome})
+                return
+            await asyncio.sleep(0.25)
+    finally:
+        conn.close()
+
+
+__all__ = ["BarcaError", "routes", "history", "working_on"]
