@@ -317,18 +317,16 @@ def get(target: str | list[str] | None = None, *files: str, refresh: str | list[
         partition: str | dict[str, Any] | None = None, dry_run: bool = False,
         on_event: ev.EventCallback = ev.ignore, as_type: str | None = None,
         env: str | None = None, executor: str | None = None,
-        settings: Settings | None = None, cascade: bool = True, server: str | None = None,
-        **flags: Any) -> Any:
+        settings: Settings | None = None, cascade: bool = True, **flags: Any) -> Any:
     """Bring ``target`` up to date and return its value (a dict of key -> value for a
     partitioned target); with ``dry_run=True``, the Plan instead. A stored table comes back
     in the type it was written, or in ``as_type`` (pandas, polars, lazy, pyarrow, duckdb).
     ``env``, ``executor`` (and any other setting) are the ``--env`` and ``--executor`` of this
     call alone. ``cascade=False`` is ``--no-cascade``; ``server=URL`` is ``--server``."""
     no_cascade = no_cascade or not cascade
-    if server is not None:
+    if flags.get("server") is not None:  # server=URL: run on that barca serve
         from barca.api.server import on_server
-        return on_server(server, "get", target, files, env, executor, as_type, refresh,
-                         refresh_all, no_cascade, partition, dry_run, on_event)
+        return on_server("get", locals())
     if as_type is not None:
         from barca.store.frames import check_type
         check_type(as_type)
@@ -348,13 +346,11 @@ def get(target: str | list[str] | None = None, *files: str, refresh: str | list[
 def run(task: str, *files: str, refresh: str | list[str] | None = None, refresh_all: bool = False,
         partition: str | dict[str, Any] | None = None, dry_run: bool = False,
         on_event: ev.EventCallback = ev.ignore, env: str | None = None,
-        executor: str | None = None, settings: Settings | None = None, server: str | None = None,
-        **flags: Any) -> Any:
+        executor: str | None = None, settings: Settings | None = None, **flags: Any) -> Any:
     """Run a task (always) and its cone (cache-aware); its return value (``server=``: get)."""
-    if server is not None:
+    if flags.get("server") is not None:  # server=URL: run on that barca serve
         from barca.api.server import on_server
-        return on_server(server, "run", task, files, env, executor, None, refresh,
-                         refresh_all, False, partition, dry_run, on_event)
+        return on_server("run", locals())
     settings = settings_of(settings, env=env, executor=executor, **flags)
     settings.store_prefix  # noqa: B018 - not a plain folder name: a usage error, first
     if dry_run:

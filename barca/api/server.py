@@ -279,13 +279,14 @@ class _Progress:
 
     def __init__(self, on_event: ev.EventCallback) -> None:
         self.on_event = on_event
-        self.out: dict[str, list[str]] = {}
+        self.out: dict[str, list[tuple[str, str]]] = {}  # step -> (stream, line) so far
         self.done = self.total = 0
 
     def __call__(self, e: dict[str, Any]) -> None:
         kind = e.get("type")
         if kind == "log":
-            self.out.setdefault(str(e.get("node_id")), []).append(str(e.get("line", "")))
+            self.out.setdefault(str(e.get("node_id")), []).append(
+                (str(e.get("stream", "stdout")), str(e.get("line", ""))))
         elif kind == "line":
             text = str(e.get("line", ""))
             m = _COUNT.search(text)
@@ -302,7 +303,7 @@ class _Progress:
             if e.get("key") and "[" not in node:
                 node += f"[{e['key']}]"
             said = self.out.pop(node, None) or self.out.pop(str(e.get("node_id")), [])
-            output = "".join(line + "\n" for line in said)
+            output = "".join(line + "\n" for _, line in said)
             if e.get("cached"):
                 self.on_event(ev.StepCached(node))
             elif e.get("ok", True):
@@ -310,7 +311,9 @@ class _Progress:
                 self.on_event(ev.StepCompleted(node, float(e.get("elapsed_seconds") or 0),
                                                self.done, max(self.total, self.done), output))
             else:
-                error = str(e.get("error") or "failed").split("\n", 1)[0]
+                # the error, else the last line the step wrote on stderr (a traceback's last)
+                errs = [line for stream, line in said if stream == "stderr" and line.strip()]
+                error = str(e.get("error") or (errs[-1] if errs else "failed")).split("\n")[0]
                 self.on_event(ev.StepFailedEvent(node, error, "", output))
 
 
@@ -376,8 +379,9 @@ def _finished(server: Server, run: dict[str, Any], command: str, targets: list[s
         outcome = {**outcome, "steps_total": run["steps_total"]}  # an outcome without it
     result = run_from_json(outcome, command, targets)
     if result.steps_executed or result.failures:
-        on_event(ev.RunEnded(result.steps_executed, result.steps_total,
-                             time.perf_counter() - start, bool(result.failures)))
+        on_event(ev.RunEnded(result.steps_executed, result.steps_total,  # the server's time
+                             result.elapsed or time.perf_counter() - start,
+                             bool(result.failures)))
     if status != "success" or result.failures:
         env = envelope or {}
         first = result.failures[0] if result.failures else (result.failed_node or "", "", "")
@@ -436,20 +440,23 @@ def value(server: Server, target: Any = None, *files: str, command: str = "get",
     return result if hasattr(result, "rows") else result.value(as_type)
 
 
-def on_server(server: str, command: str, target: Any, files: tuple[str, ...], env: str | None,
-              executor: str | None, as_type: str | None, refresh: Any, refresh_all: bool,
-              no_cascade: bool, partition: Any, dry_run: bool,
-              on_event: ev.EventCallback) -> Any:
-    """``barca.get``/``barca.run`` with ``server=``: the value of the run the server made."""
-    if env is not None or executor is not None:
-        raise UsageError("env= and executor= do not apply with server=: the server runs with "
-                         "its own environment and executor.", "Drop them, or drop server=.")
+def on_server(command: str, call: dict[str, Any]) -> Any:
+    """``barca.get``/``barca.run`` called with ``server=URL`` (``call``: their arguments): the
+    value of the run the server made."""
+    flags = dict(call["flags"])
+    url = flags.pop("server")
+    if call.get("env") is not None or call.get("executor") is not None or flags:
+        raise UsageError("server= takes no settings of this machine (env=, executor=, ...): "
+                         "the server runs with its own.", "Drop them, or drop server=.")
+    as_type = call.get("as_type")
     if as_type is not None:
         from barca.store.frames import check_type
         check_type(as_type)
-    return value(Server.at(server), target, *files, command=command, as_type=as_type,
-                 refresh=refresh, refresh_all=refresh_all, no_cascade=no_cascade,
-                 partition=partition, dry_run=dry_run, on_event=on_event)
+    return value(Server.at(url), call.get("target", call.get("task")), *call["files"],
+                 command=command, as_type=as_type, refresh=call["refresh"],
+                 refresh_all=call["refresh_all"], no_cascade=bool(call.get("no_cascade")),
+                 partition=call["partition"], dry_run=call["dry_run"],
+                 on_event=call["on_event"])
 
 
 def status(server: Server, target: Any = None) -> Any:

@@ -73,6 +73,16 @@ function chip(word) { return el("span", { class: "chip " + String(word || "").re
 
 function shortName(id) { const i = String(id).lastIndexOf(":"); return i < 0 ? String(id) : String(id).slice(i + 1); }
 
+function shortTime(ts) {  // 12-01 17:08:30: a list's column (the full time in its title)
+  const full = when(ts);
+  return full.length > 10 ? full.slice(5, 19) : full;
+}
+
+function targets(t) { return String(t || "").split(",").map(shortName).join(", "); }
+
+const SUMMARY = { cached: "cached", stale: "stale", never_run: "never run", partial: "partial",
+  unknown: "unknown", always_runs: "always run" };
+
 function when(ts) {
   if (ts === null || ts === undefined || ts === "") return "-";
   const d = typeof ts === "number" ? new Date(ts * 1000) : new Date(ts);
@@ -178,7 +188,7 @@ async function drawStatus() {
   if (!$("#graph svg")) await drawGraph();   // the colours come from the picture
   const body = await json("nodes");
   fill($("#status-table tbody"), body.nodes.map((n) => {
-    const state = el("span", { class: "chip", text: n.cache.state.replace("_", " ") });
+    const state = el("span", { class: "chip", text: SUMMARY[n.cache.state] || n.cache.state });
     const c = colourOf(n.id);
     if (c) state.style.background = c;
     const lm = n.last_materialization;
@@ -193,7 +203,7 @@ async function drawStatus() {
     return row;
   }));
   const s = body.summary || {};
-  $("#status-summary").textContent = Object.entries(s).map(([k, v]) => `${v} ${k.replace("_", " ")}`).join(", ");
+  $("#status-summary").textContent = Object.entries(s).map(([k, v]) => `${v} ${SUMMARY[k] || k}`).join(", ");
 }
 
 // ------------------------------------------------------------------ target and actions
@@ -249,10 +259,10 @@ async function drawRuns() {
   fill($("#runs-table tbody"), (body.runs || []).map((r) => {
     const row = el("tr", { class: "clickable", onclick: () => { location.hash = "run/" + encodeURIComponent(r.run_id); } },
       el("td", { class: "mono", text: r.run_id }),
-      el("td", { class: "nowrap", text: `${r.command} ${r.target || ""}` }),
+      el("td", { class: "nowrap", text: `${r.command} ${targets(r.target)}`, title: r.target || "" }),
       el("td", {}, chip(r.status)),
       el("td", { text: r.triggered_by || "-" }),
-      el("td", { class: "nowrap", text: when(r.started_at) }));
+      el("td", { class: "nowrap", text: shortTime(r.started_at), title: when(r.started_at) }));
     if (r.run_id === ui.runId) row.classList.add("current");
     return row;
   }));
@@ -290,16 +300,30 @@ async function showRun(runId) {
   const logs = el("pre", { class: "logs", "aria-label": "logs" });
   const result = el("div");
   panel.replaceChildren(head, facts, el("p", {}, cancel), el("h3", { text: "Logs" }), logs, result);
+  let shown = "";
   const setStatus = (status) => {
+    // a replayed run_started never takes a finished run back to running
+    if (status === "running" && shown && !["…", "pending"].includes(shown)) return;
+    shown = status;
     head.replaceChildren(el("code", { text: runId }), chip(status));
     if (["pending", "running"].includes(status)) cancel.removeAttribute("hidden");
     else cancel.setAttribute("hidden", "");
+  };
+  ui.settle = async () => {  // the stream may lag behind the run's row: the row settles it
+    const run = await json("runs/" + encodeURIComponent(runId));
+    if (ui.runId !== runId || ["pending", "running"].includes(run.status)) return;
+    if (ui.follow) { ui.follow.abort(); ui.follow = null; }
+    if (shown !== run.status) {
+      setStatus(run.status);
+      showOutcome(result, run.outcome, run.status);
+    }
+    if (!logs.textContent) logLine(logs, "barca", "no output recorded for this run");
   };
   try {
     const run = await json("runs/" + encodeURIComponent(runId));
     setStatus(run.status);
     const fact = (k, v) => facts.append(el("dt", { text: k }), el("dd", { text: v }));
-    fact("command", `${run.command} ${run.target || ""}`);
+    fact("command", `${run.command} ${targets(run.target)}`);
     fact("triggered by", run.triggered_by || "-");
     fact("started", when(run.started_at));
     fact("finished", when(run.finished_at));
@@ -322,8 +346,10 @@ async function follow(runId, pre, setStatus, done) {
   if (!res.ok) {  // no stream held for it: its recorded lines and outcome
     const run = await json("runs/" + encodeURIComponent(runId));
     for (const l of run.logs || []) logLine(pre, l.stream, `[${shortName(l.node_id)}] ${l.line}`);
+    if (!pre.textContent) logLine(pre, "barca", "no output recorded for this run");
     setStatus(run.status);
     done(run.outcome, run.status);
+    ui.follow = null;
     return;
   }
   const reader = res.body.getReader();
@@ -353,6 +379,7 @@ async function follow(runId, pre, setStatus, done) {
         done(e.outcome, status);
         ui.follow = null;
         ctl.abort();
+        if (!pre.textContent) logLine(pre, "barca", "no output recorded for this run");
         refresh();
         return;
       }
@@ -364,16 +391,18 @@ async function follow(runId, pre, setStatus, done) {
 function showOutcome(box, outcome, status) {
   if (!outcome) { box.replaceChildren(); return; }
   const parts = [el("h3", { text: "Outcome" })];
-  const line = `${status} in ${Number(outcome.elapsed_seconds || 0).toFixed(3)}s — ${outcome.steps_executed || 0} of ${outcome.steps_total || 0} steps executed`;
+  const line = outcome.steps ? `${status} in ${Number(outcome.elapsed_seconds || 0).toFixed(3)}s — ${outcome.steps_executed || 0} of ${outcome.steps_total || 0} steps executed` : status;
   parts.push(el("p", { text: line }));
   const err = (outcome.envelope && outcome.envelope.error) || outcome.error;
   if (err) parts.push(el("p", { class: "error-text", text: err }));
   const rows = (outcome.steps || []).map((s) => el("tr", {},
     el("td", {}, chip(s.status)), el("td", { class: "nowrap", text: shortName(s.id), title: s.id }),
     el("td", { class: "why", text: (s.detail || "").split("\n")[0] })));
-  parts.push(el("div", { class: "scroll" }, el("table", { class: "grid" },
-    el("thead", {}, el("tr", {}, el("th", { text: "Status" }), el("th", { text: "Step" }), el("th", { text: "Why" }))),
-    el("tbody", {}, ...rows))));
+  if (rows.length) {
+    parts.push(el("div", { class: "scroll" }, el("table", { class: "grid" },
+      el("thead", {}, el("tr", {}, el("th", { text: "Status" }), el("th", { text: "Step" }), el("th", { text: "Why" }))),
+      el("tbody", {}, ...rows))));
+  }
   box.replaceChildren(...parts);
 }
 
@@ -381,13 +410,13 @@ function showOutcome(box, outcome, status) {
 
 async function drawQueue() {
   const q = await json("queue");
-  $("#queue-state").replaceWith(Object.assign(chip(q.draining ? "draining" : q.paused ? "paused" : "running"), { id: "queue-state" }));
+  $("#queue-state").replaceWith(Object.assign(chip(q.draining ? "draining" : q.paused ? "paused" : "active"), { id: "queue-state" }));
   $("#queue-pause").disabled = q.paused;
   $("#queue-resume").disabled = !q.paused;
   const runs = [...(q.running || []), ...(q.queued || [])];
   fill($("#queue-table tbody"), runs.length ? runs.map((r) => el("tr", {},
     el("td", { class: "mono" }, el("a", { href: "#run/" + encodeURIComponent(r.run_id), text: r.run_id })),
-    el("td", { class: "nowrap", text: `${r.command} ${r.target || ""}` }),
+    el("td", { class: "nowrap", text: `${r.command} ${targets(r.target)}` }),
     el("td", {}, chip(r.status)),
     el("td", { text: r.position == null ? "-" : String(r.position) }),
     el("td", {}, el("button", { type: "button", class: "small", text: "Cancel",
@@ -429,6 +458,7 @@ async function main() {
       if (ui.page === "graph" && changed) await drawGraph();
       if (ui.page === "status" && changed) await drawStatus();
       if (ui.page === "runs") await drawRuns();
+      if (ui.page === "runs" && ui.runId && ui.settle) await ui.settle();
       if (ui.page === "queue") await drawQueue();
     } catch (e) { /* the next turn tries again; the message stays */ }
   }, POLL_MS);
