@@ -65,6 +65,10 @@ class Server:
         self.exit_code = 0
         self.token: str | None = None
         self.db_path = self.root / settings.store_prefix / "metadata.db"
+        self.project: Any = None    # barca.faces.serve.project.Project
+        self.queue: Any = None      # barca.faces.serve.queue.Queue
+        self.scheduler: Any = None  # barca.faces.serve.scheduler.Scheduler
+        self.scheduler_enabled = not (args.no_schedule or self.read_only)
 
     def health(self) -> dict[str, Any]:
         from barca import __version__
@@ -129,21 +133,20 @@ def serve(args: Any, settings: Any) -> int:
     store.close()
     from barca.faces.serve.project import Project
     from barca.faces.serve.queue import Queue
-    server.project = Project(settings.root, list(args.args), settings)  # type: ignore[attr-defined]
-    server.project.refresh(force=True)  # type: ignore[attr-defined]
+    server.project = Project(settings.root, list(args.args), settings)
+    server.project.refresh(force=True)
     sock = _bind(args.host, args.port)
     queue = Queue(settings.root, server.db_path, max_runs, settings.env,
-                  lambda: server.project.files, read_only=server.read_only)  # type: ignore[attr-defined]
-    server.queue = queue  # type: ignore[attr-defined]
+                  lambda: server.project.files, read_only=server.read_only)
+    server.queue = queue
     interrupted = [] if server.read_only else queue.recover()
     try:
         from barca.faces.serve.scheduler import Scheduler
     except ImportError:
         Scheduler = _Stopped  # type: ignore[misc,assignment]  # noqa: N806
-    server.scheduler_enabled = not (args.no_schedule or server.read_only)  # type: ignore[attr-defined]
     scheduler = Scheduler(settings.root, server.nodes(), tz, queue.submit, queue.in_flight,
-                          server.scheduler_enabled, server.db_path)  # type: ignore[attr-defined]
-    server.scheduler = scheduler  # type: ignore[attr-defined]
+                          server.scheduler_enabled, server.db_path)
+    server.scheduler = scheduler
 
     def finished(row: dict[str, Any], ok: bool) -> None:
         if row.get("schedule_id"):

@@ -85,6 +85,18 @@ def child_argv(body: dict[str, Any], run_id: str, files: tuple[str, ...],
     return argv
 
 
+def _die_with_parent() -> None:
+    """In the child, before it runs: killed when the server dies (Linux), so a server killed
+    outright leaves its runs ``running`` with a dead pid, marked ``interrupted`` at the next
+    start, rather than runs nobody watches. Only the queue's own thread starts children: the
+    signal follows the thread that forked."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class Child:
     """One run's process, its output read as it comes."""
 
@@ -95,7 +107,8 @@ class Child:
         self.stop_as: str | None = None  # cancelled | requeue | shutdown, once asked to stop
         self.proc = subprocess.Popen(argv, cwd=root, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)  # its own group: one signal stops
+                                     start_new_session=True,  # its own group: one signal stops
+                                     preexec_fn=_die_with_parent)
         self._readers = [threading.Thread(target=self._read, args=(s, out), daemon=True)
                          for s, out in ((self.proc.stdout, self.stdout),
                                         (self.proc.stderr, self.stderr))]
@@ -220,7 +233,17 @@ class Queue:
             with contextlib.suppress(Exception):  # a busy database: the next turn tries again
                 self.start_ready()
 
+    def starts_now(self, run_id: str) -> bool:
+        """Whether the queue's thread is about to start ``run_id`` (first in line, a free
+        slot): ``POST /runs`` answers ``running`` for it."""
+        with self.lock:
+            if self.paused or self.draining or self.read_only:
+                return False
+            free = self.max_runs - len(self.running)
+            return run_id in [r["run_id"] for r in serverq.pending(self.conn)[:max(free, 0)]]
+
     def start_ready(self) -> None:
+        """Start what may start; only the queue's thread calls it (see _die_with_parent)."""
         with self.lock:
             if self.paused or self.draining or self.read_only:
                 return

@@ -122,11 +122,11 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
                         no_cascade=body.get("cascade") is False, **kw)
             return json_answer(request, plan.to_json())
         run_id = server.queue.submit(body)
-        server.queue.start_ready()
-        pos = server.queue.position(run_id)
-        return json_answer(request, {"run_id": run_id,
-                                     "status": "pending" if pos else "running",
-                                     "position": pos}, 202)
+        if server.queue.starts_now(run_id):
+            return json_answer(request, {"run_id": run_id, "status": "running",
+                                         "position": None}, 202)
+        return json_answer(request, {"run_id": run_id, "status": "pending",
+                                     "position": server.queue.position(run_id)}, 202)
 
     def list_runs(request: Request) -> Response:
         q = request.query_params
@@ -245,6 +245,7 @@ async def _events(server: Any, conn: sqlite3.Connection, run_id: str) -> AsyncIt
     started = False
     after_log = after_step = 0
     said = 0  # stderr lines already sent (a run this server holds)
+    late = 0  # polls since the run ended without the server's outcome (a run it lost)
 
     def event(body: dict[str, Any]) -> str:
         nonlocal n
@@ -275,9 +276,10 @@ async def _events(server: Any, conn: sqlite3.Connection, run_id: str) -> AsyncIt
                 yield event({"type": "step_finished", "node_id": step["node_id"],
                              "key": step["key"], "ok": step["ok"],
                              "elapsed_seconds": step["elapsed_seconds"]})
+            late += status in serverq.FINISHED and child is None
             if status in serverq.FINISHED and child is None and (
                     row["outcome"] is not None or row["request"] is None
-                    or row["started_at"] is None
+                    or row["started_at"] is None or late > 8
                     or status in ("interrupted", "crashed")):
                 outcome = json.loads(row["outcome"]) if row["outcome"] else None
                 yield event({"type": "run_finished", "run_id": run_id,

@@ -1,0 +1,80 @@
+"""The server's queue and run records in-process (#32): no server, no subprocess."""
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from barca.core.errors import UsageError
+from barca.faces.serve.queue import Queue, check_body, child_argv
+from barca.store import serverq
+
+PIPE = """
+from barca import asset
+
+@asset
+def a():
+    return 1
+
+@asset(inputs={"a": a})
+def b(a):
+    return a + 1
+"""
+
+
+@pytest.fixture
+def proj(tmp_path, monkeypatch):
+    (tmp_path / "pipe.py").write_text(PIPE)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_a_typed_run_is_manual_and_a_queued_run_keeps_its_trigger(proj):
+    from barca import api
+    res = api.materialize("b", "pipe.py")
+    db = proj / ".barca" / "metadata.db"
+    conn = sqlite3.connect(db)
+    assert serverq.row(conn, res.run_id)["triggered_by"] == "manual"
+    q = Queue(proj, db, 1, None, lambda: ())
+    run_id = q.submit({"command": "get", "targets": ["a"], "triggered_by": "schedule",
+                       "scheduled_at": "2026-01-01T05:00:00Z", "schedule_id": "pipe.py:a"})
+    row = serverq.row(conn, run_id)  # committed before submit returned
+    assert (row["status"], row["triggered_by"], row["schedule_id"]) == \
+        ("pending", "schedule", "pipe.py:a")
+    assert q.in_flight("pipe.py:a") and not q.in_flight("pipe.py:b")
+    assert q.position(run_id) == 1
+    # the child begins the queued row under its id (its trigger kept), as the CLI would
+    api.materialize("a", "pipe.py", run_id=run_id)
+    row = serverq.row(conn, run_id)
+    assert (row["status"], row["triggered_by"]) == ("success", "schedule")
+    assert not q.in_flight("pipe.py:a")
+    assert q.cancel(run_id) is None  # finished: nothing to cancel
+
+
+def test_queue_order_requeue_at_head_and_cancel(proj):
+    db = proj / ".barca" / "metadata.db"
+    from barca.store.metadata import Store
+    Store(proj).close()  # created and migrated
+    q = Queue(proj, db, 1, None, lambda: ())
+    ids = [q.submit({"command": "get", "targets": [n]}) for n in ("a", "b", "a")]
+    assert [r["run_id"] for r in serverq.pending(q.conn)] == ids
+    serverq.requeue_at_head(q.conn, ids[2])
+    assert [r["run_id"] for r in serverq.pending(q.conn)] == [ids[2], ids[0], ids[1]]
+    assert q.cancel(ids[0]) == "cancelled"
+    assert serverq.row(q.conn, ids[0])["status"] == "cancelled"
+    q.pause(True)
+    assert Queue(proj, db, 1, None, lambda: ()).paused is True  # persisted
+
+
+def test_run_bodies_are_checked_as_the_cli_checks_flags():
+    for bad in ([], {"command": "get", "nope": 1}, {"command": "sql"},
+                {"command": "get", "targets": [1]}, {"command": "get", "cascade": "no"},
+                {"command": "get", "triggered_by": "schedule"}):
+        with pytest.raises(UsageError):
+            check_body(bad)
+    body = check_body({"command": "get", "targets": "b", "refresh": ["a"], "cascade": False,
+                       "partition": {"region": "emea"}, "values": True})
+    argv = child_argv(body, "r1", ("pipe.py",), "dev")
+    assert argv[3:] == ["get", "b", "pipe.py", "--json", "--run-id", "r1", "--refresh", "a",
+                        "--no-cascade", "-o", "value", "--partition", '{"region": "emea"}',
+                        "--env", "dev"]
