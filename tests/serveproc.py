@@ -37,6 +37,12 @@ def boom() -> int:
 
 
 @asset()
+def table():
+    import pandas as pd
+    return pd.DataFrame({"city": ["Lyon", "Oslo"], "people": [522_000, 709_000]})
+
+
+@asset()
 def slow() -> int:
     print("slow started", flush=True)
     time.sleep(120)

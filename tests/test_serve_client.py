@@ -196,6 +196,29 @@ def test_barca_get_with_server(served, monkeypatch) -> None:
         barca.get("total", server="http://127.0.0.1:1")
     plan = barca.get("total", server=server.url, dry_run=True)
     assert plan.to_json()["dry_run"] is True
+    # a value JSON cannot carry: read from the run's artifact, in the type it was written
+    import pandas as pd
+    got = barca.get("table", server=server.url)
+    assert isinstance(got, pd.DataFrame)
+    pd.testing.assert_frame_equal(got, barca.get("table"))
+    with pytest.raises(barca.UsageError, match="server="):
+        barca.get("total", server=server.url, env="dev")
+
+
+def test_the_magic_with_server(served, monkeypatch) -> None:
+    pytest.importorskip("IPython")
+    import barca
+    from barca.faces.jupyter.magics import run_magic
+    project, server = served
+    monkeypatch.chdir(project.path)
+    assert run_magic(f"get total --server {server.url}") == 6
+    import pandas as pd
+    pd.testing.assert_frame_equal(run_magic(f"get table --server {server.url}"),
+                                  run_magic("get table"))
+    report = run_magic(f"status --server {server.url}")
+    assert [r.name for r in report.rows] == [r.name for r in run_magic("status").rows]
+    with pytest.raises(barca.StepFailed):
+        run_magic(f"get boom --server {server.url}")
 
 
 def test_ctrl_c_cancels_the_run_on_the_server(served) -> None:
@@ -227,7 +250,7 @@ def test_the_token_is_sent_from_BARCA_SERVER_TOKEN(tmp_path: Path) -> None:
     try:
         project = Project(tmp_path)
         refused = project.barca("get", "total", "--server", server.url, "--json")
-        assert refused.code != 0 and refused.out == ""
+        assert refused.code == 2 and refused.out == ""
         assert "token" in refused.error()["error"].lower()
         got = project.barca("get", "total", "--server", server.url, "--json",
                             env={"BARCA_SERVER_TOKEN": "s3cret-token"})

@@ -325,7 +325,7 @@ def get(target: str | list[str] | None = None, *files: str, refresh: str | list[
     call alone. ``cascade=False`` is ``--no-cascade``; ``server=URL`` is ``--server``."""
     no_cascade = no_cascade or not cascade
     if flags.get("server") is not None:  # server=URL: run on that barca serve
-        from barca.api.server import on_server
+        from barca.api.served import on_server
         return on_server("get", locals())
     if as_type is not None:
         from barca.store.frames import check_type
@@ -349,7 +349,7 @@ def run(task: str, *files: str, refresh: str | list[str] | None = None, refresh_
         executor: str | None = None, settings: Settings | None = None, **flags: Any) -> Any:
     """Run a task (always) and its cone (cache-aware); its return value (``server=``: get)."""
     if flags.get("server") is not None:  # server=URL: run on that barca serve
-        from barca.api.server import on_server
+        from barca.api.served import on_server
         return on_server("run", locals())
     settings = settings_of(settings, env=env, executor=executor, **flags)
     settings.store_prefix  # noqa: B018 - not a plain folder name: a usage error, first

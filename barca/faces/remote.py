@@ -64,7 +64,7 @@ def _refuse(args: argparse.Namespace) -> None:
 def dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
              settings: Settings) -> Outcome:
     """The command run on the server: the Outcome a local run gives."""
-    from barca.api import server as remote
+    from barca.api import served as remote
     from barca.faces.commands import Outcome, split_target
     _refuse(args)
     cmd = args.command
@@ -79,7 +79,7 @@ def dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
         res = remote.materialize(srv, target, *files, command=cmd, refresh=args.refresh,
                                  refresh_all=args.refresh_all, no_cascade=args.no_cascade,
                                  partition=args.partition, dry_run=args.dry_run,
-                                 values=load_values or args.output == "value",
+                                 values=args.output == "value", fetch=load_values,
                                  on_event=on_event)
     elif cmd == "status":
         target, _files = split_target(args.args)
@@ -102,7 +102,7 @@ def dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
 
 def more_logs(args: argparse.Namespace, run_id: str, after: int, settings: Settings) -> Any:
     """``logs -f --server``: the run's lines after line ``after``."""
-    from barca.api import server as remote
+    from barca.api import served as remote
     from barca.present.journal import StepLog
     log = remote.logs(remote.Server.at(args.server, settings.root), run_id, step=args.step,
                       stream=args.stream, timestamps=args.timestamps)
