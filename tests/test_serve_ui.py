@@ -163,3 +163,30 @@ def _photograph(browser, url: str) -> None:
                 page.screenshot(path=str(shot), full_page=True)
                 assert shot.stat().st_size > 5000, where
             ctx.close()
+
+
+@pytest.mark.skipif(bool(_missing()), reason=_missing() or "ready")
+def test_a_server_with_a_token_asks_for_it_once(tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+    (tmp_path / "pipeline.py").write_text(PIPELINE)
+    served = Served(tmp_path, env={"BARCA_SERVER_TOKEN": "ui-t0ken"})
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1000, "height": 800})
+                page.goto(served.url + "/ui/")
+                expect(page.locator("#token-dialog")).to_be_visible(timeout=30_000)
+                assert page.locator("#graph svg").count() == 0  # nothing without it
+                page.fill("#token", "ui-t0ken")
+                page.click("#token-form button")
+                expect(page.locator("#graph svg g.barca-node")).to_have_count(
+                    len(NAMES), timeout=30_000)
+                page.reload()  # kept for the tab: not asked again
+                expect(page.locator("#graph svg g.barca-node")).to_have_count(
+                    len(NAMES), timeout=30_000)
+                assert not page.locator("#token-dialog").is_visible()
+            finally:
+                browser.close()
+    finally:
+        served.stop()
