@@ -295,7 +295,7 @@ async function showRun(runId) {
   const panel = $("#run");
   const head = el("h2", {}, el("code", { text: runId }), chip("…"));
   const facts = el("dl");
-  const cancel = el("button", { type: "button", class: "small", text: "Cancel", hidden: "",
+  const cancel = el("button", { type: "button", class: "small", ...(ui.readOnly ? { disabled: "" } : {}), text: "Cancel", hidden: "",
     onclick: () => json("runs/" + encodeURIComponent(runId), { method: "DELETE" }).catch((e) => say(e.message, true)) });
   const logs = el("pre", { class: "logs", "aria-label": "logs" });
   const result = el("div");
@@ -411,15 +411,15 @@ function showOutcome(box, outcome, status) {
 async function drawQueue() {
   const q = await json("queue");
   $("#queue-state").replaceWith(Object.assign(chip(q.draining ? "draining" : q.paused ? "paused" : "active"), { id: "queue-state" }));
-  $("#queue-pause").disabled = q.paused;
-  $("#queue-resume").disabled = !q.paused;
+  $("#queue-pause").disabled = q.paused || ui.readOnly;
+  $("#queue-resume").disabled = !q.paused || ui.readOnly;
   const runs = [...(q.running || []), ...(q.queued || [])];
   fill($("#queue-table tbody"), runs.length ? runs.map((r) => el("tr", {},
     el("td", { class: "mono" }, el("a", { href: "#run/" + encodeURIComponent(r.run_id), text: r.run_id })),
     el("td", { class: "nowrap", text: `${r.command} ${targets(r.target)}` }),
     el("td", {}, chip(r.status)),
     el("td", { text: r.position == null ? "-" : String(r.position) }),
-    el("td", {}, el("button", { type: "button", class: "small", text: "Cancel",
+    el("td", {}, el("button", { type: "button", class: "small", ...(ui.readOnly ? { disabled: "" } : {}), text: "Cancel",
       onclick: () => json("runs/" + encodeURIComponent(r.run_id), { method: "DELETE" }).then(refresh, (e) => say(e.message, true)) }))))
     : [el("tr", {}, el("td", { colspan: "5", class: "muted", text: "nothing running or waiting" }))]);
   const entries = await json("schedule");
@@ -432,7 +432,7 @@ async function drawQueue() {
       el("td", { class: "nowrap", text: when(s.next_fire) }),
       el("td", {}, s.last_status ? chip(s.last_status) : "-"),
       el("td", {}, chip(state)),
-      el("td", {}, el("button", { type: "button", class: "small", text: verb === "pause" ? "Pause" : "Resume",
+      el("td", {}, el("button", { type: "button", class: "small", ...(ui.readOnly ? { disabled: "" } : {}), text: verb === "pause" ? "Pause" : "Resume",
         onclick: () => json(`schedule/${encodeURIComponent(s.id)}/${verb}`, { method: "POST" }).then(refresh, (e) => say(e.message, true)) })));
   }) : [el("tr", {}, el("td", { colspan: "6", class: "muted", text: "no scheduled nodes" }))]);
 }
@@ -469,6 +469,12 @@ async function boot() {
     const health = await json("health");
     $("#server").textContent = `${health.version || ""} · env ${health.env || "default"}` +
       (health.read_only ? " · read-only" : "") + (health.status === "draining" ? " · draining" : "");
+    // a read-only server runs, cancels and pauses nothing: its buttons say so
+    for (const id of ["#act-get", "#act-refresh", "#queue-pause", "#queue-resume"]) {
+      $(id).disabled = Boolean(health.read_only);
+      if (health.read_only) $(id).title = "this server is read-only";
+    }
+    ui.readOnly = Boolean(health.read_only);
     const errors = health.load_errors || [];
     if (errors.length) say("Not loaded: " + errors.map((e) => `${e.file}: ${e.error}`).join("; "), true);
     await loadNodes();
