@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from serving import Served
@@ -34,6 +35,10 @@ def slow():
             break
         time.sleep(0.05)
     print("slow done")
+
+@asset
+def boom():
+    raise ValueError("boom")
 """
 
 
@@ -57,7 +62,9 @@ def test_runs_over_http(proj):
                              ({"command": "sql"}, 400), ({"command": "get", "targets": ["t"]},
                                                          404),
                              ({"command": "get", "targets": ["slow"]}, 400),
-                             ({"command": "run", "targets": ["b"]}, 400)]:
+                             ({"command": "run", "targets": ["b"]}, 400),
+                             ({"command": "get", "files": ["/etc/passwd"]}, 400),
+                             ({"command": "get", "files": ["../x.py"]}, 400)]:
             code, env, _ = srv.post("/runs", body)
             assert code == status, (body, env)
             assert env["code"] == 2 and env["kind"] == "usage" and env["remediation"]
@@ -76,6 +83,7 @@ def test_runs_over_http(proj):
         assert set(done["outcome"]) == set(cli.json())  # the CLI's own JSON document
         assert done["outcome"]["run_id"] == run_id and done["outcome"]["final_output"] == 2
         assert done["triggered_by"] == "api" and done["started_at"].endswith("Z")
+        assert done["exit_code"] == 0
         assert [s["node_id"] for s in done["steps"]] == ["pipe.py:a", "pipe.py:b"]
         assert [x["line"] for x in done["logs"]] == ["hello from a"]
         code, logs, _ = srv.get(f"/runs/{run_id}/logs")
@@ -84,17 +92,36 @@ def test_runs_over_http(proj):
         assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
         assert "log" in kinds and kinds.count("step_finished") == 2
         assert events(srv, run_id) == events(srv, run_id)  # replayed from the start
+        again = srv.post("/runs", {"command": "get", "targets": ["b"]})[1]["run_id"]
+        srv.until(again, ("success",))
+        hits = [e for e in events(srv, again) if e["type"] == "step_finished"]
+        assert [(e["node_id"], e.get("cached")) for e in hits] == \
+            [("pipe.py:a", True), ("pipe.py:b", True)]
         code, data, _ = srv.get(f"/runs/{run_id}/output", raw=True)
         assert code == 200 and json.loads(data) == 2
         assert srv.call("DELETE", f"/runs/{run_id}")[0] == 409
         for path in ("/runs/nope", "/runs/nope/logs", "/runs/nope/events"):
             assert srv.get(path)[0] == 404
+        # a run of named files
+        named = srv.post("/runs", {"command": "get", "targets": ["a"], "files": ["pipe.py"]})
+        assert srv.until(named[1]["run_id"], ("success",))["outcome"]["final_output"] == 1
+        # a failed step: the CLI's exit code, its document and its error envelope
+        boom = srv.post("/runs", {"command": "get", "targets": ["boom"]})[1]["run_id"]
+        failed = srv.until(boom, ("failed",))
+        assert failed["exit_code"] == 1 and failed["outcome"]["status"] == "failed"
+        assert failed["outcome"]["envelope"]["kind"] == "step_failed"
         # who triggered each run, as history shows it
         hist = srv.get("/history")[1]["runs"]
         assert {r["triggered_by"] for r in hist} == {"api", "manual"}
-        assert [r["run_id"] for r in srv.get("/history?triggered_by=api")[1]["runs"]] == [run_id]
+        assert [r["run_id"] for r in srv.get("/history?triggered_by=api")[1]["runs"]] == \
+            [boom, named[1]["run_id"], again, run_id]  # newest first
+        assert [r["run_id"] for r in srv.get("/history?status=failed")[1]["runs"]] == [boom]
         assert srv.get("/history?status=bogus")[0] == 400
         assert srv.get("/history?limit=abc")[0] == 400
+        # the metadata database moved aside: a clean slate, the old file kept
+        code, reset, _ = srv.post("/state/reset")
+        assert code == 200 and Path(reset["moved_to"]).is_file()
+        assert srv.get("/runs")[1]["runs"] == [] and srv.get(f"/runs/{run_id}")[0] == 404
 
 
 def test_inspection_routes_are_the_cli_json(proj):
@@ -109,7 +136,8 @@ def test_inspection_routes_are_the_cli_json(proj):
         assert srv.get("/list", headers={"If-None-Match": hdrs["etag"]})[0] == 304
         assert srv.get("/assets")[1] == listing["nodes"]
         nodes = srv.get("/nodes")[1]["nodes"]
-        assert [n["id"] for n in nodes] == ["pipe.py:a", "pipe.py:b", "pipe.py:slow"]
+        assert [n["id"] for n in nodes] == ["pipe.py:a", "pipe.py:b", "pipe.py:slow",
+                                            "pipe.py:boom"]
         assert {n["id"]: n["running"] for n in srv.get("/state")[1]}["pipe.py:a"] is None
         assert "phases" in srv.get("/plan")[1]
         assert srv.get("/groups")[1] == {"groups": []}
@@ -123,6 +151,18 @@ def test_inspection_routes_are_the_cli_json(proj):
         code, _, hdrs = srv.get("/")
         assert code == 303 and hdrs["location"] == "/ui/"
         assert srv.get("/ui/", raw=True)[0] == 200
+        # a new file is read, a mended one comes back, without a restart
+        proj.write("more.py", "from barca import asset\n\n@asset\ndef d():\n    return 4\n")
+        proj.write("broken.py", "from barca import asset\n\n@asset\ndef c():\n    return 3\n")
+        end = time.monotonic() + 20
+        while time.monotonic() < end and srv.get("/health")[1]["load_errors"]:
+            time.sleep(0.2)
+        assert srv.get("/health")[1]["load_errors"] == []
+        ids = {n["id"] for n in srv.get("/assets")[1]}
+        assert {"more.py:d", "broken.py:c"} <= ids
+    err = srv.proc.stderr.read()
+    assert f"serving on http://127.0.0.1:{srv.port}" in err and "metadata.db" in err
+    assert "broken.py left out" in err and "no schedules" in err
 
 
 def test_queue_fifo_cancel_and_pause(proj):
@@ -133,6 +173,7 @@ def test_queue_fifo_cancel_and_pause(proj):
         third = srv.post("/runs", {"command": "get", "targets": ["a"]})[1]
         assert (second["status"], second["position"]) == ("pending", 1)
         assert third["position"] == 2
+        assert srv.post("/state/reset")[0] == 409  # runs pending: the database stays
         q = srv.get("/queue")[1]
         assert [r["run_id"] for r in q["queued"]] == [second["run_id"], third["run_id"]]
         assert srv.call("DELETE", f"/runs/{third['run_id']}")[1]["status"] == "cancelled"
@@ -174,16 +215,19 @@ def test_drain_requeues_past_the_deadline_and_a_restart_resumes(proj):
 
 
 def test_drain_waits_for_runs_and_a_second_signal_cancels(proj):
-    srv = Served(proj.path, "--drain-timeout", "60")
-    run = srv.post("/runs", {"command": "run", "targets": ["slow"]})[1]["run_id"]
-    srv.until(run, ("running",))
+    srv = Served(proj.path, "--drain-timeout", "60", "--max-runs", "2")
+    runs = [srv.post("/runs", {"command": "run", "targets": ["slow"]})[1] for _ in range(3)]
+    assert [r["status"] for r in runs] == ["running", "running", "pending"]  # two at once
+    for r in runs[:2]:
+        srv.until(r["run_id"], ("running",))
+    assert len(srv.get("/queue")[1]["running"]) == 2
     srv.proc.send_signal(signal.SIGTERM)
     time.sleep(0.5)
-    assert srv.proc.poll() is None  # waiting for the run in flight
+    assert srv.proc.poll() is None  # waiting for the runs in flight
     srv.proc.send_signal(signal.SIGTERM)
     assert srv.stop() == 1
-    out = proj.barca("history", "--json").json()["runs"]
-    assert [r["status"] for r in out if r["run_id"] == run] == ["cancelled"]
+    out = {r["run_id"]: r["status"] for r in proj.barca("history", "--json").json()["runs"]}
+    assert [out[r["run_id"]] for r in runs] == ["cancelled", "cancelled", "pending"]
 
 
 def test_token_and_public_addresses(proj):
@@ -200,6 +244,12 @@ def test_token_and_public_addresses(proj):
 
 
 def test_serve_usage_and_infrastructure_errors(proj):
+    with Served(proj.path, "--read-only") as srv:
+        assert srv.post("/runs", {"command": "get"})[0] == 403
+        assert srv.post("/queue/pause")[0] == 403
+        assert srv.get("/health")[1]["read_only"] is True
+        assert srv.get("/runs")[1] == {"runs": []} and srv.get("/nodes")[0] == 200
+    assert not (proj.path / ".barca").exists()  # a read-only server writes nothing
     bad_zone = proj.barca("serve", "--timezone", "Mars/Olympus")
     assert bad_zone.code == 2 and "Mars/Olympus" in bad_zone.err
     assert proj.barca("serve", "--server").code == 2
@@ -210,10 +260,6 @@ def test_serve_usage_and_infrastructure_errors(proj):
         port = str(s.getsockname()[1])
         taken = proj.barca("serve", "-p", port)
     assert taken.code == 3 and port in taken.err
-    with Served(proj.path, "--read-only") as srv:
-        assert srv.post("/runs", {"command": "get"})[0] == 403
-        assert srv.post("/queue/pause")[0] == 403
-        assert srv.get("/health")[1]["read_only"] is True
 
 
 def test_cli_does_not_import_server_libraries(proj):

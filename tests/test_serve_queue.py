@@ -47,6 +47,11 @@ def test_a_typed_run_is_manual_and_a_queued_run_keeps_its_trigger(proj):
     api.materialize("a", "pipe.py", run_id=run_id)
     row = serverq.row(conn, run_id)
     assert (row["status"], row["triggered_by"]) == ("success", "schedule")
+    assert row["pool_size"] is not None
+    # barca history says who triggered each run
+    assert [(r.run_id, r.triggered_by) for r in api.history(2)] == \
+        [(run_id, "schedule"), (res.run_id, "manual")]
+    assert api.history(1).to_json()["runs"][0]["triggered_by"] == "schedule"
     assert not q.in_flight("pipe.py:a")
     assert q.cancel(run_id) is None  # finished: nothing to cancel
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from barca.core.record import Record
 from barca.core.render import html_table, rich_table, text_table
@@ -97,7 +97,9 @@ class StepLog(Record):
 class RunRow(Record):
     """One run as the store recorded it; the fields, in order, are ``history --json``'s."""
     __slots__ = ("run_id", "command", "target", "status", "started_at", "finished_at",
-                 "steps_run", "steps_cached", "steps_failed", "pool_size", "error")
+                 "steps_run", "steps_cached", "steps_failed", "pool_size", "error",
+                 "triggered_by")
+    _defaults: ClassVar[dict[str, Any]] = {"triggered_by": None}
     run_id: str
     command: str | None
     target: str | None
@@ -109,6 +111,7 @@ class RunRow(Record):
     steps_failed: int | None
     pool_size: int | None
     error: str | None
+    triggered_by: str | None  # manual (typed here), api, schedule (barca serve); None: older
 
     def to_json(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__slots__}

@@ -279,12 +279,8 @@ class Store:
         if self.conn is None:
             return []
         self.reap_crashed()
-        cur = self.conn.execute(
-            "SELECT run_id, command, target, status, started_at, finished_at, steps_run, "
-            "steps_cached, steps_failed, pool_size, error FROM runs "
-            "ORDER BY started_at DESC LIMIT ?", (limit,))
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r, strict=False)) for r in cur]
+        from barca.store.serverq import history
+        return history(self.conn, limit)  # with who triggered each run, where recorded
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         """One run's row; ``run_id`` may be a unique prefix."""
@@ -382,8 +378,9 @@ class Store:
     # ---------------------------------------------------------------- writes
     _BEGIN_RUN = ("INSERT INTO runs (run_id, command, target, status, started_at, pool_size, "
                   "pid, proc, triggered_by) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, 'manual') "
-                  "ON CONFLICT(run_id) DO UPDATE SET status='running', started_at=excluded."  # a
-                  "started_at, pid=excluded.pid, proc=excluded.proc")  # queued run: its trigger
+                  "ON CONFLICT(run_id) DO UPDATE SET status='running', started_at=excluded."
+                  "started_at, pool_size=excluded.pool_size, pid=excluded.pid, proc=excluded."
+                  "proc")  # a run barca serve queued begins under its id, keeping its trigger
     _END_RUN = ("UPDATE runs SET status=?, finished_at=?, steps_run=?, steps_cached=?, "
                 "steps_failed=?, error=? WHERE run_id=?")
     # a served run is begun and finished in one transaction: no process to record

@@ -12,10 +12,10 @@ from typing import Any
 
 # columns ``runs`` gained for the server (Store._open adds them to an older database)
 RUN_COLUMNS = ("triggered_by TEXT", "scheduled_at TEXT", "schedule_id TEXT", "queued_at REAL",
-               "request TEXT", "outcome TEXT")
+               "request TEXT", "outcome TEXT", "exit_code INTEGER")
 ROW = ("run_id", "command", "target", "status", "started_at", "finished_at", "steps_run",
        "steps_cached", "steps_failed", "pool_size", "error", "pid", "triggered_by",
-       "scheduled_at", "schedule_id", "queued_at", "request", "outcome")
+       "scheduled_at", "schedule_id", "queued_at", "request", "outcome", "exit_code")
 FINISHED = ("success", "failed", "cancelled", "crashed", "error", "interrupted")
 
 
@@ -68,9 +68,34 @@ def pending(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return rows(conn, "status='pending' ORDER BY queued_at, rowid")
 
 
+def connect(db_path: Any, read_only: bool = False) -> sqlite3.Connection:
+    """A connection for the server's threads; read-only: the file opened read-only (nothing
+    created or migrated), or an empty in-memory store when there is no file yet."""
+    from pathlib import Path
+    if read_only:
+        if Path(db_path).exists():
+            conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=15,
+                                   isolation_level=None, check_same_thread=False)
+        else:
+            from barca.store.metadata import SCHEMA
+            conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            conn.executescript(SCHEMA)
+            for col in RUN_COLUMNS:
+                conn.execute(f"ALTER TABLE runs ADD COLUMN {col}")
+    else:
+        conn = sqlite3.connect(db_path, timeout=15, isolation_level=None,
+                               check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout=15000")
+    return conn
+
+
 def rows(conn: sqlite3.Connection, where: str, args: tuple[Any, ...] = ()
          ) -> list[dict[str, Any]]:
-    cur = conn.execute(f"SELECT {', '.join(ROW)} FROM runs WHERE {where}", args)
+    """``runs`` rows as dicts of ``ROW``; a column a store does not have yet is None (a
+    read-only server migrates nothing)."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    cols = ", ".join(c if c in have else f"NULL AS {c}" for c in ROW)
+    cur = conn.execute(f"SELECT {cols} FROM runs WHERE {where}", args)
     return [dict(zip(ROW, r, strict=True)) for r in cur]
 
 
@@ -80,14 +105,14 @@ def row(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
 
 
 def finish(conn: sqlite3.Connection, run_id: str, status: str, error: str | None,
-           outcome: Any) -> None:
+           outcome: Any, exit_code: int | None = None) -> None:
     """The server's last word on a run its child ended (or never began): the status only where
-    the child did not write its own, the outcome always."""
+    the child did not write its own; the outcome and the command's exit code always."""
     _write(conn, "UPDATE runs SET status=CASE WHEN status IN ('pending', 'running') THEN ? "
                  "ELSE status END, finished_at=coalesce(finished_at, ?), error=coalesce(error, "
-                 "?), outcome=? WHERE run_id=?",
+                 "?), outcome=?, exit_code=? WHERE run_id=?",
            (status, time.time(), error, None if outcome is None else json.dumps(outcome),
-            run_id))
+            exit_code, run_id))
 
 
 def mark(conn: sqlite3.Connection, run_id: str, status: str, error: str | None = None) -> None:
@@ -99,3 +124,16 @@ def live_node_runs(conn: sqlite3.Connection) -> list[tuple[str, str, str | None]
     """(run id, status, request JSON) of every run pending or running, CLI runs included."""
     return list(conn.execute("SELECT run_id, status, request FROM runs WHERE status IN "
                              "('pending', 'running')"))
+
+
+def history(conn: sqlite3.Connection, limit: int) -> list[dict[str, Any]]:
+    """``barca history``'s rows, newest first, with ``triggered_by`` (None in a store written
+    before runs recorded it, which a read-only command does not migrate)."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    trig = "triggered_by" if "triggered_by" in have else "NULL AS triggered_by"
+    cur = conn.execute(
+        "SELECT run_id, command, target, status, started_at, finished_at, steps_run, "
+        f"steps_cached, steps_failed, pool_size, error, {trig} FROM runs "
+        "ORDER BY started_at DESC LIMIT ?", (limit,))
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur]

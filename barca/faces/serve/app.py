@@ -155,6 +155,16 @@ def build(server: Any) -> Starlette:
                                     "GET /schedule lists the schedules.")) from None
         return json_answer(request, body)
 
+    def reset(request: Request) -> Response:
+        writable()
+        try:
+            moved = server.queue.reset(server.db_path)
+        except RuntimeError:
+            raise Answer(409, error("A run is pending or running: the metadata database stays.",
+                                    "Wait for the runs (GET /queue) or cancel them, then "
+                                    "reset.")) from None
+        return json_answer(request, {"reset": True, "moved_to": moved})
+
     def root(request: Request) -> Response:
         return RedirectResponse("/ui/", status_code=303)
 
@@ -173,6 +183,7 @@ def build(server: Any) -> Starlette:
         Route("/queue/pause", queue_switch, methods=["POST"]),
         Route("/queue/resume", queue_switch, methods=["POST"]),
         Route("/schedule", schedule, methods=["GET"]),
+        Route("/state/reset", reset, methods=["POST"]),
         Route("/schedule/{ident:path}/pause", schedule_switch, methods=["POST"]),
         Route("/schedule/{ident:path}/resume", schedule_switch, methods=["POST"]),
         *runs.routes(server, call, writable, json_answer),
@@ -198,8 +209,17 @@ def build(server: Any) -> Starlette:
             body = error(str(exc.detail))
         return JSONResponse(body, status_code=exc.status_code, headers=headers)
 
+    async def on_database(request: Request, exc: Exception) -> Response:
+        server.metadata_error = str(exc)  # /health says so until the next start
+        return JSONResponse(error(f"the metadata database cannot be used: {exc}",
+                                  f"Check {server.db_path} (move it aside if it is damaged), "
+                                  "then restart the server.", code=3, kind="infrastructure",
+                                  reason="metadata_unusable"), status_code=500)
+
+    import sqlite3
     app = Starlette(routes=routes, exception_handlers={Answer: on_answer,
-                                                       HTTPException: on_http})
+                                                       HTTPException: on_http,
+                                                       sqlite3.DatabaseError: on_database})
     token = server.token
     return Guard(app, token) if token else app  # type: ignore[return-value]
 

@@ -69,20 +69,27 @@ class Server:
         self.queue: Any = None      # barca.faces.serve.queue.Queue
         self.scheduler: Any = None  # barca.faces.serve.scheduler.Scheduler
         self.scheduler_enabled = not (args.no_schedule or self.read_only)
+        self.metadata_error: str | None = None
 
     def health(self) -> dict[str, Any]:
+        import sqlite3
+
         from barca import __version__
         from barca.faces.serve.render import rfc3339
         from barca.store import serverq
         q = self.queue
-        with q.lock:
-            queued = len(serverq.pending(q.conn))
+        queued = None
+        try:
+            with q.lock:
+                queued = len(serverq.pending(q.conn))
+        except sqlite3.DatabaseError as exc:  # still 200: /health says what is wrong
+            self.metadata_error = str(exc)
         return {"status": "draining" if self.draining else "ok", "version": __version__,
                 "api_version": API_VERSION, "env": self.settings.env or "default",
                 "started_at": rfc3339(self.started_at), "read_only": self.read_only,
                 "scheduler": "stopped" if self.draining or not self.scheduler_enabled
                 else "running",
-                "scheduler_enabled": self.scheduler_enabled, "metadata_error": None,
+                "scheduler_enabled": self.scheduler_enabled, "metadata_error": self.metadata_error,
                 "load_errors": self.project.errors,
                 "queue": {"paused": q.paused, "queued": queued, "running": len(q.running),
                           "max_runs": q.max_runs},
@@ -128,9 +135,9 @@ def serve(args: Any, settings: Any) -> int:
                          "127.0.0.1, or pass --insecure.")
     server = Server(args, settings)
     server.token = token
-    from barca.store.metadata import Store
-    store = Store(settings.root, create=True, prefix=settings.store_prefix)  # migrated here
-    store.close()
+    if not server.read_only:  # a read-only server creates and migrates nothing
+        from barca.store.metadata import Store
+        Store(settings.root, create=True, prefix=settings.store_prefix).close()
     from barca.faces.serve.project import Project
     from barca.faces.serve.queue import Queue
     server.project = Project(settings.root, list(args.args), settings)
@@ -177,29 +184,44 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def say(text: str, **fields: Any) -> None:
+    """A server line: ``[barca] text`` on stderr, or with ``BARCA_LOG=json`` one JSON object
+    per line on stdout (for a log collector)."""
+    if os.environ.get("BARCA_LOG", "").lower() == "json":
+        import json
+
+        from barca.faces.serve.render import rfc3339
+        sys.stdout.write(json.dumps({"ts": rfc3339(time.time()), "msg": text, **fields}) + "\n")
+        sys.stdout.flush()
+    else:
+        sys.stderr.write(f"[barca] {text}\n")
+        sys.stderr.flush()
+
+
 def _announce(server: Any, args: Any, sock: socket.socket, interrupted: list[str]) -> None:
     s = server.settings
     prefix = s.store_prefix
-    say = sys.stderr.write
-    say(f"[barca] env {s.env or 'default'} | artifacts {prefix}/artifacts | metadata "
-        f"{prefix}/metadata.db (SQLite, WAL){' | read-only' if server.read_only else ''}\n")
+    say(f"env {s.env or 'default'} | artifacts {prefix}/artifacts | metadata "
+        f"{prefix}/metadata.db (SQLite, WAL){' | read-only' if server.read_only else ''}",
+        event="store", env=s.env or "default", metadata=f"{prefix}/metadata.db")
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    say(f"[barca] serving on http://{shown}:{port}\n")
+    say(f"serving on http://{shown}:{port}", event="serving", url=f"http://{shown}:{port}")
     if args.host not in LOOPBACK and server.token is None:
-        say("[barca] warning: listening on a public address without a token (--insecure)\n")
+        say("warning: listening on a public address without a token (--insecure)",
+            event="warning")
     for e in server.project.errors:
-        say(f"[barca] warning: {e['file']} left out: {e['error']}\n")
+        say(f"warning: {e['file']} left out: {e['error']}", event="load_error", **e)
     for run_id in interrupted:
-        say(f"[barca] run {run_id} was interrupted when the server stopped\n")
+        say(f"run {run_id} was interrupted when the server stopped", event="interrupted",
+            run_id=run_id)
     nodes = [n for n in server.nodes() if n.get("schedule")]
     if not nodes:
-        say("[barca] no schedules\n")
+        say("no schedules", event="schedules", schedules=[])
     for n in nodes:
         state = "" if server.scheduler_enabled else " (not firing: --no-schedule)"
-        say(f"[barca] schedule {n['name']} \"{n['schedule']}\" next {n.get('next_fire')} "
-            f"UTC{state}\n")
-    sys.stderr.flush()
+        say(f"schedule {n['name']} \"{n['schedule']}\" next {n.get('next_fire')} UTC{state}",
+            event="schedule", node_id=n["id"], cron=n["schedule"])
 
 
 def _watch(server: Any, reload: bool) -> None:
@@ -231,8 +253,8 @@ def _run(server: Any, app: Any, sock: socket.socket, drain: float) -> int:
                 n = len(server.queue.running)
                 server.queue.stop_all("requeue")
                 _wait_idle(server)
-                sys.stderr.write(f"[barca] drain timeout: {n} run(s) put back at the head of "
-                                 "the queue for the next start\n")
+                say(f"drain timeout: {n} run(s) put back at the head of the queue for the "
+                    "next start", event="requeued", runs=n)
                 break
             time.sleep(0.1)
         _wait_idle(server)
@@ -244,13 +266,13 @@ def _run(server: Any, app: Any, sock: socket.socket, drain: float) -> int:
             server.queue.draining = True
             with contextlib.suppress(Exception):
                 server.scheduler.stop()
-            sys.stderr.write("[barca] draining: waiting for runs in flight (again to cancel "
-                             "them)\n")
+            say("draining: waiting for runs in flight (signal again to cancel them)",
+                event="draining")
             threading.Thread(target=drain_then_exit, daemon=True).start()
         elif not server.cancelling:
             server.cancelling = True
             server.exit_code = 1
-            sys.stderr.write("[barca] cancelling runs in flight\n")
+            say("cancelling runs in flight", event="cancelling")
             server.queue.stop_all("shutdown")
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -258,7 +280,7 @@ def _run(server: Any, app: Any, sock: socket.socket, drain: float) -> int:
     _wait_idle(server)
     with contextlib.suppress(Exception):
         server.scheduler.stop()
-    sys.stderr.write(f"[barca] stopped (exit {server.exit_code})\n")
+    say(f"stopped (exit {server.exit_code})", event="stopped", exit=server.exit_code)
     return server.exit_code
 
 

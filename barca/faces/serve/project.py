@@ -19,11 +19,13 @@ class Project:
     file is seen) minus the broken ones. Looked at again at most once a second."""
 
     def __init__(self, root: Path, given: list[str], settings: Any) -> None:
-        self.root, self.given, self.settings = root, list(given), settings
+        # absolute: runs execute in the root, which need not be where serve was started
+        self.root, self.settings = root, settings
+        self.given = [str(Path(f).resolve()) for f in given]
         self._lock = threading.Lock()
         self._stamp: Any = None
         self._checked = 0.0
-        self.files: tuple[str, ...] = tuple(given)
+        self.files: tuple[str, ...] = tuple(self.given)
         self.errors: list[dict[str, Any]] = []
         self.generation = 0  # moves each time a file changed, appeared or went
 
@@ -34,7 +36,7 @@ class Project:
             return find_files(self.root, s.include, s.exclude)
         out: list[Path] = []
         for f in self.given:
-            p = (self.root / f) if not Path(f).is_absolute() else Path(f)
+            p = Path(f)
             if p.is_dir():
                 out.extend(find_files(p, s.include, s.exclude) if p.resolve() == self.root
                            else find_files(p))

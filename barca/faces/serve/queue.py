@@ -85,16 +85,26 @@ def child_argv(body: dict[str, Any], run_id: str, files: tuple[str, ...],
     return argv
 
 
+def _libc() -> Any:
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True)
+    except (OSError, ImportError):
+        return None
+
+
+_LIBC = _libc()  # loaded here: a forked child must import nothing (another thread may hold
+# the import lock at the fork)
+
+
 def _die_with_parent() -> None:
     """In the child, before it runs: killed when the server dies (Linux), so a server killed
     outright leaves its runs ``running`` with a dead pid, marked ``interrupted`` at the next
     start, rather than runs nobody watches. Only the queue's own thread starts children: the
     signal follows the thread that forked."""
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    if _LIBC is not None:
+        with contextlib.suppress(AttributeError):  # no prctl: not Linux
+            _LIBC.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
 
 
 class Child:
@@ -135,11 +145,8 @@ class Queue:
 
     def __init__(self, root: Path, db_path: Path, max_runs: int, env: str | None,
                  files: Callable[[], tuple[str, ...]], read_only: bool = False) -> None:
-        import sqlite3
         self.root, self.max_runs, self.env, self.files = root, max_runs, env, files
-        self.conn = sqlite3.connect(db_path, timeout=15, isolation_level=None,
-                                    check_same_thread=False)
-        self.conn.execute("PRAGMA busy_timeout=15000")
+        self.conn = serverq.connect(db_path, read_only)
         self.lock = threading.RLock()
         self.wake = threading.Event()
         self.running: dict[str, Child] = {}
@@ -193,14 +200,15 @@ class Queue:
         with self.lock:
             store = Store.__new__(Store)
             store.conn = self.conn
-            store.reap_crashed()
+            if not self.read_only:
+                store.reap_crashed()
             live = serverq.live_node_runs(self.conn)
-        for _run_id, _status, request in live:
+            labels = {r: t for r, t in self.conn.execute(
+                "SELECT run_id, target FROM runs WHERE status IN ('pending', 'running')")}
+        for run_id, _status, request in live:
             targets = json.loads(request)["targets"] if request else None
             if targets is None:  # a CLI run: its row's target label
-                got = self.conn.execute("SELECT target FROM runs WHERE run_id=?",
-                                        (_run_id,)).fetchone()
-                targets = (got[0] or "all").split(",") if got else []
+                targets = (labels.get(run_id) or "all").split(",")
             if not targets or "all" in targets or node_id in targets or short in targets:
                 return True
         return False
@@ -255,10 +263,13 @@ class Queue:
 
     def _launch(self, row: dict[str, Any]) -> None:
         from barca.store.process import process_token
-        body = json.loads(row["request"] or "{}")
-        body = check_body(body, internal=True)
-        child = Child(row["run_id"], child_argv(body, row["run_id"], self.files(), self.env),
-                      self.root, body)
+        try:
+            body = check_body(json.loads(row["request"] or "{}"), internal=True)
+            child = Child(row["run_id"], child_argv(body, row["run_id"], self.files(),
+                                                    self.env), self.root, body)
+        except (ValueError, UsageError, OSError) as exc:  # never retried forever
+            serverq.mark(self.conn, row["run_id"], "error", f"could not start the run: {exc}")
+            return
         self.running[row["run_id"]] = child
         serverq._write(self.conn, "UPDATE runs SET status='running', started_at=?, pid=?, "
                        "proc=? WHERE run_id=? AND status='pending'",
@@ -282,17 +293,21 @@ class Queue:
         if code != 0 and envelope is not None:
             outcome = dict(outcome if isinstance(outcome, dict) else {}, envelope=envelope)
         status = EXIT_STATUS.get(code, "error")
+        stopped = child.stop_as if code != 0 else None  # a run that finished first finished
         with self.lock:
-            del self.running[child.run_id]
-            if child.stop_as == "requeue":
-                serverq.requeue_at_head(self.conn, child.run_id)
-            else:
-                if child.stop_as is not None:
-                    serverq.mark(self.conn, child.run_id, "cancelled",
-                                 "server shutdown" if child.stop_as == "shutdown" else None)
-                err = envelope.get("error") if isinstance(envelope, dict) else None
-                serverq.finish(self.conn, child.run_id, status, err, outcome)
-        if child.stop_as != "requeue":
+            try:
+                if stopped == "requeue":
+                    serverq.requeue_at_head(self.conn, child.run_id)
+                else:
+                    if stopped is not None:
+                        serverq.mark(self.conn, child.run_id, "cancelled",
+                                     "server shutdown" if stopped == "shutdown" else None)
+                    err = envelope.get("error") if isinstance(envelope, dict) else None
+                    serverq.finish(self.conn, child.run_id, status, err, outcome,
+                                   130 if stopped is not None else code)
+            finally:  # a database error must not hold the run's slot for ever
+                del self.running[child.run_id]
+        if stopped != "requeue":
             with contextlib.suppress(Exception):  # the scheduler's bookkeeping never stops us
                 self.on_finished(row, code == 0)
         self.wake.set()
@@ -332,6 +347,26 @@ class Queue:
                 c.stop_as = how
         for c in children:
             self._stop(c)
+
+    def reset(self, db_path: Path) -> str:
+        """``POST /state/reset``: the metadata database moved aside (kept, renamed) and a new
+        one made; refused (``RuntimeError``) while a run is pending or running."""
+        from barca.store.metadata import Store
+        with self.lock:
+            if self.running or serverq.live_node_runs(self.conn):
+                raise RuntimeError("a run is pending or running")
+            self.conn.close()
+            aside = db_path.with_name(f"metadata.db.reset-{time.strftime('%Y%m%dT%H%M%S')}")
+            for suffix in ("", "-wal", "-shm"):
+                src = db_path.with_name(db_path.name + suffix)
+                if src.exists():
+                    src.rename(aside.with_name(aside.name + suffix))
+            Store(self.root, create=True, prefix=str(db_path.parent.relative_to(self.root))
+                  ).close()
+            self.conn = serverq.connect(db_path)
+            serverq.ensure_state_table(self.conn)
+            self.paused, self.paused_at = False, None
+        return str(aside)
 
     def idle(self) -> bool:
         with self.lock:

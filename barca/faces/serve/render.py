@@ -43,6 +43,7 @@ def run_summary(row: dict[str, Any]) -> dict[str, Any]:
         "elapsed_seconds": round(finished - started, 4) if started and finished else None,
         "steps_executed": row.get("steps_run"), "steps_cached": row.get("steps_cached"),
         "steps_failed": row.get("steps_failed"), "error": row.get("error"),
+        "exit_code": row.get("exit_code"),  # the command's: 0, 1 failed step, 2, 3, 130
     }
 
 

@@ -24,9 +24,9 @@ TRIGGERS = ("api", "schedule", "manual", "client")
 
 
 def _read(server: Any) -> sqlite3.Connection:
-    conn = sqlite3.connect(server.db_path, timeout=15, check_same_thread=False)
-    conn.execute("PRAGMA busy_timeout=15000")
-    return conn
+    if server.read_only and not server.db_path.exists():
+        return serverq.connect(server.db_path, True)  # an empty store: nothing to show yet
+    return serverq.connect(server.db_path, server.read_only)
 
 
 def _row(server: Any, conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
@@ -108,7 +108,16 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
         return await run_in_threadpool(_accept, request, body)
 
     def _accept(request: Request, body: dict[str, Any]) -> Response:
+        from pathlib import Path
+
         from barca.api.check import check_run
+        root = Path(server.root).resolve()
+        for f in body["files"]:  # the project's own files only: a client names no other code
+            if f.startswith("-") or not (root / f).resolve().is_relative_to(root):
+                raise Answer(400, error(f"'{f}' is not a file of this project.",
+                                        "Name pipeline files by their path in the project."))
+        # paths in the project, wherever the server was started (its runs start in the root)
+        body["files"] = [str((root / f).resolve()) for f in body["files"]]
         files = tuple(body["files"]) or server.project.files
         kw = {"command": body["command"], "refresh": body["refresh"] or None,
               "no_cascade": body.get("cascade") is False, "partition": body.get("partition"),
@@ -144,7 +153,7 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
             for r in rows:
                 s = render.run_summary(r)
                 if r["status"] == "running":
-                    s["active_steps"] = len(render.steps_of(conn, r["run_id"]))
+                    s["steps_finished"] = len(render.steps_of(conn, r["run_id"]))
                 out.append(s)
         finally:
             conn.close()
@@ -282,6 +291,10 @@ async def _events(server: Any, conn: sqlite3.Connection, run_id: str) -> AsyncIt
                     or row["started_at"] is None or late > 8
                     or status in ("interrupted", "crashed")):
                 outcome = json.loads(row["outcome"]) if row["outcome"] else None
+                for step in (outcome or {}).get("steps") or []:  # hits write no row: said here
+                    if step.get("status") == "cached":
+                        yield event({"type": "step_finished", "node_id": step.get("id"),
+                                     "ok": True, "elapsed_seconds": 0.0, "cached": True})
                 yield event({"type": "run_finished", "run_id": run_id,
                              "ok": status == "success", "status": status,
                              "outcome": outcome})
