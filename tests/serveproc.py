@@ -43,6 +43,12 @@ def table():
 
 
 @asset()
+def nap() -> int:
+    time.sleep(4)
+    return 4
+
+
+@asset()
 def slow() -> int:
     print("slow started", flush=True)
     time.sleep(120)
@@ -67,13 +73,15 @@ def environ(extra: dict[str, str] | None = None) -> dict[str, str]:
 class Served:
     """``barca serve --no-schedule`` in ``root`` until ``stop()``."""
 
-    def __init__(self, root: Path, env: dict[str, str] | None = None) -> None:
-        self.root, self.port = root, free_port()
+    def __init__(self, root: Path, env: dict[str, str] | None = None, *args: str,
+                 port: int | None = None) -> None:
+        self.root, self.port = root, port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = (env or {}).get("BARCA_SERVER_TOKEN")
         self.log = open(root / f"serve-{self.port}.log", "w")  # noqa: SIM115 - until stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "barca", "serve", "-p", str(self.port), "--no-schedule"],
+            [sys.executable, "-m", "barca", "serve", "-p", str(self.port), "--no-schedule",
+             *args],
             cwd=root, env=environ(env), stdout=self.log, stderr=subprocess.STDOUT)
         end = time.monotonic() + 60
         while time.monotonic() < end:

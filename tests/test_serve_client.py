@@ -257,3 +257,36 @@ def test_the_token_is_sent_from_BARCA_SERVER_TOKEN(tmp_path: Path) -> None:
         assert got.code == 0 and got.json()["final_output"] == 6
     finally:
         server.stop()
+
+
+def test_a_server_that_restarts_mid_run_is_waited_for(tmp_path: Path) -> None:
+    """The server stops (its drain deadline passes: the run goes back to the queue) and comes
+    back on the same port: the client's event stream is opened again, and the command ends
+    with the rerun's outcome."""
+    (tmp_path / "pipeline.py").write_text(PIPELINE)
+    first = Served(tmp_path, None, "--drain-timeout", "0.5")
+    proc = subprocess.Popen([sys.executable, "-m", "barca", "get", "nap", "--server",
+                             first.url, "--json"], cwd=tmp_path,
+                            env=environ({"BARCA_SERVER_RECONNECT": "90"}),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    second = None
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            _, runs = first.call("GET", "/runs?status=running")
+            if any(r["target"] == "nap" for r in runs["runs"]):
+                break
+            time.sleep(0.2)
+        first.stop()  # SIGTERM: past the drain deadline the run is put back in the queue
+        second = Served(tmp_path, None, port=first.port)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        doc = json.loads(out)
+        # the run the first server took is the one the second finished, under its id
+        assert second.call("GET", f"/runs/{doc['run_id']}")[1]["status"] == "success"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if second is not None:
+            second.stop()
+    assert doc["final_output"] == 4

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
 SHOTS = Path(os.environ.get("BARCA_SHOTS") or "/tmp/ui-shots")
-NAMES = ("numbers", "total", "boom", "table", "slow")
+NAMES = ("numbers", "total", "boom", "table", "nap", "slow")
 
 
 def _missing() -> str:
