@@ -48,8 +48,8 @@ def proj(project):
     return project
 
 
-def events(srv: Served, run_id: str) -> list[dict]:
-    code, text, hdrs = srv.get(f"/runs/{run_id}/events", raw=True)
+def events(srv: Served, run_id: str, route: str = "/runs/{}/events") -> list[dict]:
+    code, text, hdrs = srv.get(route.format(run_id), raw=True)
     assert code == 200 and hdrs["content-type"].startswith("text/event-stream")
     return [json.loads(line[6:]) for line in text.decode().splitlines()
             if line.startswith("data: ")]
@@ -85,6 +85,9 @@ def test_runs_over_http(proj):
         assert done["triggered_by"] == "api" and done["started_at"].endswith("Z")
         assert done["exit_code"] == 0
         assert [s["node_id"] for s in done["steps"]] == ["pipe.py:a", "pipe.py:b"]
+        page = srv.get(f"/runs/{run_id}?limit=1")[1]
+        assert len(page["steps"]) == 1 and page["steps_page"] == {"total": 2, "truncated": True}
+        assert srv.get(f"/runs/{run_id}?limit=x")[0] == 400
         assert [x["line"] for x in done["logs"]] == ["hello from a"]
         code, logs, _ = srv.get(f"/runs/{run_id}/logs")
         assert logs["logs"][0]["line"] == "hello from a" and logs["status"] == "success"
@@ -102,6 +105,12 @@ def test_runs_over_http(proj):
         assert srv.call("DELETE", f"/runs/{run_id}")[0] == 409
         for path in ("/runs/nope", "/runs/nope/logs", "/runs/nope/events"):
             assert srv.get(path)[0] == 404
+        # barca 0.30's routes
+        old = srv.post("/get/a", {})[1]
+        assert srv.until(old["run_id"], ("success",))["status"] == "success"
+        assert srv.get(f"/status/{old['run_id']}")[1]["status"] == "complete"
+        assert events(srv, old["run_id"], "/events/{}")[-1]["type"] == "run_finished"
+        assert srv.post("/get/slow")[0] == 400 and srv.post("/run/zz")[0] == 404
         # a run of named files
         named = srv.post("/runs", {"command": "get", "targets": ["a"], "files": ["pipe.py"]})
         assert srv.until(named[1]["run_id"], ("success",))["outcome"]["final_output"] == 1
@@ -114,7 +123,7 @@ def test_runs_over_http(proj):
         hist = srv.get("/history")[1]["runs"]
         assert {r["triggered_by"] for r in hist} == {"api", "manual"}
         assert [r["run_id"] for r in srv.get("/history?triggered_by=api")[1]["runs"]] == \
-            [boom, named[1]["run_id"], again, run_id]  # newest first
+            [boom, named[1]["run_id"], old["run_id"], again, run_id]  # newest first
         assert [r["run_id"] for r in srv.get("/history?status=failed")[1]["runs"]] == [boom]
         assert srv.get("/history?status=bogus")[0] == 400
         assert srv.get("/history?limit=abc")[0] == 400

@@ -92,10 +92,12 @@ def build(server: Any) -> Starlette:
         body = call(api.status, None, *files(), settings=server.settings).to_json()
         state = request.query_params.get("state")
         problems = request.query_params.get("problems", "").lower() in ("1", "true", "yes")
+        def state_of(n: dict[str, Any]) -> Any:
+            return (n.get("cache") or {}).get("state", n.get("state"))
         if state:
-            body["nodes"] = [n for n in body["nodes"] if n["cache"]["state"] == state]
+            body["nodes"] = [n for n in body["nodes"] if state_of(n) == state]
         if problems:
-            body["nodes"] = [n for n in body["nodes"] if n["cache"]["state"] != "cached"]
+            body["nodes"] = [n for n in body["nodes"] if state_of(n) != "cached"]
         return json_answer(request, body)
 
     def state(request: Request) -> Response:

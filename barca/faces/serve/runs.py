@@ -161,8 +161,11 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
 
     def get_run(request: Request) -> Response:
         q = request.query_params
-        limit = None if q.get("all") in ("1", "true") else int(q.get("limit", "0") or 0) or \
-            render.STEP_LIMIT
+        given = q.get("limit", "")
+        if given and not given.isdigit():
+            raise Answer(400, error(f"limit='{given}' is not a whole number.",
+                                    "Write ?limit=100, or ?all=true for every step."))
+        limit = None if q.get("all") in ("1", "true") else int(given or 0) or render.STEP_LIMIT
         conn = _read(server)
         try:
             row = _row(server, conn, request.path_params["run_id"])
@@ -219,7 +222,41 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
 
+    # the routes of barca 0.30's API, for the scripts written against it
+    async def post_named(request: Request) -> Response:
+        writable()
+        raw = await request.body()
+        try:
+            extra = json.loads(raw) if raw.strip() else {}
+            if not isinstance(extra, dict):
+                raise ValueError
+        except ValueError:
+            raise Answer(400, error("The request body is not a JSON object.",
+                                    "Send {} or the fields of POST /runs.")) from None
+        command = "get" if request.url.path.startswith("/get/") else "run"
+        try:
+            body = check_body(dict(extra, command=command,
+                                   targets=[request.path_params["target"]]))
+        except UsageError as exc:
+            raise Answer(400, render.envelope(exc)) from None
+        from starlette.concurrency import run_in_threadpool
+        return await run_in_threadpool(_accept, request, body)
+
+    def old_status(request: Request) -> Response:
+        conn = _read(server)
+        try:
+            row = render.run_summary(_row(server, conn, request.path_params["run_id"]))
+        finally:
+            conn.close()
+        if row["status"] == "success":
+            row["status"] = "complete"  # this route's old word
+        return json_answer(request, row)
+
     return [
+        Route("/get/{target:path}", post_named, methods=["POST"]),
+        Route("/run/{target:path}", post_named, methods=["POST"]),
+        Route("/status/{run_id}", old_status, methods=["GET"]),
+        Route("/events/{run_id}", events, methods=["GET"]),
         Route("/runs", post_run, methods=["POST"]),
         Route("/runs", list_runs, methods=["GET"]),
         Route("/runs/{run_id}", get_run, methods=["GET"]),
