@@ -133,9 +133,21 @@ def test_get_from_the_ui_runs_and_shows_its_logs(server) -> None:
             assert server.wait_run(answer["run_id"])["status"] == "cancelled"
             expect(slow).to_have_attribute("data-state", "never_run", timeout=30_000)
             expect(page.locator("#live")).to_have_text("idle")
+            # a run waiting in a paused queue: listed with its place, and cancelled from there
+            server.call("POST", "/queue/pause")
+            status, waiting = server.call("POST", "/runs", {"command": "get",
+                                                            "targets": ["total"]})
+            assert status == 202 and waiting["status"] == "pending"
+            page.click('.tabs a[data-page="queue"]')
+            row = page.locator("#queue-table tbody tr", has_text=waiting["run_id"])
+            expect(row).to_contain_text("pending", timeout=10_000)
+            expect(row.locator("td").nth(3)).to_have_text("1")
             assert errors == []
             page.close()
             _photograph(browser, server.url)
+            row_cancel = server.call("DELETE", f"/runs/{waiting['run_id']}")
+            assert row_cancel[0] == 200
+            server.call("POST", "/queue/resume")
         finally:
             browser.close()
 
@@ -152,7 +164,7 @@ def _photograph(browser, url: str) -> None:
                 page.goto(f"{url}/ui/#{name}")
                 page.wait_for_load_state("networkidle")
                 if name == "runs":
-                    page.locator("#runs-table tbody tr").nth(1).click()  # the failed one
+                    page.locator("#runs-table tbody tr", has_text="get boom").first.click()
                     page.locator("#run h3", has_text="Outcome").wait_for(timeout=30_000)
                 else:
                     page.wait_for_timeout(800)
