@@ -326,8 +326,11 @@ def get(target: str | list[str] | None = None, *files: str, refresh: str | list[
     partitioned target); with ``dry_run=True``, the Plan instead. A stored table comes back
     in the type it was written, or in ``as_type`` (pandas, polars, lazy, pyarrow, duckdb).
     ``env``, ``executor`` (and any other setting) are the ``--env`` and ``--executor`` of this
-    call alone. ``cascade=False`` is ``--no-cascade``."""
+    call alone. ``cascade=False`` is ``--no-cascade``; ``server=URL`` is ``--server``."""
     no_cascade = no_cascade or not cascade
+    if flags.get("server") is not None:  # server=URL: run on that barca serve
+        from barca.api.served import on_server
+        return on_server("get", locals())
     if as_type is not None:
         from barca.store.frames import check_type
         check_type(as_type)
@@ -348,7 +351,10 @@ def run(task: str, *files: str, refresh: str | list[str] | None = None, refresh_
         partition: str | dict[str, Any] | None = None, dry_run: bool = False,
         on_event: ev.EventCallback = ev.ignore, env: str | None = None,
         executor: str | None = None, settings: Settings | None = None, **flags: Any) -> Any:
-    """Run a task (always) and its cone (cache-aware); its return value."""
+    """Run a task (always) and its cone (cache-aware); its return value (``server=``: get)."""
+    if flags.get("server") is not None:  # server=URL: run on that barca serve
+        from barca.api.served import on_server
+        return on_server("run", locals())
     settings = settings_of(settings, env=env, executor=executor, **flags)
     settings.store_prefix  # noqa: B018 - not a plain folder name: a usage error, first
     if dry_run:

@@ -228,11 +228,17 @@ def _print_logs(log: Any, mode: str, args: Any, settings: Any) -> None:
     """``barca logs``: the run is named on stderr; lines on stdout (JSON: one object each).
     With ``-f``, new lines are printed until the run ends."""
     from barca.queries.runlog import follow
+    fetch = None
+    if getattr(args, "server", None) is not None:
+        from barca.faces import remote
+        if remote.wanted(args):  # the lines come from the server
+            def fetch(run_id: str, after: int = 0, **_: Any) -> Any:
+                return remote.more_logs(args, run_id, after, settings)
     sys.stderr.write(f"[barca] {log.headline()}\n")
     if not log.lines and not args.follow and mode != "json":
         sys.stderr.write(f"[barca] {log.EMPTY}\n")
-    looks = follow(log, settings=settings, step=args.step, stream=args.stream) \
-        if args.follow else [log]
+    looks = follow(log, settings=settings, step=args.step, stream=args.stream,
+                   fetch=fetch) if args.follow else [log]
     for part in looks:
         if mode == "json":  # one array; following, one object per line as lines arrive
             text = part.json_lines() if args.follow else part.json_array()

@@ -113,6 +113,7 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--as", dest="as_type", metavar="pandas|polars|lazy|pyarrow|duckdb",
                    help="a stored table in this type (%%barca get; default: as written)")
     _output_flags(p)
+    _server_flags(p)
 
 
 _PARSERS: dict[str | None, argparse.ArgumentParser] = {}
@@ -140,11 +141,23 @@ def _build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def _server_flags(p: argparse.ArgumentParser) -> None:
+    """``--server [URL]`` and ``--local`` (barca.faces.remote, imported only when given)."""
+    p.add_argument("--server", nargs="?", const="", metavar="URL",
+                   help="run on a barca serve (bare: BARCA_SERVER, else [server] url)")
+    p.add_argument("--local", action="store_true", help="run here, even with --server")
+
+
 def _list_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("args", nargs="*", metavar="FILE")
     s.add_argument("--groups", action="store_true",
                    help="the groups (group()) instead of the nodes: JSON, or a tree")
     _output_flags(s)
+
+
+def _listing_flags(s: argparse.ArgumentParser) -> None:
+    _list_flags(s)
+    _server_flags(s)
 
 
 def _status_flags(s: argparse.ArgumentParser) -> None:
@@ -163,6 +176,7 @@ def _status_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--sample", type=int, metavar="N", default=None,
                    help="JSON: up to N rows of each json, parquet or csv result")
     _output_flags(s)
+    _server_flags(s)
 
 
 def _sql_flags(s: argparse.ArgumentParser) -> None:
@@ -182,6 +196,7 @@ def _plan_flags(s: argparse.ArgumentParser) -> None:
 def _history_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--limit", type=int, default=20)
     _output_flags(s)
+    _server_flags(s)
 
 
 def _logs_flags(s: argparse.ArgumentParser) -> None:
@@ -194,6 +209,7 @@ def _logs_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("-f", "--follow", action="store_true",
                    help="keep printing lines while the run goes on")
     _output_flags(s)
+    _server_flags(s)
 
 
 def _stats_flags(s: argparse.ArgumentParser) -> None:
@@ -202,6 +218,7 @@ def _stats_flags(s: argparse.ArgumentParser) -> None:
                    help="only these keys of each recent run (implies --json): elapsed_seconds, "
                         "status, created_at, error_message, attempts")
     _output_flags(s)
+    _server_flags(s)
 
 
 def _gc_flags(s: argparse.ArgumentParser) -> None:
@@ -245,7 +262,7 @@ def _docs_flags(s: argparse.ArgumentParser) -> None:
 _COMMAND_FLAGS: dict[str, tuple[str, Any]] = {
     "get": ("bring assets up to date and return them", _run_flags),
     "run": ("run a task (always) and its cone", _run_flags),
-    "list": ("one row per node", _list_flags),
+    "list": ("one row per node", _listing_flags),
     "status": ("one row per node: state, why, last run", _status_flags),
     "graph": ("the DAG as a picture (SVG), nodes coloured by state", _list_flags),
     "sql": ("query cached results with DuckDB", _sql_flags),
@@ -302,6 +319,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         raise UsageError(f"Unknown command '{cmd}'.{hint}",
                          f"Commands: {', '.join(COMMANDS)}. See `barca --help`.")
     sub = parser(cmd)._subparsers._group_actions[0].choices[cmd]  # type: ignore[union-attr]
+    if "--server" in argv:
+        from barca.faces.remote import server_argv
+        argv = server_argv(argv)
     args, extras = sub.parse_known_intermixed_args(argv[at + 1:])
     args.command = cmd
     if getattr(args, "output", None) in ("json", "pretty"):  # -o json: the --json flag
@@ -375,6 +395,10 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
     on_event = on_event or ev.ignore
     cmd = args.command
     s = settings
+    if getattr(args, "server", None) is not None:
+        from barca.faces import remote
+        if remote.wanted(args):  # run on a barca serve: the same Outcome, from its answer
+            return remote.dispatch(args, on_event, load_values, s)
 
     if cmd not in ("list", "docs", "version"):
         from barca import api

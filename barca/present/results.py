@@ -375,8 +375,9 @@ class RunResult(_Displayable, Record):
             lines.append("")
             if o.partitioned:
                 lines.extend(f"{i.key}: {i.path}" for i in sorted(o.items, key=lambda i: i.key))
-            elif o.items:
-                lines.append(str(o.items[0].path))
+            elif o.items or o.preview:  # a server's answer may carry the value, not the path
+                if o.items:
+                    lines.append(str(o.items[0].path))
                 preview = o.shown_preview()
                 if preview:
                     lines.append(preview)

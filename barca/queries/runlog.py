@@ -4,7 +4,7 @@ that changes whenever a run may have changed the status (what the widget watches
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,17 +109,19 @@ def logs(run_id: str | None = None, step: str | None = None, stream: str | None 
 
 
 def follow(log: StepLog, every: float = 0.2, settings: Settings | None = None,
-           step: str | None = None, stream: str | None = None) -> Iterator[StepLog]:
+           step: str | None = None, stream: str | None = None,
+           fetch: Callable[..., StepLog] | None = None) -> Iterator[StepLog]:
     """``logs -f``: ``log`` itself, then the lines recorded after it, every ``every`` seconds
-    while its run is running; ends with the run (a run's lines are all recorded before its
-    status changes, so the last look misses none)."""
+    while its run is waiting or running; ends with the run (a run's lines are all recorded
+    before its status changes, so the last look misses none). ``fetch``: where the lines come
+    from (a server's), else this project's records."""
     yield log
     after = 0
-    while log.status == "running":
+    while log.status in ("running", "pending"):
         after = log.lines[-1].id if log.lines else after
         time.sleep(every)
-        log = logs(log.run_id, step=step, stream=stream, timestamps=log.timestamps,
-                   after=after, settings=settings)
+        log = (fetch or logs)(log.run_id, step=step, stream=stream, timestamps=log.timestamps,
+                              after=after, settings=settings)
         yield log
 
 

@@ -19,7 +19,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from barca.core.errors import BarcaError, UsageError
-from barca.faces.serve import render, runs
+from barca.faces.serve import graph, render, runs
 from barca.faces.serve.render import error
 
 UI = Path(__file__).parent / "ui"
@@ -104,8 +104,9 @@ def build(server: Any) -> Starlette:
         from barca import api
         body = call(api.status, None, *files(), settings=server.settings).to_json()
         working = runs.working_on(server)
-        return json_answer(request, [dict(n, running=working.get(n["id"]))
-                                     for n in body["nodes"]])
+        # a run names its targets by id (the UI) or by name (the CLI)
+        return json_answer(request, [dict(n, running=working.get(n["id"]) or
+                                          working.get(n["name"])) for n in body["nodes"]])
 
     def plan(request: Request) -> Response:
         from barca import api
@@ -188,6 +189,7 @@ def build(server: Any) -> Starlette:
         Route("/schedule/{ident:path}/pause", schedule_switch, methods=["POST"]),
         Route("/schedule/{ident:path}/resume", schedule_switch, methods=["POST"]),
         *runs.routes(server, call, writable, json_answer),
+        *graph.routes(server, call, files),  # the web UI's picture (barca graph's SVG)
         Mount("/ui", app=StaticFiles(directory=UI, html=True), name="ui"),
     ]
 

@@ -1,0 +1,218 @@
+"""The commands ``--server`` sends to a ``barca serve`` (``barca.api.server`` talks to it):
+each asks the routes the spec names and turns the answer into the result object the local
+command returns (``barca.present.fromjson``), so it is printed and returned the same way."""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+from urllib.parse import quote
+
+from barca.api.server import Server, error_of  # Server: the callers' one import
+from barca.core import events as ev
+from barca.core.errors import Cancelled, StepFailed, UsageError
+
+
+def _names(value: Any) -> list[str]:
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else list(value)
+    return [n.strip() for item in items for n in str(item).split(",") if n.strip()]
+
+
+def materialize(server: Server, target: Any = None, *files: str, command: str = "get",
+                refresh: Any = None, refresh_all: bool = False, no_cascade: bool = False,
+                partition: Any = None, dry_run: bool = False, values: bool = False,
+                fetch: bool = False, on_event: ev.EventCallback = ev.ignore) -> Any:
+    """A ``get`` / ``run`` on the server: its RunResult (a Plan for a dry run), raising
+    StepFailed (with the result) when a step failed and Cancelled when it was cancelled.
+    ``values``: the values as JSON in the document (``-o value``); ``fetch``: one target's
+    artifact the document only names read into the result (a Python caller's value)."""
+    from barca.present.fromjson import plan_from_json
+    server.check()
+    targets = _names(target)
+    body: dict[str, Any] = {"command": command}
+    if targets:
+        body["targets"] = targets
+    if files:
+        body["files"] = list(files)
+    if _names(refresh):
+        body["refresh"] = _names(refresh)
+    if refresh_all:
+        body["refresh_all"] = True
+    if no_cascade:
+        body["cascade"] = False
+    if partition not in (None, "", {}):
+        body["partition"] = partition
+    if dry_run:
+        body["dry_run"] = True
+    if values:
+        body["values"] = True
+    start = time.perf_counter()
+    answer = server.submit(body)
+    if dry_run and "run_id" not in answer:  # the plan itself, no run queued
+        return plan_from_json(answer)
+    run = server.wait(answer["run_id"], on_event)
+    if dry_run:
+        return plan_from_json(run.get("outcome") or {})
+    result = _finished(server, run, command, targets, on_event, start)
+    return _with_value(server, result) if fetch else result
+
+
+def _finished(server: Server, run: dict[str, Any], command: str, targets: list[str],
+              on_event: ev.EventCallback, start: float) -> Any:
+    from barca.present.fromjson import run_from_json
+    status = run.get("status")
+    outcome = run.get("outcome") or {}
+    envelope = outcome.get("envelope") if isinstance(outcome, dict) else None
+    if status == "cancelled":
+        raise Cancelled(f"run {run.get('run_id')} was cancelled on the server",
+                        "Run the command again to finish.")
+    if not outcome.get("steps") and (envelope or run.get("error")) and status != "success":
+        # refused before any step ran (a usage error found by the worker): its own error
+        raise error_of(envelope or {"error": run.get("error"), "code": 3}, 500, server.url)
+    if isinstance(outcome, dict) and "steps_total" not in outcome and run.get("steps_total"):
+        outcome = {**outcome, "steps_total": run["steps_total"]}  # an outcome without it
+    result = run_from_json(outcome, command, targets)
+    if result.steps_executed or result.failures:
+        on_event(ev.RunEnded(result.steps_executed, result.steps_total,  # the server's time
+                             result.elapsed or time.perf_counter() - start,
+                             bool(result.failures)))
+    if status != "success" or result.failures:
+        env = envelope or {}
+        first = result.failures[0] if result.failures else (result.failed_node or "", "", "")
+        raise StepFailed(env.get("error") or f"step '{first[0]}' failed: {result.error}",
+                         env.get("remediation") or "Fix the cause and run the same command "
+                         "again: finished keys are cached.", result=result,
+                         node=env.get("node") or first[0],
+                         traceback=env.get("traceback") or "")
+    return result
+
+
+def read_output(server: Server, run_id: str, fmt: str | None) -> Any:
+    """A run's single output read from ``/runs/{id}/output`` (a value JSON does not carry:
+    a table, a pickled object)."""
+    import tempfile
+    from pathlib import Path
+    conn, resp = server._send("GET", f"/runs/{quote(run_id)}/output")
+    try:
+        raw = resp.read()
+    finally:
+        conn.close()
+    if resp.status >= 400:
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            doc = None
+        raise error_of(doc, resp.status, server.url)
+    if fmt in ("parquet", "csv"):
+        from barca.store import frames
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"output.{fmt}"
+            path.write_bytes(raw)
+            return frames.read(path, fmt, None)
+    from barca.store.artifacts import deserialize
+    return deserialize(raw, fmt or "json")
+
+
+def _with_value(server: Server, result: Any) -> Any:
+    """``result`` with its single output's value read from the server when the JSON named
+    the artifact instead (a table, a pickled object)."""
+    out = result.outputs[0] if len(result.outputs) == 1 else None
+    if out is None or out.partitioned or out.values is not None or not out.items:
+        return result
+    from barca.present.results import Output
+    got = read_output(server, result.run_id, out.items[0].format)
+    fields = {f: getattr(result, f) for f in type(result).__slots__}
+    fields["outputs"] = (Output(out.target, False, out.items, got),)
+    return type(result)(**fields)
+
+
+def value(server: Server, target: Any = None, *files: str, command: str = "get",
+          as_type: str | None = None, **kw: Any) -> Any:
+    """What ``barca.get(..., server=URL)`` returns: the value the run on the server left (a
+    dry run's Plan with ``dry_run=True``). The run document carries small JSON values inline
+    and names the other artifacts: one target's is read from ``/runs/{id}/output`` in the
+    type it was written; keys of a partitioned one the document only names are asked for as
+    JSON (``values``), by a second request."""
+    result = materialize(server, target, *files, command=command, fetch=True, **kw)
+    if hasattr(result, "rows"):  # a dry run's plan
+        return result
+    if any(o.partitioned and any(i.path is not None for i in o.items) for o in result.outputs):
+        result = materialize(server, target, *files, command=command, values=True, **kw)
+    return result.value(as_type)
+
+
+def on_server(command: str, call: dict[str, Any]) -> Any:
+    """``barca.get``/``barca.run`` called with ``server=URL`` (``call``: their arguments): the
+    value of the run the server made."""
+    flags = dict(call["flags"])
+    url = flags.pop("server")
+    if call.get("env") is not None or call.get("executor") is not None or flags:
+        raise UsageError("server= takes no settings of this machine (env=, executor=, ...): "
+                         "the server runs with its own.", "Drop them, or drop server=.")
+    as_type = call.get("as_type")
+    if as_type is not None:
+        from barca.store.frames import check_type
+        check_type(as_type)
+    return value(Server.at(url), call.get("target", call.get("task")), *call["files"],
+                 command=command, as_type=as_type, refresh=call["refresh"],
+                 refresh_all=call["refresh_all"], no_cascade=bool(call.get("no_cascade")),
+                 partition=call["partition"], dry_run=call["dry_run"],
+                 on_event=call["on_event"])
+
+
+def status(server: Server, target: Any = None) -> Any:
+    from barca.present.fromjson import status_cone, status_from_json
+    server.check()
+    report = status_from_json(server.get("/nodes"))
+    names = _names(target)
+    return status_cone(report, names) if names else report
+
+
+def list_nodes(server: Server, groups: bool = False) -> Any:
+    from barca.present.fromjson import listing_from_json
+    server.check()
+    return listing_from_json(server.get("/groups" if groups else "/list"))
+
+
+def history(server: Server, limit: int = 20) -> Any:
+    from barca.present.fromjson import history_from_json
+    server.check()
+    return history_from_json(server.get("/history", limit=limit))
+
+
+def stats(server: Server, target: str, fields: Any = None) -> Any:
+    from barca.present.fromjson import stats_from_json
+    from barca.queries.stats import _fields
+    _fields(fields)  # an unknown field: exit 2 before asking
+    server.check()
+    return stats_from_json(server.get(f"/stats/{quote(target, safe='')}"), fields)
+
+
+def logs(server: Server, run_id: str | None = None, step: str | None = None,
+         stream: str | None = None, timestamps: bool = False) -> Any:
+    """``barca logs`` of a run on the server (default: its most recent run), kept to one
+    step or stream as locally."""
+    from barca.core.types import short_name
+    from barca.present.fromjson import logs_from_json
+    if stream not in (None, "stdout", "stderr"):
+        raise UsageError(f"--stream {stream!r}: a stream is stdout or stderr.",
+                         "Write --stream stdout or --stream stderr.")
+    server.check()
+    if run_id is None:
+        runs = server.get("/history", limit=1).get("runs") or []
+        if not runs:
+            raise UsageError("No run is recorded yet, so there are no logs.",
+                             "Run `barca get` first; `barca history` lists the runs.")
+        run_id = runs[0]["run_id"]
+    run = server.get(f"/runs/{quote(run_id)}")
+    lines = server.get(f"/runs/{quote(run_id)}/logs").get("logs") or []
+    if step is not None:
+        def named(node: str) -> bool:
+            base = node.split("[", 1)[0]
+            return step in (node, base, short_name(base), short_name(node))
+        lines = [x for x in lines if named(str(x.get("node_id", "")))]
+    if stream is not None:
+        lines = [x for x in lines if x.get("stream") == stream]
+    return logs_from_json(run, lines, timestamps)
