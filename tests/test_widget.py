@@ -603,7 +603,7 @@ def test_notebook_tables_and_progress_in_jupyterlab(lab, seed: Project, tmp_path
             page.keyboard.press("Escape")
             page.keyboard.press("i")
             page.keyboard.press("i")
-            red = cells.nth(3).locator(".barca-progress .progress-bar-danger")
+            red = cells.nth(3).locator(".barca-progress .barca-bar-failed")
             red.wait_for(timeout=60_000)
             colour = red.evaluate("b => getComputedStyle(b).backgroundColor")
             r, g, b = (int(x) for x in re.findall(r"\d+", colour)[:3])

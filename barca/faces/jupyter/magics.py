@@ -52,12 +52,25 @@ def _run(line: str, cell: str | None, ns: dict[str, Any] | None = None) -> Any:
         outcome = dispatch(args, on_event=progress or (lambda e: None), load_values=True,
                            default_sql_limit=None)
     except StepFailed as exc:
+        if progress is not None:
+            progress.finished(failed=True)
         _show_other_failures(progress, exc)
         raise
-    except (KeyboardInterrupt, Cancelled):  # the stop button: the bar turns red and stays
+    except (KeyboardInterrupt, Cancelled) as exc:  # the stop button: the bar turns red, stays
         if progress is not None:
             progress.interrupted()
+        if isinstance(exc, Cancelled) and getattr(args, "refresh_all", False):
+            # the same line would compute everything again: the resuming one drops the flag
+            again = shlex.join(a for a in argv if a != "--refresh-all")
+            exc.remediation = (f"Run %barca {again} (without --refresh-all): it computes only "
+                               "what did not finish.")
         raise
+    except Exception:  # barca's own files, a bug: the bar does not stay "running"
+        if progress is not None:
+            progress.finished(failed=True)
+        raise
+    if progress is not None:
+        progress.finished(failed=False)
     return _value(outcome)
 
 
@@ -143,6 +156,8 @@ def _in_magic_form(exc: Any) -> None:
     exc.message = pattern.sub("%barca", exc.message).removesuffix(
         "; 0 downstream steps skipped")
     exc.remediation = pattern.sub("%barca", exc.remediation)
+    if isinstance(exc, Cancelled):  # the error box already says "Cancelled:"
+        exc.message = exc.message.removeprefix("cancelled: ")
     exc.args = (exc.message,)
 
 
