@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import Project
-from nbtools import error, execute, notebook, outputs, result
+from nbtools import error, execute, notebook, outputs, result, text
 
 pytestmark = pytest.mark.slow  # a real kernel
 
@@ -20,7 +20,9 @@ def test_a_pipeline_files_name_in_a_notebook_scope_says_which_file(seed: Project
                   "%barca sql select count(*) as n from prices",
                   "%barca get prices",
                   "%barca get nothing_like_it",
-                  "%barca sql select count(*) as n from prices pipeline.py")
+                  "%barca sql select count(*) as n from prices pipeline.py",
+                  "%barca status",
+                  "%barca status pipeline.py")
     execute(nb, seed.path)
     # a trailing ';' hides the value, as for any IPython line (the file is not "pipeline.py;")
     assert error(nb, 1) is None
@@ -40,3 +42,7 @@ def test_a_pipeline_files_name_in_a_notebook_scope_says_which_file(seed: Project
     plain = error(nb, 7)
     assert plain is not None and "pipeline.py" not in plain["evalue"]  # no file defines it
     assert "3" in result(nb, 8)["text/plain"]
+    # status says which scope it read
+    assert "[barca] status reads the 1 node defined in this notebook (no file named); " \
+        "name a file to read a pipeline's: %barca status pipeline.py" in text(nb, 9), text(nb, 9)
+    assert "reads the" not in text(nb, 10)

@@ -71,7 +71,25 @@ def _run(line: str, cell: str | None, ns: dict[str, Any] | None = None) -> Any:
         raise
     if progress is not None:
         progress.finished(failed=False)
+    _say_scope(args)
     return _value(outcome)
+
+
+def _say_scope(args: Any) -> None:
+    """Without a file, a notebook that defines nodes is what ``status``, ``doctor``, ``list``
+    and ``graph`` read, not the project's files: say so, with the form that reads a file."""
+    if args.command not in ("status", "doctor", "list", "graph"):
+        return
+    from barca.api import looks_like_file
+    from barca.model import notebook
+    if any(looks_like_file(a) for a in getattr(args, "args", None) or []) \
+            or not notebook.interactive():
+        return
+    n = len(notebook.current_functions())
+    if n:
+        print(f"[barca] {args.command} reads the {n} node{'s' if n != 1 else ''} defined in "
+              f"this notebook (no file named); name a file to read a pipeline's: "
+              f"%barca {args.command} pipeline.py")
 
 
 def _split(line: str) -> list[str]:
