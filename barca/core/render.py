@@ -13,6 +13,7 @@ COLOURS = {
     "unknown": "#6b6b6b", "skipped": "#6b6b6b",
     "always_runs": "#2a6aa8",
     "failed": "#c02626", "running": "#0b7a7a",
+    "ok": "#1f7a3d", "PROBLEM": "#c02626",   # barca doctor's checks
 }
 RICH_STYLES = {
     "cached": "green", "ran": "green", "will run": "yellow", "stale": "yellow",
