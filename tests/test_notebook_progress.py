@@ -63,3 +63,17 @@ def test_the_total_never_shrinks_and_the_plus_goes_once_keys_are_known(
         (0, 4, 1), (1, 4, 1), (2, 7, 0), (6, 7, 0)], seen
     assert seen[2].steps == tuple(f"pipeline.py:sales[region={r}]"
                                   for r in ("eu", "us", "asia", "af"))
+
+
+def test_one_downstream_step_is_singular(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #30: "1 downstream steps" in the magic's error."""
+    (tmp_path / "fails.py").write_text(
+        "from barca import asset\n\n@asset()\ndef a() -> int:\n    raise ValueError('no')\n\n"
+        "@asset(inputs={'x': a})\ndef b(x: int) -> int:\n    return x\n")
+    monkeypatch.chdir(tmp_path)
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "barca")
+    with capture_output():
+        res = ip.run_cell("%barca get b fails.py", store_history=False)
+    message = res.error_in_exec.message
+    assert message.endswith("; 1 downstream step skipped"), message

@@ -173,6 +173,8 @@ def _in_magic_form(exc: Any) -> None:
     # the CLI's failure line always counts the skipped steps; in a notebook "0" is noise
     exc.message = pattern.sub("%barca", exc.message).removesuffix(
         "; 0 downstream steps skipped")
+    if exc.message.endswith("; 1 downstream steps skipped"):  # the CLI's line keeps its form
+        exc.message = exc.message[:-len("steps skipped")] + "step skipped"
     exc.remediation = pattern.sub("%barca", exc.remediation)
     if isinstance(exc, Cancelled):  # the error box already says "Cancelled:"
         exc.message = exc.message.removeprefix("cancelled: ")
