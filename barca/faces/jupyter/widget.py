@@ -235,17 +235,19 @@ class StatusWidget(widgets.VBox):
         return {} if report is None else {r.id: self._live.get(r.id, r.state)
                                           for r in report.rows}
 
-    def summary_line(self) -> str:
-        """``3 cached, 1 failed``: the drawn states counted (never a count the badges
-        contradict)."""
+    def summary_line(self, short: bool = False) -> str:
+        """The drawn states counted (never a count the badges contradict), as ``status``
+        writes its line (``1 failed, 3 cached, 0 stale, …``); ``short``: the states present
+        only (``1 failed, 3 cached``)."""
         from barca.present.results import SUMMARY_ORDER
         counts: dict[str, int] = {}
         for state in self.states().values():
             counts[state] = counts.get(state, 0) + 1
         words = dict(SUMMARY_ORDER, running="running", failed="failed")
         order = ["running", "failed", *(k for k, _ in SUMMARY_ORDER)]
-        return ", ".join(f"{counts[k]} {words[k]}" for k in order if counts.get(k)) \
-            or "no nodes"
+        always = () if short else {k for k, _ in SUMMARY_ORDER}
+        return ", ".join(f"{counts.get(k, 0)} {words[k]}" for k in order
+                         if counts.get(k) or k in always) or "no nodes"
 
     def _repr_mimebundle_(self, **kw: Any) -> Any:
         """The widget, and for a page that cannot draw it (GitHub, nbviewer, a reload without
@@ -253,7 +255,7 @@ class StatusWidget(widgets.VBox):
         the table."""
         data = super()._repr_mimebundle_(**kw)
         if isinstance(data, dict):
-            data["text/plain"] = f"barca status: {self.summary_line()}"
+            data["text/plain"] = f"barca status: {self.summary_line(short=True)}"
             data["text/html"] = self.table.value
         return data
 
