@@ -53,7 +53,8 @@ def test_every_cell_is_left_aligned_inline() -> None:
     cells = re.findall(r"<t[dh]\b[^>]*>", html)
     assert cells and all('text-align:left' in c for c in cells), cells
     why = re.findall(r'<td class="barca-why" title="([^"]*)"', html)
-    assert why[0] == "materialized" and why[1].startswith("a rather long reason")
+    # the notebook says the code in words (issue #30): "materialized" is "up to date"
+    assert why[0] == "up to date" and why[1].startswith("a rather long reason")
 
 
 def test_short_names_where_unambiguous() -> None:
@@ -85,3 +86,17 @@ def test_white_on_every_state_colour_reaches_wcag_aa(state: str) -> None:
     """Badges and DAG boxes are white text on the state's colour, in light and dark themes."""
     ratio = 1.05 / (_luminance(COLOURS[state]) + 0.05)
     assert ratio >= 4.5, (state, COLOURS[state], round(ratio, 2))
+
+
+def test_doctor_in_a_notebook_has_badges_and_a_fix_column() -> None:
+    """Issue #30: doctor's CHECK is a badge like every state, and FIX is never a blank column."""
+    from barca.queries.doctor import Check, Checkup
+    up = Checkup((Check("barca.toml", True, "valid"),
+                  Check("metadata.db", False, "fails PRAGMA quick_check", "Move it aside")))
+    html = up._repr_html_()
+    badges = re.findall(r'class="barca-badge" data-state="(\w+)" style="background:([^;]+);',
+                        html)
+    assert badges == [("ok", COLOURS["cached"]), ("PROBLEM", COLOURS["failed"])], badges
+    fixes = re.findall(r'<td class="barca-cell" title="([^"]*)"[^>]*>[^<]*</td></tr>', html)
+    assert fixes == ["-", "Move it aside"], fixes
+    assert str(up).splitlines()[1].startswith("ok ")   # the CLI's text is unchanged

@@ -57,3 +57,11 @@ def test_a_trailing_semicolon_hides_the_output(shell: InteractiveShell) -> None:
 def test_a_reference_with_spaces_is_never_split() -> None:
     assert _split('get {", ".join(x)} pipeline.py') == ["get", '{", ".join(x)}', "pipeline.py"]
     assert _split("sql 'select 1' --limit {n}") == ["sql", "select 1", "--limit", "{n}"]
+
+
+def test_help_says_what_the_magic_returns(shell: InteractiveShell, capsys) -> None:
+    """Issue #30: `%barca --help` said `plan` is JSON, where the magic returns a table."""
+    _run(shell, "%barca --help")
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.strip().startswith("plan "))
+    assert "a table in a notebook" in line, line

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 import pytest
 from conftest import Project
@@ -53,7 +52,11 @@ def _run(project: Project, *extra: str, **edits: str):
     return nb
 
 
-def test_notebook_pipeline_caches_across_reruns_and_restarts(project: Project) -> None:
+def test_notebook_pipeline_caches_across_reruns_and_restarts(project: Project,
+                                                            monkeypatch) -> None:
+    # one notebook across kernels: its path told as Jupyter tells it (a kernel that is not
+    # told names the notebook after itself: tests/test_notebook_kernels.py)
+    monkeypatch.setenv("JPY_SESSION_NAME", str(project.path / "analysis.ipynb"))
     project.write("feed_version.txt", "v1\n")
     n = len(cells())
     nb = _run(project, "r = %barca get report\nr", *cells()[1:], "%barca get report",
@@ -70,7 +73,7 @@ def test_notebook_pipeline_caches_across_reruns_and_restarts(project: Project) -
         assert re.search(rf"^{name}\s", status, re.M), status
     assert "3 cached" in status
     arts = {p.name for p in (project.path / ".barca" / "artifacts").iterdir()}
-    assert "__notebook__--prices_ticker_AAPL" in arts and "__notebook__--report" in arts
+    assert "analysis--prices_ticker_AAPL" in arts and "analysis--report" in arts
 
     restarted = _run(project, "%barca get report --agent")    # a fresh kernel
     assert _steps(restarted, n) == "1/8"
@@ -117,7 +120,7 @@ def test_unshippable_function_is_a_clear_error(project: Project) -> None:
     err = error(nb, 3)
     assert err is not None and err["ename"] == "UsageError", text(nb, 3)
     assert "cannot send notebook function 'locked' to a worker process" in err["evalue"]
-    assert not Path(project.path / ".barca" / "artifacts" / "__notebook__--locked").exists()
+    assert not list((project.path / ".barca" / "artifacts").glob("*--locked"))
 
 
 def test_a_renamed_notebook_keeps_its_results(project: Project, monkeypatch) -> None:

@@ -41,6 +41,8 @@ TAGGED = ("@asset()\ndef tagged() -> list:\n"
 def test_set_constants_are_cached_across_kernel_restarts(project: Project, monkeypatch) -> None:
     """#13: a set (and a frozenset or set inside a value that is not JSON) has one digest,
     whatever ``PYTHONHASHSEED`` the kernel started with."""
+    # one notebook across kernels: its path told, as Jupyter tells it
+    monkeypatch.setenv("JPY_SESSION_NAME", str(project.path / "tags.ipynb"))
     monkeypatch.setenv("PYTHONHASHSEED", "1")
     first = run(project, SETS, TAGGED, "%barca get tagged")
     no_errors(first)

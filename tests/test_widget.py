@@ -147,6 +147,14 @@ def table_states(w):
 """
 
 
+def _widget_output(nb, i: int) -> dict:
+    """The widget's output: displayed under a display id (so its saved fallback follows it)."""
+    shown = [o["data"] for o in nb.cells[i].get("outputs", [])
+             if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert len(shown) == 1, nb.cells[i].get("outputs")
+    return shown[0]
+
+
 def test_widget_in_a_kernel(seed: Project) -> None:
     cli = [sys.executable, "-m", "barca", "get", "signal", "pipeline.py"]
     nb = notebook(
@@ -186,8 +194,11 @@ def test_widget_in_a_kernel(seed: Project) -> None:
     def out(i: int):
         return json.loads(ast.literal_eval(result(nb, i)["text/plain"]))
 
-    shown = result(nb, 0)
+    shown = _widget_output(nb, 0)
     assert "application/vnd.jupyter.widget-view+json" in shown
+    # the saved fallback is the widget's last state in words, never its repr
+    assert shown["text/plain"].startswith("barca status: "), shown["text/plain"]
+    assert "<table" in shown["text/html"]
 
     ok, seconds, table, svg = out(1)
     assert ok, (table, svg)
@@ -224,7 +235,7 @@ def test_widget_in_a_kernel(seed: Project) -> None:
     assert out(5) == ["Plan", True]
     assert out(6) == [True, False, []]
 
-    assert "application/vnd.jupyter.widget-view+json" in result(nb, 8)
+    assert "application/vnd.jupyter.widget-view+json" in _widget_output(nb, 8)
     svg_text = result(nb, 9)["image/svg+xml"]
     assert parse_svg(svg_text)[0]["pipeline.py:report"]["state"] == "cached"
 
@@ -603,7 +614,7 @@ def test_notebook_tables_and_progress_in_jupyterlab(lab, seed: Project, tmp_path
             page.keyboard.press("Escape")
             page.keyboard.press("i")
             page.keyboard.press("i")
-            red = cells.nth(3).locator(".barca-progress .progress-bar-danger")
+            red = cells.nth(3).locator(".barca-progress .barca-bar-failed")
             red.wait_for(timeout=60_000)
             colour = red.evaluate("b => getComputedStyle(b).backgroundColor")
             r, g, b = (int(x) for x in re.findall(r"\d+", colour)[:3])

@@ -38,6 +38,29 @@ class StepCompleted(Record):
         _set(self, "env", env)
 
 
+class StepsStarted(Record):
+    """Steps handed to the executor, with the run's counts at that moment: a front end can draw
+    progress before any step finishes. ``unknown`` counts the nodes whose keys are not known yet
+    (they come from an upstream's output): each is one step in ``total`` until then, so the
+    total may still grow."""
+    __slots__ = ("steps", "done", "cached", "failed", "total", "unknown")
+    steps: tuple[str, ...]
+    done: int
+    cached: int
+    failed: int
+    total: int
+    unknown: int
+
+    def __init__(self, steps: tuple[str, ...], done: int, cached: int, failed: int, total: int,
+                 unknown: int = 0) -> None:
+        _set(self, "steps", tuple(steps))
+        _set(self, "done", done)
+        _set(self, "cached", cached)
+        _set(self, "failed", failed)
+        _set(self, "total", total)
+        _set(self, "unknown", unknown)
+
+
 class StepCached(Record):
     """An unpartitioned node served from cache."""
     __slots__ = ("step",)
@@ -87,7 +110,7 @@ class RunEnded(Record):
         _set(self, "failed", failed)
 
 
-Event = Importing | StepCompleted | StepCached | StepFailedEvent | Note | RunEnded
+Event = Importing | StepsStarted | StepCompleted | StepCached | StepFailedEvent | Note | RunEnded
 EventCallback = Callable[[Event], None]
 
 

@@ -13,6 +13,7 @@ COLOURS = {
     "unknown": "#6b6b6b", "skipped": "#6b6b6b",
     "always_runs": "#2a6aa8",
     "failed": "#c02626", "running": "#0b7a7a",
+    "ok": "#1f7a3d", "PROBLEM": "#c02626",   # barca doctor's checks
 }
 RICH_STYLES = {
     "cached": "green", "ran": "green", "will run": "yellow", "stale": "yellow",
@@ -102,6 +103,18 @@ def short_names(ids: Sequence[str]) -> dict[str, str]:
     return {i: name(i) + i[len(node(i)):] if len(owners[name(i)]) == 1 else i for i in ids}
 
 
+# a WHY cell's codes as a notebook says them (the CLI's text keeps the seed page's codes)
+WORDS = {"no_record": "never run", "partitions_missing": "keys missing",
+         "materialized": "up to date", "sensor": "a sensor runs every time",
+         "task": "a task runs when asked"}
+
+
+def in_words(detail: str) -> str:
+    """``2 of 3 keys cached; partitions_missing`` -> ``2 of 3 keys cached; keys missing``:
+    each part of a WHY cell that is a bare code, in words."""
+    return "; ".join(WORDS.get(part, part) for part in detail.split("; "))
+
+
 def html_table(headers: Sequence[str], rows: Sequence[Sequence[str]], state_col: int | None,
                summary: str = "", title: str = "", why_col: int | None = None) -> str:
     """A styled, self-contained table. The ``why_col`` cells wrap (the status widget cuts
@@ -122,6 +135,8 @@ def html_table(headers: Sequence[str], rows: Sequence[Sequence[str]], state_col:
                              f"{html.escape(cell)}</span></td>")
                 continue
             kind = "barca-why" if i == why_col else "barca-cell"
+            if i == why_col:
+                cell = in_words(cell)
             parts.append(f'<td class="{kind}" title="{html.escape(cell)}"{_LEFT}>'
                          f"{_cell_html(cell, html.escape)}</td>")
         parts.append("</tr>")

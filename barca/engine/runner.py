@@ -92,6 +92,7 @@ class Runner:
         self.adoption = Adoption(ctx.store, self.remote, fetch=execute)
         self.integrity = Integrity(self.graph.root, self.remote, self._warn)
         self.upload_errors: list[str] = []
+        self._unknown = 0
         self._settled = False  # a settle record vouches for the whole cone (barca.engine.settle)
 
     @property
@@ -162,6 +163,9 @@ class Runner:
                                       and self.graph.nodes[n].kind == "asset"])
         self._settled = settle.check(self.ctx.view.snapshots_loaded)
         w.total = sum(self._static_count(n) for n in w.order if n not in skip_below)
+        # nodes whose keys come from an output: one step each in the total until walked
+        self._unknown = sum(1 for n in w.order if n not in skip_below
+                            and self.ctx.static_keys(n) is None)
         if self.execute:
             for note in w.notes:
                 self.on_event(ev.Note(note))
@@ -231,6 +235,8 @@ class Runner:
         """Decide one node; the steps to execute (None: nothing more to do for it)."""
         w = self.w
         keys, why = self._keys(nid)
+        if self.ctx.static_keys(nid) is None:
+            self._unknown -= 1
         if keys is None:
             src = source_dim(self.graph, nid)
             src_state = w.states.get(src[0]) if src else None
@@ -450,7 +456,10 @@ class Runner:
                     got.append((self.run_id, nid, s.id, ts, stream, line))
                 self.ctx.store.record((), got)
 
-        if tasks:
+        if tasks:  # said before the first one ends: progress is drawn from the start
+            self.on_event(ev.StepsStarted(tuple(t.step for t in tasks), self.w.done,
+                                          self.w.cached, self.w.failed, self.w.total,
+                                          max(0, self._unknown)))
             self.pool().run(tasks, on_record, on_lines)
         self._flush()
         for nid, _ in groups:

@@ -266,7 +266,7 @@ _COMMAND_FLAGS: dict[str, tuple[str, Any]] = {
     "status": ("one row per node: state, why, last run", _status_flags),
     "graph": ("the DAG as a picture (SVG), nodes coloured by state", _list_flags),
     "sql": ("query cached results with DuckDB", _sql_flags),
-    "plan": ("the execution plan as JSON", _plan_flags),
+    "plan": ("the execution plan by phase (JSON; a table in a notebook)", _plan_flags),
     "history": ("recent runs", _history_flags),
     "stats": ("a node's run count, durations, cache hit rate and recent runs", _stats_flags),
     "logs": ("what a run's steps printed", _logs_flags),

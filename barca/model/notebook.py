@@ -2,7 +2,8 @@
 definition hash from the live namespace, and the function to ship to workers by value.
 
 A notebook node's id is ``<notebook stem>:<function>`` when the kernel knows the notebook's
-path, else ``__notebook__:<function>``. Its definition hash is its normalised source plus the
+path, else ``__notebook-<kernel>__:<function>`` (``__notebook__`` outside a Jupyter kernel;
+see ``notebook_stem``). Its definition hash is its normalised source plus the
 cone of notebook-defined names it uses (functions and classes by source, other values by
 value), never a cell's temp-file name or execution count: re-running the cells, or all of them
 after a kernel restart, is a cache hit.
@@ -42,12 +43,32 @@ def namespace() -> dict[str, Any]:
 
 
 def notebook_stem() -> str:
-    """The notebook's file stem, when the kernel knows its path."""
+    """The notebook's file stem, when the kernel knows its path. A kernel that is not told
+    (nbclient, nbconvert, papermill) is one notebook: ``__notebook-<kernel id>__``, so two
+    such notebooks never share ids. A new kernel of the same notebook takes the results of
+    the very same definitions (``Session``'s adoption, as for a rename): re-runs stay cached.
+    A terminal IPython, no kernel: ``__notebook__``."""
     for value in (namespace().get("__session__"), os.environ.get("JPY_SESSION_NAME"),
                   namespace().get("__vsc_ipynb_file__")):
         if isinstance(value, str) and value.endswith(".ipynb"):
             return Path(value).stem
-    return "__notebook__"
+    kernel = _kernel_id()
+    return f"__notebook-{kernel}__" if kernel else "__notebook__"
+
+
+def _kernel_id() -> str:
+    """Eight hex characters naming the running Jupyter kernel: its id's start (from its
+    connection file, ``kernel-<id>.json``), else a digest of that file's path; "" outside a
+    kernel."""
+    app = getattr(sys.modules.get("ipykernel.kernelapp"), "IPKernelApp", None)
+    if app is None or not app.initialized():
+        return ""
+    path = str(getattr(app.instance(), "connection_file", "") or "")
+    name = Path(path).stem
+    if name.startswith("kernel-"):  # Jupyter's own: the kernel's id, as its UI shows it
+        return "".join(c for c in name[7:] if c in "0123456789abcdef")[:8]
+    import hashlib  # nbclient's temp file: named after it
+    return hashlib.sha256(path.encode()).hexdigest()[:8] if path else ""
 
 
 def cells_stamp() -> tuple[Any, ...]:

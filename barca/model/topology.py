@@ -54,10 +54,32 @@ class Graph(Fields):
         avail = self.available(command)
         hint = did_you_mean(name, [short_name(n) for n in avail] + list(avail))
         files = " ".join(sorted(self.files))
+        there = self.defined_elsewhere(name)
+        if there:  # a notebook's own scope: the name is a pipeline file's
+            raise UsageError(
+                f"{what} '{name}' is not one of this notebook's assets: it is defined in "
+                f"{', '.join(there)}. Without a file, barca reads the notebook's own assets "
+                "once a cell defines one.", f"Name the file: `barca {command} {name} "
+                f"{there[0]}`.")
         raise UsageError(
             f"{what} '{name}' not found. Available: {', '.join(avail) or '(none)'}",
             (hint.strip() + "\n\n" if hint else "") +
             f"Run `barca list {files}` to see available assets and tasks.".replace("  ", " "))
+
+    def defined_elsewhere(self, name: str) -> list[str]:
+        """The pipeline files under the root that define ``name``, when this graph is a
+        notebook's own nodes (a magic without files): the scope the user may have meant."""
+        if not any(fm.abspath == PSEUDO_ABSPATH for fm in self.files.values()):
+            return []
+        out = []
+        for p in find_files(self.root):
+            try:
+                fm = parse_file(p, self.root)
+            except Exception:  # noqa: BLE001 - a file that does not parse defines nothing here
+                continue
+            if any(n.function == name for n in fm.nodes):
+                out.append(fm.path)
+        return out
 
     def available(self, command: str = "get") -> list[NodeId]:
         kinds = ("task",) if command == "run" else (

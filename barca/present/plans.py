@@ -67,13 +67,19 @@ class Plan(_Displayable, Record):
         return f"Dry run: {self.command} (nothing executed, nothing written)"
 
     def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
-        headers, rows, col, summary = self._table()
+        """As every step table of a notebook orders it: STATUS, STEP, WHY (the CLI keeps the
+        seed page's STATUS, WHY, STEP)."""
+        _, rows, col, summary = self._table()
         short = short_names([r.step for r in self.rows])
-        return headers, [[a, w, short[s]] for a, w, s in rows], col, summary, 1
+        return (["STATUS", "STEP", "WHY"], [[a, short[s], w] for a, w, s in rows], col,
+                summary, 2)
 
     def _repr_html_(self) -> str:
         headers, rows, col, summary, why = self._html_table()
-        return html_table(headers, rows, col, summary, title=self.title(), why_col=why)
+        # a notebook's words, not a command line: "Dry run of get report"
+        what = self.command.removeprefix("barca ")
+        title = f"Dry run of {what}: nothing executed, nothing written"
+        return html_table(headers, rows, col, summary, title=title, why_col=why)
 
     def __str__(self) -> str:
         headers, rows, _, summary = self._table()

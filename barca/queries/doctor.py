@@ -59,7 +59,10 @@ class Checkup(Record):
             f"\n\n{self.summary()}"
 
     def _repr_html_(self) -> str:
-        return html_table(["CHECK", "NAME", "DETAIL", "FIX"], self._rows(), None, self.summary())
+        """A badge per check (as every table colours its states); "-" where nothing needs a
+        fix."""
+        rows = [[*r[:3], r[3] or "-"] for r in self._rows()]
+        return html_table(["CHECK", "NAME", "DETAIL", "FIX"], rows, 0, self.summary())
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return {"text/plain": str(self), "text/html": self._repr_html_()}

@@ -235,6 +235,13 @@ def query(ctx: Context, sql: str,
         if m:
             bad = m.group(1)
             views = sorted(by_name) + ["barca.runs", "barca.materializations"]
+            there = graph.defined_elsewhere(bad.strip('"'))
+            if there:  # a notebook's own scope: the view is a pipeline file's asset
+                raise UsageError(
+                    f"No view named '{bad}' among this notebook's assets: it is defined in "
+                    f"{', '.join(there)}. Without a file, barca reads the notebook's own "
+                    "assets once a cell defines one.",
+                    f"Name the file: `barca sql \"{sql}\" {there[0]}`.") from None
             raise UsageError(f"No view named '{bad}'.{did_you_mean(bad, views)}",
                              f"Views: {', '.join(views)}") from None
         raise UsageError(f"SQL error: {text}",

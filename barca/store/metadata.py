@@ -308,13 +308,13 @@ class Store:
 
     def last_lines(self, node: str, limit: int) -> tuple[str, list[tuple[int, str, str, str,
                                                                       float, str]]]:
-        """The last ``limit`` lines one node's steps wrote in the most recent run that
-        recorded any for it: (run id, lines as ``log_lines`` gives them)."""
+        """The last ``limit`` lines one node's steps wrote in the node's last run (a result
+        or a failure; none when it printed nothing): (run id, lines as ``log_lines`` has)."""
         if self.conn is None:
             return "", []
         try:
-            got = self.conn.execute("SELECT run_id FROM logs WHERE node=? ORDER BY id DESC "
-                                    "LIMIT 1", (node,)).fetchone()
+            got = self.conn.execute("SELECT run_id FROM materializations WHERE asset=? "
+                                    "ORDER BY id DESC LIMIT 1", (node,)).fetchone()
             if got is None:
                 return "", []
             rows = list(self.conn.execute(

@@ -52,12 +52,26 @@ def _run(line: str, cell: str | None, ns: dict[str, Any] | None = None) -> Any:
         outcome = dispatch(args, on_event=progress or (lambda e: None), load_values=True,
                            default_sql_limit=None)
     except StepFailed as exc:
+        if progress is not None:
+            progress.finished(failed=True)
         _show_other_failures(progress, exc)
         raise
-    except (KeyboardInterrupt, Cancelled):  # the stop button: the bar turns red and stays
+    except (KeyboardInterrupt, Cancelled) as exc:  # the stop button: the bar turns red, stays
         if progress is not None:
             progress.interrupted()
+        if isinstance(exc, Cancelled) and getattr(args, "refresh_all", False):
+            # the same line would compute everything again: the resuming one drops the flag
+            again = shlex.join(a for a in argv if a != "--refresh-all")
+            exc.remediation = (f"Run %barca {again} (without --refresh-all): it computes only "
+                               "what did not finish.")
         raise
+    except Exception:  # barca's own files, a bug: the bar does not stay "running"
+        if progress is not None:
+            progress.finished(failed=True)
+        raise
+    if progress is not None:
+        progress.finished(failed=False)
+    _say_scope(args)
     if args.command == "logs" and args.follow:
         return _follow(outcome)
     return _value(outcome)
@@ -75,6 +89,23 @@ def _follow(outcome: Any) -> None:
             shown = True
     if not shown:
         print(outcome.result.EMPTY)
+
+
+def _say_scope(args: Any) -> None:
+    """Without a file, a notebook that defines nodes is what ``status``, ``doctor``, ``list``
+    and ``graph`` read, not the project's files: say so, with the form that reads a file."""
+    if args.command not in ("status", "doctor", "list", "graph"):
+        return
+    from barca.api import looks_like_file
+    from barca.model import notebook
+    if any(looks_like_file(a) for a in getattr(args, "args", None) or []) \
+            or not notebook.interactive():
+        return
+    n = len(notebook.current_functions())
+    if n:
+        print(f"[barca] {args.command} reads the {n} node{'s' if n != 1 else ''} defined in "
+              f"this notebook (no file named); name a file to read a pipeline's: "
+              f"%barca {args.command} pipeline.py")
 
 
 def _split(line: str) -> list[str]:
@@ -158,7 +189,11 @@ def _in_magic_form(exc: Any) -> None:
     # the CLI's failure line always counts the skipped steps; in a notebook "0" is noise
     exc.message = pattern.sub("%barca", exc.message).removesuffix(
         "; 0 downstream steps skipped")
+    if exc.message.endswith("; 1 downstream steps skipped"):  # the CLI's line keeps its form
+        exc.message = exc.message[:-len("steps skipped")] + "step skipped"
     exc.remediation = pattern.sub("%barca", exc.remediation)
+    if isinstance(exc, Cancelled):  # the error box already says "Cancelled:"
+        exc.message = exc.message.removeprefix("cancelled: ")
     exc.args = (exc.message,)
 
 

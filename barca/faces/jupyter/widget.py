@@ -53,6 +53,7 @@ def _poll(ref: weakref.ref[StatusWidget], stop: threading.Event, interval: float
         try:
             if widget._stamp() != widget._seen:
                 widget.refresh_view()
+                widget._update_saved()
         except Exception:  # never let the poller die on a transient error (a file mid-write)
             pass
         del widget
@@ -126,6 +127,8 @@ class StatusWidget(widgets.VBox):
         self._busy = False
         self._worker: threading.Thread | None = None
         self._seen: Any = None           # the stamp the drawn status was read at
+        self._handles: list[Any] = []    # where it is displayed (see _ipython_display_)
+        self._cached = 0                 # steps of the running action served from cache
 
         self.table = widgets.HTML(layout=widgets.Layout(overflow="auto"))
         self.picture = widgets.HTML(layout=widgets.Layout(overflow="auto"))
@@ -220,9 +223,54 @@ class StatusWidget(widgets.VBox):
                 live = self._live.get(r.id)
                 if live is not None and col is not None:  # as the DAG draws it
                     row[col] = live
+            summary = self.summary_line()  # badge, picture and count: one state
             self.table.value = _CSS + html_table(headers, rows, col, summary, why_col=why)
             self.picture.value = self._clickable(self.dag.svg())
             self._draw_logs()
+
+    def states(self) -> dict[str, str]:
+        """Each node's state as the widget draws it: the status, or what a run of the widget
+        is doing to it (running, failed)."""
+        report = self.report
+        return {} if report is None else {r.id: self._live.get(r.id, r.state)
+                                          for r in report.rows}
+
+    def summary_line(self, short: bool = False) -> str:
+        """The drawn states counted (never a count the badges contradict), as ``status``
+        writes its line (``1 failed, 3 cached, 0 stale, …``); ``short``: the states present
+        only (``1 failed, 3 cached``)."""
+        from barca.present.results import SUMMARY_ORDER
+        counts: dict[str, int] = {}
+        for state in self.states().values():
+            counts[state] = counts.get(state, 0) + 1
+        words = dict(SUMMARY_ORDER, running="running", failed="failed")
+        order = ["running", "failed", *(k for k, _ in SUMMARY_ORDER)]
+        always = () if short else {k for k, _ in SUMMARY_ORDER}
+        return ", ".join(f"{counts.get(k, 0)} {words[k]}" for k in order
+                         if counts.get(k) or k in always) or "no nodes"
+
+    def _repr_mimebundle_(self, **kw: Any) -> Any:
+        """The widget, and for a page that cannot draw it (GitHub, nbviewer, a reload without
+        the widgets' state) the last state drawn: ``barca status: 3 cached, 1 failed`` and
+        the table."""
+        data = super()._repr_mimebundle_(**kw)
+        if isinstance(data, dict):
+            data["text/plain"] = f"barca status: {self.summary_line(short=True)}"
+            data["text/html"] = self.table.value
+        return data
+
+    def _ipython_display_(self) -> None:
+        """Shown under a display id, so the saved output follows the widget's last state."""
+        from IPython.display import display
+        self._handles.append(display(self._repr_mimebundle_(), raw=True, display_id=True))
+
+    def _update_saved(self) -> None:
+        """The displays' fallbacks take the state drawn now (the view is the same model)."""
+        import contextlib
+        for handle in self._handles:
+            # a kernel gone, a closed comm: the live view is what matters
+            with contextlib.suppress(Exception):
+                handle.update(self._repr_mimebundle_(), raw=True)
 
     def _draw_logs(self) -> None:
         """The selected node's last lines, as `barca logs --step NODE` prints them."""
@@ -341,12 +389,10 @@ class StatusWidget(widgets.VBox):
                                      on_event=self._on_event, load_values=True,
                                      settings=self.settings)
             self.last_result = result
-            self.progress.max = max(1, result.steps_total)
-            self.progress.value = self.progress.max
+            ran = result.steps_executed
+            self.progress.max = self.progress.value = max(1, ran)  # a finished run is full
             self.progress.bar_style = "success"
-            self._label(result.steps_executed, result.steps_total,
-                        f"{result.steps_executed} ran, "
-                        f"{result.steps_total - result.steps_executed} cached")
+            self._label(ran, ran, f"{ran} ran, {result.steps_total - ran} cached")
             self.last_value = result.value()
             self.message.value = (_CSS + result._repr_html_()
                                   + _value_html(name, self.files, command, self.last_value))
@@ -371,19 +417,24 @@ class StatusWidget(widgets.VBox):
             self._pending = {}
             try:
                 self.refresh_view()
+                self._update_saved()
             finally:
                 self._busy = False
                 self._set_buttons(True)
 
     def _label(self, done: int, total: int, note: str = "") -> None:
+        """``Get report: 3/8 steps (37%)``: steps run of the steps to run."""
         pct = 100 * done // total if total else 100
         text = f"{self._doing}: {done}/{total} steps ({pct}%)" + (f" | {note}" if note else "")
         self.progress_label.value = (f'<span class="barca-progress-label" style="font-family:'
                                      f'monospace;font-size:12px">{html.escape(text)}</span>')
 
     def _on_event(self, e: ev.Event) -> None:
-        if isinstance(e, ev.StepCompleted):
-            self.progress.max = max(self.progress.max, e.total)
+        if isinstance(e, ev.StepsStarted):  # the steps to run, as the walk knows them now
+            self._cached = e.cached
+            self.progress.max = max(1, e.total - e.cached)
+        elif isinstance(e, ev.StepCompleted):
+            self.progress.max = max(self.progress.max, e.total - self._cached)
             self.progress.value = min(e.done, self.progress.max)
             self._label(self.progress.value, self.progress.max, e.step)
             self._step_done(e.step.split("[", 1)[0], None)
