@@ -349,15 +349,9 @@ class Runner:
 
     # ------------------------------------------------------------------ the remote store
     def prepare_remote(self) -> None:
-        from barca.core.secret import KEY_ENV
         from barca.store import remotesync
-        remotesync.prepare(self.remote, self.ctx.store)
-        if (self.remote is not None and self.remote.secret is None
-                and any(m.env for m in self.graph.nodes.values())):
-            # env= values are digested with this project's own salt without a store key
-            self._warn(f"without {KEY_ENV}, results that depend on env= values are "
-                       "this project's own: they are not shared through the store (barca docs "
-                       "remote)")
+        remotesync.prepare(self.remote, self.ctx.store,
+                           any(m.env for m in self.graph.nodes.values()), self._warn)
 
     def remote_notes(self) -> list[str]:
         from barca.store import remotesync

@@ -366,7 +366,7 @@ class RunResult(_Displayable, Record):
     def headline(self) -> str:
         names = ", ".join(f"'{short_name(o.target)}'" for o in self.outputs)
         what = f"{self.verb} {names}" if names else f"nothing to {self.command}"
-        return (f"Run {self.run_id} | {what} in {self.elapsed:.3f}s "
+        return (f"Run {self.run_id} | {what} in {round(self.elapsed, 4):.3f}s "  # as the JSON
                 f"({plural(self.steps_executed, 'step')}, {plural(self.phases, 'phase')})")
 
     def __str__(self) -> str:

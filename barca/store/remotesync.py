@@ -3,17 +3,24 @@ could not copy to it copied now, and after the run a note of what was fetched an
 what could not be uploaded."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from barca.core import events as ev
 
 
-def prepare(remote: Any, store: Any) -> None:
+def prepare(remote: Any, store: Any, reads_env: bool = False,
+            warn: Callable[[str], None] | None = None) -> None:
     """Before any step: the store is reachable (or exit 3), and what an earlier command could
-    not copy to it (or ran without it) is copied now."""
+    not copy to it (or ran without it) is copied now. ``reads_env``: a node declares ``env=``,
+    whose values are keyed with this project's own salt when the store has no key -- said."""
     if remote is None:
         return
     remote.check()
+    if reads_env and remote.secret is None and warn is not None:
+        from barca.core.secret import KEY_ENV
+        warn(f"without {KEY_ENV}, results that depend on env= values are this project's own: "
+             "they are not shared through the store (barca docs remote)")
     pending = store.pending_uploads()
     if not pending:
         return
