@@ -80,7 +80,9 @@ def status_from_json(doc: dict[str, Any]) -> StatusReport:
             shape if isinstance(shape, str) and shape else "-", tuple(n.get("deps") or inputs),
             inputs, n.get("partitions"), n.get("last_materialization"),
             _rest(n, _STATUS_KEYS)))
-    return StatusReport(tuple(rows))
+    return StatusReport(tuple(rows), targets=tuple(doc.get("targets") or ()),
+                        root=doc.get("root") or "", total=doc.get("total"),
+                        filter=doc.get("filter"), note=doc.get("note") or "")
 
 
 def status_cone(report: StatusReport, names: list[str]) -> StatusReport:
