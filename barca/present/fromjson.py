@@ -95,7 +95,8 @@ def status_cone(report: StatusReport, names: list[str]) -> StatusReport:
         if nid not in seen and nid in by_id:
             seen.add(nid)
             want.extend(by_id[nid].deps)
-    return StatusReport(tuple(r for r in report.rows if r.id in seen))
+    return StatusReport(tuple(r for r in report.rows if r.id in seen), targets=tuple(names),
+                        root=report.root, note=report.note)
 
 
 # ---------------------------------------------------------------------------- runs
