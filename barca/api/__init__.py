@@ -7,6 +7,7 @@ Every function takes the command's settings as keyword arguments (``env="dev"``,
 apply to that call alone."""
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Iterable
@@ -154,8 +155,11 @@ class Session:
             from barca.model.notebook import is_notebook_id
             for n, m in self.graph.nodes.items():
                 if self.graph.files[m.file].abspath == PSEUDO_ABSPATH and self.store.conn:
-                    self.store.adopt(n, is_notebook_id,
-                                     lambda n=n: self.ctx.definition(n)[1])  # type: ignore[misc]
+                    self.store.adopt(n, is_notebook_id, functools.partial(self._parts, n))
+
+    def _parts(self, n: NodeId) -> dict[str, str]:
+        """A node's definition parts now (what an adopted row must have been made from)."""
+        return self.ctx.definition(n)[1]
 
     def close(self) -> None:
         self.store.close()
@@ -324,7 +328,7 @@ def get(target: str | list[str] | None = None, *files: str, refresh: str | list[
         from barca.store.frames import check_type
         check_type(as_type)
     if isinstance(target, str) and target.endswith(".py") and looks_like_file(target):
-        target, files = None, (target, *files)  # get("pipeline.py"): every asset of the file
+        files, target = (target, *files), None  # get("pipeline.py"): every asset of the file
     settings = settings_of(settings, env=env, executor=executor, **flags)
     settings.store_prefix  # noqa: B018 - not a plain folder name: a usage error, first
     if dry_run:
@@ -407,7 +411,7 @@ def status(target: str | None = None, *files: str, settings: Settings | None = N
     ``barca.status("pipeline.py")`` reads the file's every node."""
     settings = settings_of(settings, **flags)
     if target is not None and target.strip() and looks_like_file(target):
-        target, files = None, (target, *files)
+        files, target = (target, *files), None
     _check_flags(target, None, False)
     sess = Session(files, write=False, settings=settings)
     try:
@@ -444,7 +448,7 @@ def plan(*files: str, target: str | None = None, settings: Settings | None = Non
                      "action": s.action, "reason": s.reason, "run_hash": s.run_hash})
             t = ns.tally()
             known = graph.nodes[n].partitioned and ns.keys is not None
-            keys = list(ns.keys) if known else []  # type: ignore[arg-type]
+            keys = list(ns.keys) if known else []
             nodes.append({"id": n, "kind": graph.nodes[n].kind, "phase": graph.phase[n],
                           "partitioned": graph.nodes[n].partitioned,
                           "keys": len(keys) if known else None,

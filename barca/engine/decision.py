@@ -7,12 +7,14 @@ digest) and a key whose run hash equals the snapshot's are early exits of it, ov
 data. Finding an artifact with no record, fetching and recording are the runner's work."""
 from __future__ import annotations
 
+from collections.abc import Sequence, Set
 from typing import Any
 
 from barca.core.types import NodeId, step_id
-from barca.engine.inputs import InputPlan, all_parts, raise_missing, source_dim
+from barca.engine.inputs import Hold, InputPlan, all_parts, raise_missing, source_dim
 from barca.engine.states import NodeState, StepState
 from barca.identity.hashing import run_hash, run_hashes, snapshot_digest
+from barca.store.metadata import Snapshot
 from barca.store.view import NodeHistory
 
 PART_ORDER = ("code", "decorator", "helper:", "module:", "path:", "untracked:", "env:", "input:",
@@ -39,15 +41,16 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
     evicted = view.evicted(nid) if asset else set()
     # a node with evicted results is decided key by key: the snapshot does not know of them
     snap = view.snapshot(nid) if asset and not forced and not evicted else None
-    if settled and snap is not None and len(snap[3]) == 64 * len(keys):
-        return NodeState.from_snapshot(nid, keys, snap[0], snap[1], split_hashes(snap[3]), hist)
+    if settled and snap is not None and len(snap.hashes) == 64 * len(keys):
+        return NodeState.from_snapshot(nid, keys, snap.digest, snap.combined,
+                                       split_hashes(snap.hashes), hist)
     ident = identity(ctx, nid, keys, states) if asset else None
-    prev: Any = None
+    prev: tuple[str, list[str]] | None = None  # the snapshot's keys (joined) and run hashes
     if snap is not None:
-        hashes = split_hashes(snap[3])
-        if ident is not None and snap[0] == ident and len(hashes) == len(keys):
-            return NodeState.from_snapshot(nid, keys, ident, snap[1], hashes, hist)
-        prev = (snap[2], hashes)
+        hashes = split_hashes(snap.hashes)
+        if ident is not None and snap.digest == ident and len(hashes) == len(keys):
+            return NodeState.from_snapshot(nid, keys, ident, snap.combined, hashes, hist)
+        prev = (snap.keys, hashes)
     def_hash, def_parts = ctx.definition(nid)
     plan = InputPlan(ctx.graph, nid, states, ctx.input_name,
                      lambda up: ctx.definition(up)[0])
@@ -67,8 +70,8 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
     compared: list[int] | None = None  # positions not settled by the snapshot, key for key
     if plan.clean and kind != "sensor":
         delta = _delta(ctx, nid, keys, states, plan, snap) \
-            if prev is not None and m.freshness != "manual" else None
-        if delta is not None:
+            if snap is not None and m.freshness != "manual" else None
+        if delta is not None and prev is not None:
             # the snapshot was made from the upstream run hashes its upstreams' snapshots
             # hold: a key whose upstream run hash is still that one keeps its run hash
             old = prev[1]
@@ -91,15 +94,19 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
                 compared = todo if positional else None
         for i in todo:
             key = keys[i]
-            out[i] = one(key, out[i], plan.inputs(key)[0], plan.value(key))  # type: ignore[arg-type]
+            inputs = plan.inputs(key)[0]
+            assert inputs is not None  # a clean plan: every key has its inputs
+            out[i] = one(key, out[i], inputs, plan.value(key))
     else:
-        prev_get = dict(zip(prev[0].split("\x00"), prev[1], strict=False)).get \
-            if prev is not None else {}.get
+        old_at: dict[str, str] = dict(zip(prev[0].split("\x00"), prev[1], strict=False)) \
+            if prev is not None else {}
+        prev_get = old_at.get
         out = []
         for key in keys:
             inputs, hold = plan.inputs(key)
             if inputs is None:
-                odd[key] = _held(nid, key, hold, predict)  # type: ignore[arg-type]
+                assert hold is not None  # no inputs: the hold says why
+                odd[key] = _held(nid, key, hold, predict)
                 out.append("")
                 continue
             value = plan.value(key)
@@ -114,12 +121,12 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
             out.append(one(key, rh, inputs, value))
     ns = NodeState.compact(nid, keys, out, odd, hist)
     ns.ident = ident
-    if compared is not None:
-        ns.since = (snap[1], compared)  # type: ignore[index]
+    if compared is not None and snap is not None:  # (compared only against a snapshot)
+        ns.since = (snap.combined, compared)
     return ns
 
 
-def _differing(keys: list[str], hashes: list[str], prev: tuple[str, list[str]] | None
+def _differing(keys: list[str], hashes: Sequence[str], prev: tuple[str, list[str]] | None
                ) -> tuple[list[int], bool]:
     """The positions of the keys whose run hash is not the one the last walk recorded for that
     key (``prev``: the snapshot's keys joined by NUL, and their run hashes), and whether the
@@ -134,13 +141,13 @@ def _differing(keys: list[str], hashes: list[str], prev: tuple[str, list[str]] |
 
 
 def _delta(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
-           plan: InputPlan, snap: tuple[str, str, str, str]) -> list[int] | None:
+           plan: InputPlan, snap: Snapshot) -> list[int] | None:
     """The positions of the only keys whose run hash can differ from the snapshot's, when
     every other part of the node is what the snapshot was made from: the snapshot digest,
     made with each per-key upstream's combined digest as its own snapshot held it, is this
     node's snapshot digest; then a key whose upstream run hashes are the ones those snapshots
     hold (``NodeState.since``) has the snapshot's run hash. None: not so."""
-    if plan.source is not None or snap[2] != "\x00".join(keys):
+    if plan.source is not None or snap.keys != "\x00".join(keys):
         return None
     then: dict[NodeId, str] = {}
     changed: set[int] = set()
@@ -154,12 +161,12 @@ def _delta(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
         changed.update(up.since[1])
     if not then:
         return None
-    if identity(ctx, nid, keys, states, then) != snap[0]:
+    if identity(ctx, nid, keys, states, then) != snap.digest:
         return None
     return sorted(changed)
 
 
-def _held(nid: NodeId, key: str, hold: tuple[Any, Any, Any], predict: bool) -> StepState:
+def _held(nid: NodeId, key: str, hold: Hold, predict: bool) -> StepState:
     """A step with no inputs yet: skipped below a failure, unknown while keys or a sensor's
     value are not known (a real run has every value by now: anything else is a bug)."""
     blocked, keys_unknown, unknown = hold
@@ -172,9 +179,9 @@ def _held(nid: NodeId, key: str, hold: tuple[Any, Any, Any], predict: bool) -> S
         st.action, st.reason, st.detail = "unknown", "partitions_unknown", keys_unknown
     else:
         if not predict:
-            raise_missing(unknown, step_id(nid, key))
+            raise_missing(str(unknown), step_id(nid, key))
         # a prediction never runs a sensor: without its value, no run hash is knowable
-        st.action, st.reason, st.detail = "unknown", "sensor_output_unknown", unknown
+        st.action, st.reason, st.detail = "unknown", "sensor_output_unknown", unknown or ""
     return st
 
 
@@ -194,7 +201,8 @@ def _sensor(nid: NodeId, key: str, def_parts: dict[str, str], inputs: dict[str, 
 
 
 def _settle(m: Any, st: StepState, rh: str, hist: NodeHistory, def_parts: dict[str, str],
-            inputs: dict[str, str], value: str | None, evicted: set[str] = frozenset(),  # type: ignore[assignment]
+            inputs: dict[str, str], value: str | None,
+            evicted: Set[str] = frozenset(),
             predict: bool = False) -> None:
     """An asset step whose run hash is not the snapshot's: cached if a successful row has it
     (or, for a manual asset, any row), else to run -- with the part that changed. A step with
@@ -263,7 +271,7 @@ def identity(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeSt
         return None
     inputs: list[str] = []
     for inp in sorted(m.inputs, key=lambda i: i.param):
-        up = states.get(inp.target)  # type: ignore[arg-type]
+        up = states.get(inp.target)
         if up is None or up.combined is None:
             return None
         combined = up.combined if then is None or inp.collect else then.get(up.node, up.combined)

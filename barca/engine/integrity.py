@@ -89,9 +89,8 @@ def read_digest(where: str, hashed: bool = True) -> tuple[str, bytes | None]:
     # a big artifact is hashed in blocks: a lazy consumer of a 2 GB table must not cost the
     # coordinator 2 GB
     with open(where, "rb") as f:
-        data: bytes | None = f.read(SMALL_BYTES + 1)
-    if len(data) > SMALL_BYTES:  # type: ignore[arg-type]
-        data = None
+        head = f.read(SMALL_BYTES + 1)
+    data = head if len(head) <= SMALL_BYTES else None
     digest = hashlib.sha256(data).hexdigest() if data is not None else (
         file_sha256(Path(where)) if hashed else "")
     return digest, data

@@ -42,6 +42,7 @@ def _columns() -> int:
         cols = 0
     if cols <= 0:
         try:
+            # (no __stdout__, under pythonw or a host that closed it: the AttributeError)
             cols = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
         except (AttributeError, ValueError, OSError):
             cols = 0
@@ -260,7 +261,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         hint = f" Did you mean '{close[0]}'?" if close else ""
         raise UsageError(f"Unknown command '{cmd}'.{hint}",
                          f"Commands: {', '.join(COMMANDS)}. See `barca --help`.")
-    sub = parser(cmd)._subparsers._group_actions[0].choices[cmd]  # type: ignore[union-attr]
+    # argparse has no public way to reach a subcommand's parser; the grammar made it, so it is
+    # there
+    sub = parser(cmd)._subparsers._group_actions[0].choices[cmd]  # type: ignore[union-attr, index]
     args, extras = sub.parse_known_intermixed_args(argv[at + 1:])
     args.command = cmd
     if getattr(args, "output", None) in ("json", "pretty"):  # -o json: the --json flag

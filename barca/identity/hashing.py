@@ -8,7 +8,7 @@ import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,9 @@ def sha(*parts: str | bytes) -> str:
     """SHA-256 of the parts, each followed by a NUL: the one way barca hashes a list of parts
     (text parts are joined and hashed in one call; bytes parts are fed one by one)."""
     try:
-        data = ("\x00".join(parts) + "\x00").encode("utf-8", "surrogatepass")  # type: ignore[arg-type]
+        # a bytes part fails the join (the TypeError): one check, not one per part
+        text = "\x00".join(parts)  # type: ignore[arg-type]  # bytes: the TypeError below
+        data = (text + "\x00").encode("utf-8", "surrogatepass")
     except TypeError:  # a bytes part
         h = hashlib.sha256()
         for p in parts:
@@ -215,7 +217,8 @@ def source_only(root: str | os.PathLike[str]) -> None:
             raise OSError("barca: project modules are compiled from source")  # -> no .pyc
         return original(self, path)
 
-    path_stats._barca_root = base  # type: ignore[attr-defined]
+    vars(path_stats)["_barca_root"] = base  # marks the patch, so a second call is a no-op
+    # the patch itself: the import system calls path_stats through the class
     SourceFileLoader.path_stats = path_stats  # type: ignore[method-assign]
     importlib.invalidate_caches()
 
@@ -232,11 +235,11 @@ def definition_hash(parts: dict[str, str]) -> str:
 def run_hash(definition: str, inputs: dict[str, str], key: str, value: str | None) -> RunHash:
     """A step's run hash: definition, each input's run hash or digest, the key, a dict value
     (``run_hashes`` for one key)."""
-    return run_hashes(definition, inputs, (key,), (value,))[0]
+    return RunHash(run_hashes(definition, inputs, (key,), (value,))[0])
 
 
 def run_hashes(definition: str, inputs: Mapping[str, str | Iterable[str]], keys: Sequence[str],
-               values: Iterable[str | None] | None = None) -> list[RunHash]:
+               values: Iterable[str | None] | None = None) -> list[str]:
     """The run hashes of steps of one node, in key order: ``sha256`` of the definition, each
     input (name and run hash or digest, by name), the key and its dict value. An input is one
     string for every key (an unpartitioned upstream, a fan-in's combined digest) or an iterable
@@ -269,8 +272,7 @@ def run_hashes(definition: str, inputs: Mapping[str, str | Iterable[str]], keys:
         texts = ("".join([x for pair in zip(segments, cs, strict=True) for x in pair])
                  + f"{text}{k}\x00{v or ''}"
                  for *cs, k, v in zip(*columns, keys, vals, strict=True))
-    return [sha256(t.encode("utf-8", "surrogatepass")).hexdigest()  # type: ignore[misc]
-            for t in texts]
+    return [sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts]
 
 
 def combined_digest(keys: Sequence[str], hashes: Sequence[str]) -> str:

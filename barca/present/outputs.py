@@ -64,7 +64,7 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
                   (read_value(settings, items[0].path, items[0].format) if items else None))
     elif items and not m.partitioned and items[0].format == "json":
         try:
-            data = _preview_bytes(root, items[0].path, small)  # type: ignore[arg-type]
+            data = _preview_bytes(root, items[0].path, small)
             if data is not None:
                 values = json.loads(data)
                 text = json.dumps(values, indent=2, sort_keys=True, ensure_ascii=False)
@@ -76,7 +76,7 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
         for i in items:
             if i.format == "json":
                 try:
-                    data = _preview_bytes(root, i.path, small)  # type: ignore[arg-type]
+                    data = _preview_bytes(root, i.path, small)
                     if data is not None:
                         vals[i.key] = json.loads(data)
                 except (OSError, ValueError):

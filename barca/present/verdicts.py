@@ -8,6 +8,7 @@ from typing import Any
 from barca.core.types import PREVIEW_KEYS, NodeId, key_preview, short_name
 from barca.engine.current import rows_of
 from barca.engine.planner import Context, NodeState
+from barca.engine.states import StepState
 from barca.model.topology import Graph
 from barca.present.results import PlanRow, RunResult, StatusRow, StepSummary
 from barca.store.metadata import Row
@@ -22,8 +23,8 @@ def _sensor_inputs(graph: Graph, nid: NodeId) -> list[str]:
     """Sensors a node reads directly: as an input, or as the source of its keys."""
     ups = [i.target for i in graph.nodes[nid].inputs] + [
         d.source for d in graph.nodes[nid].dims if d.kind == "from"]
-    return [short_name(u) for u in dict.fromkeys(ups)  # type: ignore[arg-type]
-            if graph.nodes[u].kind == "sensor"]  # type: ignore[index]
+    return [short_name(u) for u in dict.fromkeys(ups)
+            if graph.nodes[u].kind == "sensor"]
 
 
 def _assumption(graph: Graph, nid: NodeId) -> str:
@@ -141,16 +142,16 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
     elif m.partitioned and n_cached and run + unknown:
         state, reason = "partial", "partitions_missing"
         detail = f"{n_cached} of {t.total} keys cached; partitions_missing"
-        if last_failed:
-            detail += f"; last run failed: {last.error}"  # type: ignore[union-attr]
+        if last_failed and last is not None:  # (last_failed says so; mypy needs it said)
+            detail += f"; last run failed: {last.error}"
     elif t.total and n_cached == t.total:
         state, reason, detail = "cached", "materialized", "materialized"
     elif unknown:
         state, reason, detail = "unknown", unknown[0].reason, unknown[0].detail
     elif not has_record:
         state = "never_run"
-        if last_failed:
-            reason, detail = "failed", f"last run failed: {last.error}"  # type: ignore[union-attr]
+        if last_failed and last is not None:
+            reason, detail = "failed", f"last run failed: {last.error}"
         else:
             reason, detail = "no_record", "no_record"
     elif not t.total:
@@ -178,7 +179,7 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
         rows = ctx.store.rows(ns.node, order="id DESC LIMIT 1000")
         extra["schedule"] = schedule_state(m, [r.status for r in rows])
     return StatusRow(ns.node, m.kind, state, reason, detail, last_run, shape, deps,
-                     tuple(i.target for i in m.inputs), parts, lm,  # type: ignore[misc]
+                     tuple(i.target for i in m.inputs), parts, lm,
                      extra or None)
 
 
@@ -196,6 +197,7 @@ def step_summary(ctx: Context, ns: NodeState,
     t = ns.tally()
     ran, failed = t.steps("ran"), t.steps("failed")
     n_cached = t.count("cached")
+    first: StepState | None
     if failed:
         action, first = "failed", failed[0]
     elif ran and n_cached:
