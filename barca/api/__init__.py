@@ -18,7 +18,7 @@ from barca.api import warm
 from barca.core import events as ev
 from barca.core.errors import StepFailed, UsageError
 from barca.core.settings import Settings, settings_of
-from barca.core.types import NodeId, key_preview, short_name
+from barca.core.types import NodeId, Status, key_preview, short_name
 from barca.engine.planner import Context
 from barca.engine.runner import Runner, new_run_id
 from barca.engine.selection import Selection, check_selection, resolve_refresh, walk_order
@@ -223,12 +223,12 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         runner.prepare_remote()
         from barca.engine.executors import default_pool_size
         sess.store.begin_run(runner.run_id, command, label, default_pool_size(settings))
-        status = "cancelled"
+        status = Status.CANCELLED
         try:
             w = runner.run()
-            status = "failed" if w.failed else "success"
+            status = Status.FAILED if w.failed else Status.SUCCESS
         except UsageError:  # --partition naming a key the walk found not to exist
-            status = "failed"
+            status = Status.FAILED
             raise
         finally:
             wd = runner.w

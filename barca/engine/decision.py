@@ -1,30 +1,80 @@
 """The decision: for every step of a node (one per key), run / cached / unknown / skipped, with
 a reason and a detail -- behind ``get``, ``status`` and ``--dry-run``.
 
-One function decides (``decide``). It reads the upstream states, the node's definition and a
-read-only view of the store, and writes nothing; the snapshot (a whole node settled by one
-digest) and a key whose run hash equals the snapshot's are early exits of it, over the same
-data. Finding an artifact with no record, fetching and recording are the runner's work."""
+A node's steps are decided in four phases, in this order, each a function here and the only
+place that sets the actions it is about (the runner calls them; tests/test_decisions.py calls
+them alone):
+
+1. ``keys_unknown`` -- a node whose keys are not known yet (they come from an output that does
+   not exist yet): one step, ``unknown`` (``partitions_unknown``), or ``skipped``
+   (``upstream_failed``) when the step its keys come from failed or was skipped.
+2. ``decide`` -- every key: its run hash now (definition, inputs, key, value), compared with
+   what the store said of the node (``StoreSays``: its history, its evicted results, its
+   snapshot; read before, by ``store_says``), gives ``run`` or ``cached`` and the reason; a
+   step whose inputs are not known yet is ``skipped`` or ``unknown`` (``_held``). The
+   snapshot (a whole node settled by one digest) and a key whose run hash equals the
+   snapshot's are early exits of it, over the same data. It writes nothing and reads no store.
+3. ``adopted`` -- a step to run for want of any record (``adoptable``) whose artifact exists
+   under its run hash (a killed run, a deleted metadata.db; engine.adoption finds it) is
+   ``cached``, ``materialized``, adopted.
+4. ``repaired`` -- a cached step whose artifact is missing or damaged (engine.integrity finds
+   it, when the value is read) is ``run`` again under the same run hash.
+
+Fetching, recording and running are the runner's work."""
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence, Set
+from typing import Any, NamedTuple
 
-from barca.core.types import NodeId, step_id
+from barca.core.types import Action, NodeId, Reason, step_id
 from barca.engine.inputs import Hold, InputPlan, all_parts, raise_missing, source_dim
 from barca.engine.states import NodeState, StepState
 from barca.identity.hashing import run_hash, run_hashes, snapshot_digest
-from barca.store.metadata import Snapshot
-from barca.store.view import NodeHistory
+from barca.store.metadata import Row, Snapshot
+from barca.store.view import NodeHistory, StoreView
 
 PART_ORDER = ("code", "decorator", "helper:", "module:", "path:", "untracked:", "env:", "input:",
               "key", "value")
 
 
+class StoreSays(NamedTuple):
+    """What the store said of one node, read before its decision (``store_says``): the decision
+    reads nothing else of the store."""
+    history: NodeHistory          # its rows: by key (newest, newest success), by run hash
+    evicted: Set[str]             # paths of its results the cache size limit evicted
+    snapshot: Snapshot | None     # its last complete walk (None: none, or not to be used)
+
+
+def store_says(view: StoreView, nid: NodeId, kind: str, forced: bool) -> StoreSays:
+    """What ``decide`` reads of the store for one node: a forced node, and a node with
+    evicted results (decided key by key: the snapshot does not know of them), read no
+    snapshot; only an asset has evicted results or a snapshot."""
+    hist = view.history(nid)
+    asset = kind == "asset"
+    evicted = view.evicted(nid) if asset else set()
+    snap = view.snapshot(nid) if asset and not forced and not evicted else None
+    return StoreSays(hist, evicted, snap)
+
+
+def keys_unknown(nid: NodeId, why: str, src_step: StepState | None) -> NodeState:
+    """Phase 1: a node whose keys are not known yet (``why``): one step, skipped when the step
+    its keys come from (``src_step``) failed or was skipped, else unknown."""
+    ns = NodeState(nid, None, unknown_detail=why)
+    if src_step is not None and src_step.action in ("failed", "skipped"):
+        ns.keys = [""]
+        ns.steps[""] = StepState(nid, "", action=Action.SKIPPED, reason=Reason.UPSTREAM_FAILED,
+                                 detail=f"upstream {src_step.id} failed")
+    else:
+        ns.steps[""] = StepState(nid, "", action=Action.UNKNOWN, reason=Reason.PARTITIONS_UNKNOWN,
+                                 detail=why)
+    return ns
+
+
 def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
-           forced: bool = False, predict: bool = False, settled: bool = False,
-           why: str = "refresh") -> NodeState:
-    """Decide every step of one node, given the states of its upstream nodes.
+           said: StoreSays, forced: bool = False, predict: bool = False, settled: bool = False,
+           why: str = Reason.REFRESH) -> NodeState:
+    """Phase 2: decide every step of one node, given the states of its upstream nodes and what
+    the store said of it (``ctx`` gives the graph and the definitions, never the store).
 
     An asset whose snapshot digest (see identity) is unchanged is settled at once: every key
     cached under the run hash the snapshot records, with no per-key work. ``settled`` says a
@@ -35,12 +85,10 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
     _delta); one equal to the snapshot's for that key is cached without reading its row, and
     only the rest are looked up in the store's history."""
     m = ctx.graph.nodes[nid]
-    view = ctx.view
-    hist = view.history(nid)
+    hist, evicted = said.history, said.evicted
     asset = m.kind == "asset"
-    evicted = view.evicted(nid) if asset else set()
-    # a node with evicted results is decided key by key: the snapshot does not know of them
-    snap = view.snapshot(nid) if asset and not forced and not evicted else None
+    # (store_says reads none then; one given anyway is not used)
+    snap = said.snapshot if asset and not forced and not evicted else None
     if settled and snap is not None and len(snap.hashes) == 64 * len(keys):
         return NodeState.from_snapshot(nid, keys, snap.digest, snap.combined,
                                        split_hashes(snap.hashes), hist)
@@ -61,8 +109,8 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
         st = odd[key] = StepState(nid, key, run_hash=rh)
         if kind == "task" or forced:
             st.parts = all_parts(def_parts, inputs, key, value)
-            st.reason, st.detail = ("task", "tasks always run") if kind == "task" \
-                else (why, "refresh" if why == "refresh" else "upstream refreshed")
+            st.reason, st.detail = (Reason.TASK, "tasks always run") if kind == "task" \
+                else (why, "refresh" if why == Reason.REFRESH else "upstream refreshed")
         else:
             _settle(m, st, rh, hist, def_parts, inputs, value, evicted, predict)
         return st.run_hash or ""
@@ -126,6 +174,29 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
     return ns
 
 
+def adopted(ns: NodeState, find: Callable[[NodeId, str, str], Row | None]) -> list[StepState]:
+    """Phase 3: among a node's steps to run for want of any record (``adoptable``), those
+    whose artifact ``find`` finds under their run hash (engine.adoption) are cached, adopted:
+    the runner records the row. The adopted steps."""
+    out = []
+    for s in ns.odd_steps():
+        if s.adoptable and s.action == "run" and s.run_hash is not None:
+            row = find(s.node, s.key, s.run_hash)
+            if row is not None:
+                s.action, s.reason, s.detail = Action.CACHED, Reason.MATERIALIZED, "-"
+                s.row, s.adopted = row, True
+                out.append(s)
+    return out
+
+
+def repaired(steps: Iterable[StepState]) -> None:
+    """Phase 4: cached steps whose artifact is missing or damaged run again, under the same run
+    hash (their reason is what engine.integrity found: ``artifact_missing``,
+    ``artifact_corrupt``, or ``evicted`` kept)."""
+    for s in steps:
+        s.action = Action.RUN
+
+
 def _differing(keys: list[str], hashes: Sequence[str], prev: tuple[str, list[str]] | None
                ) -> tuple[list[int], bool]:
     """The positions of the keys whose run hash is not the one the last walk recorded for that
@@ -172,16 +243,17 @@ def _held(nid: NodeId, key: str, hold: Hold, predict: bool) -> StepState:
     blocked, keys_unknown, unknown = hold
     st = StepState(nid, key)
     if blocked is not None:
-        st.action, st.reason = "skipped", "upstream_failed"
+        st.action, st.reason = Action.SKIPPED, Reason.UPSTREAM_FAILED
         st.detail = f"upstream {blocked.id} failed" if blocked.action == "failed" \
             else f"upstream {blocked.id} skipped"
     elif keys_unknown is not None:
-        st.action, st.reason, st.detail = "unknown", "partitions_unknown", keys_unknown
+        st.action, st.reason, st.detail = Action.UNKNOWN, Reason.PARTITIONS_UNKNOWN, keys_unknown
     else:
         if not predict:
             raise_missing(str(unknown), step_id(nid, key))
         # a prediction never runs a sensor: without its value, no run hash is knowable
-        st.action, st.reason, st.detail = "unknown", "sensor_output_unknown", unknown or ""
+        st.action, st.reason = Action.UNKNOWN, Reason.SENSOR_OUTPUT_UNKNOWN
+        st.detail = unknown or ""
     return st
 
 
@@ -189,7 +261,7 @@ def _sensor(nid: NodeId, key: str, def_parts: dict[str, str], inputs: dict[str, 
             value: str | None, hist: NodeHistory, predict: bool) -> StepState:
     """A sensor always runs; a prediction shows its last recorded value, if its code is
     unchanged."""
-    st = StepState(nid, key, "run", "sensor", "sensors always re-run")
+    st = StepState(nid, key, Action.RUN, Reason.SENSOR, "sensors always re-run")
     st.parts = all_parts(def_parts, inputs, key, value)
     if predict:
         for row in reversed(hist.all_success()):
@@ -217,27 +289,27 @@ def _settle(m: Any, st: StepState, rh: str, hist: NodeHistory, def_parts: dict[s
         # evicted by the cache size limit: a prediction says it runs; a run computes it
         # again only if something reads it (as for any missing artifact)
         st.row, st.run_hash = row, row.run_hash
-        st.reason, st.detail = "evicted", "evicted by the cache size limit"
-        st.action = "run" if predict else "cached"
+        st.reason, st.detail = Reason.EVICTED, "evicted by the cache size limit"
+        st.action = Action.RUN if predict else Action.CACHED
         if predict:
             st.parts = all_parts(def_parts, inputs, key, value)
         return
     if row is not None:  # an artifact that went missing is recomputed when it is read
-        st.action, st.reason, st.detail = "cached", "materialized", "-"
+        st.action, st.reason, st.detail = Action.CACHED, Reason.MATERIALIZED, "-"
         st.row = row
         st.run_hash = row.run_hash
         return
-    st.action = "run"
+    st.action = Action.RUN
     st.parts = all_parts(def_parts, inputs, key, value)
     if old is not None:
-        st.reason, st.detail = "changed", explain(st.parts, old.part_digests())
+        st.reason, st.detail = Reason.CHANGED, explain(st.parts, old.part_digests())
         return
     st.adoptable = True
     last = hist.newest(key)
     if last is not None and last.status == "failed":
-        st.reason, st.detail = "failed", f"last run failed: {last.error}"
+        st.reason, st.detail = Reason.FAILED, f"last run failed: {last.error}"
     else:
-        st.reason, st.detail = "no_record", "never run"
+        st.reason, st.detail = Reason.NO_RECORD, "never run"
 
 
 def explain(parts: dict[str, str], old: dict[str, str]) -> str:

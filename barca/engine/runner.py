@@ -17,7 +17,7 @@ from barca.core.errors import Cancelled
 from barca.core.record import Fields
 from barca.core.types import NodeId, one_dim_keys, short_name, step_id
 from barca.engine.adoption import Adoption, adopted_row
-from barca.engine.decision import decide
+from barca.engine.decision import decide, keys_unknown, repaired, store_says
 from barca.engine.executors.job import StepJob, StepRecord, unpack_output
 from barca.engine.inputs import source_dim, step_kwargs
 from barca.engine.integrity import Integrity
@@ -235,20 +235,13 @@ class Runner:
         if keys is None:
             src = source_dim(self.graph, nid)
             src_state = w.states.get(src[0]) if src else None
-            src_step = src_state.step("") if src_state else None
-            ns = NodeState(nid, None, unknown_detail=why)
-            if src_step is not None and src_step.action in ("failed", "skipped"):
-                ns.keys = [""]
-                ns.steps[""] = StepState(nid, "", action="skipped", reason="upstream_failed",
-                                         detail=f"upstream {src_step.id} failed")
-            else:
-                ns.steps[""] = StepState(nid, "", action="unknown", reason="partitions_unknown",
-                                         detail=why)
-            w.states[nid] = ns
+            w.states[nid] = keys_unknown(nid, why, src_state.step("") if src_state else None)
             return None
         if self.ctx.static_keys(nid) is None:  # keys known now from an output: the total grows
             w.total += len(keys) - 1
-        ns = decide(self.ctx, nid, keys, w.states, forced=nid in w.forced,
+        forced = nid in w.forced
+        said = store_says(self.ctx.view, nid, self.graph.nodes[nid].kind, forced)
+        ns = decide(self.ctx, nid, keys, w.states, said, forced=forced,
                     predict=not self.execute, settled=self._settled,
                     why="refresh" if nid in self._named else "refresh_cascade")
         w.states[nid] = ns
@@ -319,9 +312,8 @@ class Runner:
             broken.setdefault(s.node, []).append(s)
         for nid in [n for n in self.w.order if n in broken]:
             repair = broken[nid]
-            for s in repair:
-                s.action = "run"
-                self.w.cached -= 1
+            repaired(repair)
+            self.w.cached -= len(repair)
             self._repairing.update(s.id for s in repair)  # their files are replaced in place
             try:
                 self._execute(nid, repair)

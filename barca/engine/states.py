@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from barca.core.types import NodeId, step_id
+from barca.core.types import Action, NodeId, Reason, step_id
 from barca.identity.hashing import combined_digest
 from barca.store.metadata import Row
 from barca.store.view import NodeHistory
 
-AVAILABLE = ("cached", "ran", "run")   # a step whose value exists, or will in a prediction
+# a step whose value exists, or will in a prediction
+AVAILABLE = (Action.CACHED, Action.RAN, Action.RUN)
 
 
 class _Lazy:
@@ -43,7 +44,7 @@ class StepState:
                  "_format",
                  "_sha256", "_shape", "_row", "_hist", "_src")
 
-    def __init__(self, node: NodeId, key: str, action: str = "run", reason: str = "",
+    def __init__(self, node: NodeId, key: str, action: str = Action.RUN, reason: str = "",
                  detail: str = "", run_hash: str | None = None) -> None:
         self.node, self.key = node, key
         self.action = action          # run | cached | unknown | skipped | ran | failed
@@ -68,7 +69,7 @@ class StepState:
     @classmethod
     def cached(cls, node: NodeId, key: str, run_hash: str, hist: NodeHistory) -> StepState:
         """A step whose run hash is known to have a successful row (read on demand)."""
-        st = cls(node, key, "cached", "materialized", "-", run_hash)
+        st = cls(node, key, Action.CACHED, Reason.MATERIALIZED, "-", run_hash)
         st._hist = hist
         return st
 
@@ -107,7 +108,8 @@ class StepState:
         return step_id(self.node, self.key)
 
     def __repr__(self) -> str:
-        return (f"StepState({self.id!r}, action={self.action!r}, reason={self.reason!r}, "
+        return (f"StepState({self.id!r}, action={str(self.action)!r}, "
+                f"reason={str(self.reason)!r}, "
                 f"run_hash={self.run_hash!r})")
 
 

@@ -30,6 +30,20 @@ class NodeHistory:
         self._where: dict[str, tuple[str, str, str, str]] | None = None
         self._where_points = 0
 
+    @classmethod
+    def of(cls, asset: str, rows: list[Row]) -> NodeHistory:
+        """A history held in memory (oldest row first), read from no store: what a test of the
+        decision says the store held."""
+        got = cls(None, asset)
+        latest: dict[str, Row] = {}
+        for r in rows:
+            latest[r.partition] = r
+            if r.status == "success":
+                got._latest_success[r.partition] = r
+                got._by_hash[r.run_hash] = r  # the newest success of a run hash wins
+        got._latest = latest
+        return got
+
     def _load(self) -> None:
         assert self.store is not None
         latest, latest_success, older = self.store.newest_rows(self.asset)
