@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from barca.identity.hashing import digest, in_project
+from barca.identity.digests import digest, in_project
 from barca.identity.moduleindex import (
     Chain,
     Import,

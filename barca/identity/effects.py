@@ -22,6 +22,13 @@ _SETATTR = frozenset({"setattr", "delattr"})
 _LEAVES = frozenset({ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass})
 
 
+def local_name(stmt: ast.Import | ast.ImportFrom, alias: ast.alias) -> str:
+    """The name an import binds: ``import a.b`` -> ``a``, ``import a.b as x`` -> ``x``."""
+    if isinstance(stmt, ast.Import) and not alias.asname:
+        return alias.name.split(".")[0]
+    return alias.asname or alias.name
+
+
 def root(e: ast.AST) -> str | None:
     """The name an expression reads its object from: ``CFG["a"].b`` -> ``CFG``,
     ``CFG.get("a").append`` -> ``CFG``."""
@@ -110,7 +117,6 @@ def statement_effects(stmt: ast.stmt) -> Effects:
             continue
         if isinstance(n, (ast.Import, ast.ImportFrom)):
             if not in_class:
-                from barca.identity.moduleindex import local_name
                 fx.binds |= {local_name(n, a) for a in n.names if a.name != "*"}
             continue
         if isinstance(n, (ast.Attribute, ast.Subscript)) and \

@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from barca.identity.effects import Effects, function_changes, statement_effects
-from barca.identity.hashing import digest
+from barca.identity.digests import digest
+from barca.identity.effects import Effects, function_changes, local_name, statement_effects
 from barca.model.scope import global_names
 
 Chain = tuple  # the attribute names read after a name: ``helpers.clean`` -> ("clean",)
@@ -23,13 +23,6 @@ _DYNAMIC = frozenset({"globals", "vars", "exec", "__getattr__"})  # may bind any
 
 def dump(node: ast.AST) -> str:
     return ast.dump(node, include_attributes=False)
-
-
-def local_name(stmt: Import, alias: ast.alias) -> str:
-    """The name an import binds: ``import a.b`` -> ``a``, ``import a.b as x`` -> ``x``."""
-    if isinstance(stmt, ast.Import) and not alias.asname:
-        return alias.name.split(".")[0]
-    return alias.asname or alias.name
 
 
 # ----------------------------------------------------------------------------- one module

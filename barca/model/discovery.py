@@ -230,9 +230,9 @@ def parse_file(path: Path, root: Path) -> FileModel:
                          "Save the file as UTF-8.") from None
     abspath = str(path.resolve())
     cache = ModelCache(root, rel, abspath, source)
-    fm = cache.get()
-    if fm is not None:
-        return fm
+    kept = cache.get(FileModel)
+    if kept is not None:
+        return kept
     try:
         tree = ast.parse(source, filename=rel)
     except SyntaxError as exc:

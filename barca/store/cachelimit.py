@@ -41,7 +41,7 @@ def limit(settings: Settings, override: str | int | None = None) -> int | None:
     """The limit in bytes (None: ``off``): ``override`` (``gc --max-size``), else the
     ``cache_max_size`` setting (``BARCA_CACHE_MAX_SIZE``, ``[cache] max_size``), else 10% of
     the filesystem."""
-    from barca.core.settings import parse_size
+    from barca.core.sizes import parse_size
     root = settings.root
     if override is not None:
         return parse_size(override, "--max-size", disk_size(root))
