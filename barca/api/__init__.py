@@ -204,13 +204,7 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         selection = parse_partition(partition)
         if selection is not None:
             check_selection(sess.ctx, order, selection, label)
-        # read-only until now: usage errors leave no .barca/ behind. The writer opens before
-        # the reader closes: the last connection to close checkpoints the WAL, once is enough
-        store = Store(sess.graph.root, create=True, prefix=settings.store_prefix)
-        sess.store.close()
-        sess.store = store
-        sess.ctx.store = sess.store
-        sess.ctx.defcache.conn = sess.store.conn
+        store = sess.store = sess.ctx.reopen_for_writing()  # read-only until now
         if ask is not None:
             ask.generation = store.generation()
         from barca.present.notices import Capacity, announce_warnings, warning_object

@@ -59,9 +59,17 @@ class Context:
     def store(self) -> Store:
         return self.view.store
 
-    @store.setter
-    def store(self, store: Store) -> None:  # reopened for writing before a run
+    def reopen_for_writing(self) -> Store:
+        """The command's store, opened again for writing before a run: it was read-only until
+        now, so that a usage error leaves no ``.barca/`` behind. The writer opens before the
+        reader closes (the last connection to close checkpoints the WAL: once is enough); the
+        view and the definitions table read through the new one."""
+        old = self.view.store
+        store = Store(old.root, create=True, prefix=old.prefix)
+        old.close()
         self.view.store = store
+        self.defcache.conn = store.conn
+        return store
 
     def input_name(self, up: NodeId) -> str:
         """An input's name in a run hash: its node id; for a notebook's node, the id without
