@@ -26,7 +26,7 @@ from barca.store.metadata import Row, Snapshot
 from barca.store.view import NodeHistory
 
 PIPELINE = '''
-from barca import Manual, asset, partitions, sensor, task
+from barca import Manual, asset, partitions, partitions_from, sensor, task
 
 
 @asset
@@ -62,6 +62,16 @@ def watch(version: str) -> str:
 @task(inputs={"clean": clean})
 def push(clean: int) -> None:
     pass
+
+
+@sensor
+def tickers() -> list:
+    return ["AAPL"]
+
+
+@asset(partitions={"ticker": partitions_from(tickers)})
+def quotes(ticker: str) -> str:
+    return ticker
 '''
 
 RAW, CLEAN, PINNED, DAILY = ("pipeline.py:raw", "pipeline.py:clean", "pipeline.py:pinned",
@@ -297,3 +307,20 @@ def test_phase_repair(ctx: Any) -> None:
     before = st.run_hash
     repaired([st])
     assert (st.action, st.run_hash) == ("run", before)
+
+
+def test_a_prediction_walks_the_phases_in_order(ctx: Any) -> None:
+    """The runner's prediction (``status``, ``--dry-run``: in-process, nothing executed) over
+    a cone: each node decided after what it reads, a node whose keys come from a sensor's
+    output in phase 1, the others in phase 2; nothing recorded."""
+    from barca.engine.runner import Runner
+    targets = [CLEAN, WATCH, "pipeline.py:quotes"]
+    w = Runner(ctx, targets, execute=False).run()
+    got = {n: [(s.action, s.reason) for s in ns.steps.values()] for n, ns in w.states.items()}
+    assert got == {
+        RAW: [("run", "no_record")], CLEAN: [("run", "no_record")],
+        FEED: [("run", "sensor")], WATCH: [("unknown", "sensor_output_unknown")],
+        "pipeline.py:tickers": [("run", "sensor")],
+        "pipeline.py:quotes": [("unknown", "partitions_unknown")]}
+    assert w.order.index(RAW) < w.order.index(CLEAN)
+    assert ctx.store.rows(RAW) == []
