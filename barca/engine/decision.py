@@ -24,14 +24,18 @@ Fetching, recording and running are the runner's work."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence, Set
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from barca.core.types import Action, NodeId, Reason, step_id
 from barca.engine.inputs import Hold, InputPlan, all_parts, raise_missing, source_dim
 from barca.engine.states import NodeState, StepState
 from barca.identity.hashing import run_hash, run_hashes, snapshot_digest
+from barca.model.discovery import NodeModel
 from barca.store.metadata import Row, Snapshot
 from barca.store.view import NodeHistory, StoreView
+
+if TYPE_CHECKING:  # the planner's context: the graph and the definitions (never the store)
+    from barca.engine.planner import Context
 
 PART_ORDER = ("code", "decorator", "helper:", "module:", "path:", "untracked:", "env:", "input:",
               "key", "value")
@@ -70,7 +74,7 @@ def keys_unknown(nid: NodeId, why: str, src_step: StepState | None) -> NodeState
     return ns
 
 
-def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
            said: StoreSays, forced: bool = False, predict: bool = False, settled: bool = False,
            why: str = Reason.REFRESH) -> NodeState:
     """Phase 2: decide every step of one node, given the states of its upstream nodes and what
@@ -211,7 +215,7 @@ def _differing(keys: list[str], hashes: Sequence[str], prev: tuple[str, list[str
     return [i for i, (k, h) in enumerate(zip(keys, hashes, strict=True)) if got(k) != h], False
 
 
-def _delta(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+def _delta(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
            plan: InputPlan, snap: Snapshot) -> list[int] | None:
     """The positions of the only keys whose run hash can differ from the snapshot's, when
     every other part of the node is what the snapshot was made from: the snapshot digest,
@@ -272,7 +276,7 @@ def _sensor(nid: NodeId, key: str, def_parts: dict[str, str], inputs: dict[str, 
     return st
 
 
-def _settle(m: Any, st: StepState, rh: str, hist: NodeHistory, def_parts: dict[str, str],
+def _settle(m: NodeModel, st: StepState, rh: str, hist: NodeHistory, def_parts: dict[str, str],
             inputs: dict[str, str], value: str | None,
             evicted: Set[str] = frozenset(),
             predict: bool = False) -> None:
@@ -331,7 +335,7 @@ def explain(parts: dict[str, str], old: dict[str, str]) -> str:
     return text + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
 
 
-def identity(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+def identity(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
              then: dict[NodeId, str] | None = None) -> str | None:
     """The digest every run hash of an asset node is a function of: its definition, its keys,
     and the combined run hashes of what it reads (a dict source: the SHA-256 of its output).
