@@ -7,6 +7,7 @@ Every function takes the command's settings as keyword arguments (``env="dev"``,
 apply to that call alone."""
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,7 +25,7 @@ from barca.api.check import (  # the request's parts, as every run command reads
 from barca.core import events as ev
 from barca.core.errors import StepFailed, UsageError
 from barca.core.settings import Settings, settings_of
-from barca.core.types import NodeId, key_preview, short_name
+from barca.core.types import NodeId, Status, key_preview, short_name
 from barca.engine.planner import Context
 from barca.engine.runner import Runner, new_run_id
 from barca.engine.selection import check_selection, resolve_refresh, walk_order
@@ -62,8 +63,11 @@ class Session:
             from barca.model.notebook import is_notebook_id
             for n, m in self.graph.nodes.items():
                 if self.graph.files[m.file].abspath == PSEUDO_ABSPATH and self.store.conn:
-                    self.store.adopt(n, is_notebook_id,
-                                     lambda n=n: self.ctx.definition(n)[1])  # type: ignore[misc]
+                    self.store.adopt(n, is_notebook_id, functools.partial(self._parts, n))
+
+    def _parts(self, n: NodeId) -> dict[str, str]:
+        """A node's definition parts now (what an adopted row must have been made from)."""
+        return self.ctx.definition(n)[1]
 
     def close(self) -> None:
         self.store.close()
@@ -114,13 +118,7 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         selection = parse_partition(partition)
         if selection is not None:
             check_selection(sess.ctx, order, selection, label)
-        # read-only until now: usage errors leave no .barca/ behind. The writer opens before
-        # the reader closes: the last connection to close checkpoints the WAL, once is enough
-        store = Store(sess.graph.root, create=True, prefix=settings.store_prefix)
-        sess.store.close()
-        sess.store = store
-        sess.ctx.store = sess.store
-        sess.ctx.defcache.conn = sess.store.conn
+        store = sess.store = sess.ctx.reopen_for_writing()  # read-only until now
         if ask is not None:
             ask.generation = store.generation()
         from barca.present.notices import Capacity, announce_warnings, warning_object
@@ -134,12 +132,12 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         runner.prepare_remote()
         from barca.engine.executors import default_pool_size
         sess.store.begin_run(runner.run_id, command, label, default_pool_size(settings))
-        status = "cancelled"
+        status = Status.CANCELLED
         try:
             w = runner.run()
-            status = "failed" if w.failed else "success"
+            status = Status.FAILED if w.failed else Status.SUCCESS
         except UsageError:  # --partition naming a key the walk found not to exist
-            status = "failed"
+            status = Status.FAILED
             raise
         finally:
             wd = runner.w
@@ -242,7 +240,7 @@ def get(target: str | list[str] | None = None, *files: str, refresh: str | list[
         from barca.store.frames import check_type
         check_type(as_type)
     if isinstance(target, str) and target.endswith(".py") and looks_like_file(target):
-        target, files = None, (target, *files)  # get("pipeline.py"): every asset of the file
+        files, target = (target, *files), None  # get("pipeline.py"): every asset of the file
     settings = settings_of(settings, env=env, executor=executor, **flags)
     settings.store_prefix  # noqa: B018 - not a plain folder name: a usage error, first
     if dry_run:
@@ -328,7 +326,7 @@ def status(target: str | None = None, *files: str, settings: Settings | None = N
     ``barca.status("pipeline.py")`` reads the file's every node."""
     settings = settings_of(settings, **flags)
     if target is not None and target.strip() and looks_like_file(target):
-        target, files = None, (target, *files)
+        files, target = (target, *files), None
     _check_flags(target, None, False)
     sess = Session(files, write=False, settings=settings)
     try:
@@ -368,7 +366,7 @@ def plan(*files: str, target: str | None = None, settings: Settings | None = Non
                      "action": s.action, "reason": s.reason, "run_hash": s.run_hash})
             t = ns.tally()
             known = graph.nodes[n].partitioned and ns.keys is not None
-            keys = list(ns.keys) if known else []  # type: ignore[arg-type]
+            keys = list(ns.keys) if known else []
             nodes.append({"id": n, "kind": graph.nodes[n].kind, "phase": graph.phase[n],
                           "partitioned": graph.nodes[n].partitioned,
                           "keys": len(keys) if known else None,

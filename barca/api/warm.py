@@ -56,6 +56,21 @@ def stamp(path: str) -> tuple[int, ...] | None:
 class _Entry:
     __slots__ = ("stamps", "store", "db", "generation", "result", "targets", "verify", "reads",
                  "events", "graph", "prefix", "pool_size", "label", "cached")
+    # (path, stamp, listing digest or None), updated in place as stamps age (see holds)
+    stamps: list[tuple[str, tuple[int, ...] | None, str | None]]
+    store: Any                      # the kept connection (barca.store.metadata.Store)
+    db: tuple[int, int] | None      # _db_id of the store when kept
+    generation: int
+    result: Any                     # the RunResult served again
+    targets: list[Any]              # the targets' NodeStates
+    verify: tuple[tuple[Any, Any], ...]  # (path, sha256) of each target result
+    reads: set[str]
+    events: tuple[Any, ...]
+    graph: Any
+    prefix: str
+    pool_size: int
+    label: str | None
+    cached: int
 
     def __init__(self, **kw: Any) -> None:
         for k, v in kw.items():

@@ -106,7 +106,7 @@ def _check(path: Path, text: str, section: str, key: str, value: Any) -> Any:
     if ok and key == "drain_timeout":
         ok = value >= 0
     if ok and key == "max_size":
-        from barca.core.settings import parse_size
+        from barca.core.sizes import parse_size
         try:
             parse_size(value, f"{FILE} [cache] max_size")
         except UsageError:

@@ -12,19 +12,19 @@ that must stay cheap. These bases cost nothing to subclass: the fields are the s
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 _set = object.__setattr__
 
 
-def _public(cls: type) -> tuple[str, ...]:
+def _public(cls: type[Fields]) -> tuple[str, ...]:
     """The fields shown and compared: a slot named ``_x`` is private state (a cache, a back
     reference), not part of the value."""
-    return tuple(f for f in cls.__slots__ if not f.startswith("_"))  # type: ignore[attr-defined]
+    return tuple(f for f in cls.__slots__ if not f.startswith("_"))
 
 
 class Fields:
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         cls = type(self)
@@ -38,11 +38,12 @@ class Fields:
             return all(getattr(self, f) == getattr(other, f) for f in _public(type(self)))
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    if not TYPE_CHECKING:  # unhashable at run time; hidden from mypy, as Record's hash is legal
+        __hash__ = None
 
 
 class Record(Fields):
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
     _defaults: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

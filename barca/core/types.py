@@ -3,12 +3,66 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from enum import StrEnum
 from typing import Any, NewType, cast
 
 NodeId = NewType("NodeId", str)          # "pipeline.py:prices"
 RunHash = NewType("RunHash", str)        # 64 hex chars (SHA-256)
 # "ticker=AAPL", "day=d1,region=amer"; "" = unpartitioned
 PartitionKey = NewType("PartitionKey", str)
+
+
+# The words barca says about steps, nodes and runs (barca/docs/glossary.md, "What barca says
+# about a step or a node"). StrEnums: each member is its string (equal to it, hashed as it,
+# written as it in JSON and text), so a reader may compare with either.
+
+class Action(StrEnum):
+    """What a command does, or did, with a step."""
+    RUN = "run"            # a prediction, or a step about to execute
+    CACHED = "cached"
+    UNKNOWN = "unknown"    # in a prediction: its inputs or keys are not known yet
+    RAN = "ran"            # after a run
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class State(StrEnum):
+    """What ``barca status`` says of a node."""
+    CACHED = "cached"
+    STALE = "stale"
+    NEVER_RUN = "never_run"
+    PARTIAL = "partial"
+    UNKNOWN = "unknown"
+    ALWAYS_RUNS = "always_runs"
+
+
+class Status(StrEnum):
+    """How a run (or a recorded step) ended."""
+    SUCCESS = "success"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    RUNNING = "running"
+    CRASHED = "crashed"    # its process ended without finishing it (marked by the next command)
+
+
+class Reason(StrEnum):
+    """Why a step has its action (or a node its state); the detail says it in a sentence."""
+    MATERIALIZED = "materialized"        # a successful result under the run hash now
+    NO_RECORD = "no_record"              # never run (or only failed, see FAILED)
+    FAILED = "failed"                    # the last run failed
+    CHANGED = "changed"                  # an older result, made of other parts
+    EVICTED = "evicted"                  # removed by the cache size limit
+    REFRESH = "refresh"                  # --refresh / --refresh-all
+    REFRESH_CASCADE = "refresh_cascade"  # below a refreshed node
+    TASK = "task"                        # tasks always run
+    SENSOR = "sensor"                    # sensors always run
+    UPSTREAM_FAILED = "upstream_failed"  # an upstream step failed or was skipped
+    PARTITIONS_UNKNOWN = "partitions_unknown"          # its keys come from an output not there
+    SENSOR_OUTPUT_UNKNOWN = "sensor_output_unknown"    # a sensor's value is not known
+    PARTITION_SELECTION = "partition_selection"        # --partition skips a fan-in
+    PARTITIONS_MISSING = "partitions_missing"          # some keys cached, others not
+    ARTIFACT_MISSING = "artifact_missing"              # its file is gone: computed again
+    ARTIFACT_CORRUPT = "artifact_corrupt"              # its file's SHA-256 differs
 
 
 def step_id(node: NodeId | str, key: str) -> str:

@@ -9,7 +9,8 @@ import os
 import time
 from typing import Any
 
-from barca.core.types import NodeId
+from barca.core.types import NodeId, Status
+from barca.engine.decision import adopted
 from barca.engine.states import NodeState, StepState
 from barca.store.metadata import Row
 
@@ -25,16 +26,9 @@ class Adoption:
         self._dirs: set[str] | None = None
 
     def apply(self, ns: NodeState) -> list[StepState]:
-        """Adopt what can be among a node's steps the decision marked ``adoptable``."""
-        out = []
-        for s in ns.odd_steps():
-            if s.adoptable and s.action == "run" and s.run_hash is not None:
-                row = self.find(s.node, s.key, s.run_hash)
-                if row is not None:
-                    s.action, s.reason, s.detail = "cached", "materialized", "-"
-                    s.row, s.adopted = row, True
-                    out.append(s)
-        return out
+        """Adopt what can be among a node's steps the decision marked ``adoptable`` (the
+        decision's phase 3, barca.engine.decision.adopted)."""
+        return adopted(ns, self.find)
 
     def find(self, nid: NodeId, key: str, run_hash: str) -> Row | None:
         from barca.store.artifacts import EXT, node_dir
@@ -54,8 +48,12 @@ class Adoption:
                     and rel in self.remote.listing(d, self.store.prefix)
                     and (self.remote.fetch(self.store.root, rel) is not None if self.fetch
                          else self.remote.vouches(rel))):
-                return Row(0, nid, nid, key, run_hash, rel, fmt, None, None, None, "success",
-                           None, None, None, 0.0, None, None)
+                # a row not yet recorded (id 0): the runner records it (adopted_row), with
+                # the size and SHA-256 read then
+                return Row(id=0, node=nid, asset=nid, partition=key, run_hash=run_hash,
+                           path=rel, format=fmt, size=None, sha256=None, parts=None,
+                           status=Status.SUCCESS, error=None, elapsed=None, run_id=None,
+                           created_at=0.0, shape=None, value_hash=None)
         return None
 
 

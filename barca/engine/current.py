@@ -6,6 +6,7 @@ revert (code v1 -> v2 -> v1) the current result is v1's again, though v2's row i
 decided NodeState's rows (``rows_of``), or a walk that decides them (``current_results``)."""
 from __future__ import annotations
 
+from collections.abc import Set
 from typing import TYPE_CHECKING
 
 from barca.core.errors import BarcaError
@@ -66,7 +67,7 @@ def current_results(ctx: Context, targets: list[NodeId] | None = None
     return {n: rows_of(ctx, ns) for n, ns in states.items()}
 
 
-def currency(graph: Graph, settings: Settings, keep: set[str] = frozenset()  # type: ignore[assignment]
+def currency(graph: Graph, settings: Settings, keep: Set[str] = frozenset()
              ) -> Currency:
     """What the cache limit may call superseded: every environment's nodes decided as
     ``status`` decides them (each environment with its own settings and store), their

@@ -1,28 +1,84 @@
 """The decision: for every step of a node (one per key), run / cached / unknown / skipped, with
 a reason and a detail -- behind ``get``, ``status`` and ``--dry-run``.
 
-One function decides (``decide``). It reads the upstream states, the node's definition and a
-read-only view of the store, and writes nothing; the snapshot (a whole node settled by one
-digest) and a key whose run hash equals the snapshot's are early exits of it, over the same
-data. Finding an artifact with no record, fetching and recording are the runner's work."""
+A node's steps are decided in four phases, in this order, each a function here and the only
+place that sets the actions it is about (the runner calls them; tests/test_decisions.py calls
+them alone):
+
+1. ``keys_unknown`` -- a node whose keys are not known yet (they come from an output that does
+   not exist yet): one step, ``unknown`` (``partitions_unknown``), or ``skipped``
+   (``upstream_failed``) when the step its keys come from failed or was skipped.
+2. ``decide`` -- every key: its run hash now (definition, inputs, key, value), compared with
+   what the store said of the node (``StoreSays``: its history, its evicted results, its
+   snapshot; read before, by ``store_says``), gives ``run`` or ``cached`` and the reason; a
+   step whose inputs are not known yet is ``skipped`` or ``unknown`` (``_held``). The
+   snapshot (a whole node settled by one digest) and a key whose run hash equals the
+   snapshot's are early exits of it, over the same data. It writes nothing and reads no store.
+3. ``adopted`` -- a step to run for want of any record (``adoptable``) whose artifact exists
+   under its run hash (a killed run, a deleted metadata.db; engine.adoption finds it) is
+   ``cached``, ``materialized``, adopted.
+4. ``repaired`` -- a cached step whose artifact is missing or damaged (engine.integrity finds
+   it, when the value is read) is ``run`` again under the same run hash.
+
+Fetching, recording and running are the runner's work."""
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence, Set
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from barca.core.types import NodeId, step_id
-from barca.engine.inputs import InputPlan, all_parts, raise_missing, source_dim
+from barca.core.types import Action, NodeId, Reason, step_id
+from barca.engine.inputs import Hold, InputPlan, all_parts, raise_missing, source_dim
 from barca.engine.states import NodeState, StepState
 from barca.identity.hashing import run_hash, run_hashes, snapshot_digest
-from barca.store.view import NodeHistory
+from barca.model.discovery import NodeModel
+from barca.store.metadata import Row, Snapshot
+from barca.store.view import NodeHistory, StoreView
+
+if TYPE_CHECKING:  # the planner's context: the graph and the definitions (never the store)
+    from barca.engine.planner import Context
 
 PART_ORDER = ("code", "decorator", "helper:", "module:", "path:", "untracked:", "env:", "input:",
               "key", "value")
 
 
-def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
-           forced: bool = False, predict: bool = False, settled: bool = False,
-           why: str = "refresh", lazy: bool = False) -> NodeState:
-    """Decide every step of one node, given the states of its upstream nodes.
+class StoreSays(NamedTuple):
+    """What the store said of one node, read before its decision (``store_says``): the decision
+    reads nothing else of the store."""
+    history: NodeHistory          # its rows: by key (newest, newest success), by run hash
+    evicted: Set[str]             # paths of its results the cache size limit evicted
+    snapshot: Snapshot | None     # its last complete walk (None: none, or not to be used)
+
+
+def store_says(view: StoreView, nid: NodeId, kind: str, forced: bool) -> StoreSays:
+    """What ``decide`` reads of the store for one node: a forced node, and a node with
+    evicted results (decided key by key: the snapshot does not know of them), read no
+    snapshot; only an asset has evicted results or a snapshot."""
+    hist = view.history(nid)
+    asset = kind == "asset"
+    evicted = view.evicted(nid) if asset else set()
+    snap = view.snapshot(nid) if asset and not forced and not evicted else None
+    return StoreSays(hist, evicted, snap)
+
+
+def keys_unknown(nid: NodeId, why: str, src_step: StepState | None) -> NodeState:
+    """Phase 1: a node whose keys are not known yet (``why``): one step, skipped when the step
+    its keys come from (``src_step``) failed or was skipped, else unknown."""
+    ns = NodeState(nid, None, unknown_detail=why)
+    if src_step is not None and src_step.action in ("failed", "skipped"):
+        ns.keys = [""]
+        ns.steps[""] = StepState(nid, "", action=Action.SKIPPED, reason=Reason.UPSTREAM_FAILED,
+                                 detail=f"upstream {src_step.id} failed")
+    else:
+        ns.steps[""] = StepState(nid, "", action=Action.UNKNOWN, reason=Reason.PARTITIONS_UNKNOWN,
+                                 detail=why)
+    return ns
+
+
+def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+           said: StoreSays, forced: bool = False, predict: bool = False, settled: bool = False,
+           why: str = Reason.REFRESH, lazy: bool = False) -> NodeState:
+    """Phase 2: decide every step of one node, given the states of its upstream nodes and what
+    the store said of it (``ctx`` gives the graph and the definitions, never the store).
 
     An asset whose snapshot digest (see identity) is unchanged is settled at once: every key
     cached under the run hash the snapshot records, with no per-key work. ``settled`` says a
@@ -35,21 +91,20 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
     schedule's tick reaches) is decided as an asset is: it runs only when no successful run
     of it has its run hash (its code or an input's version moved, or it never ran)."""
     m = ctx.graph.nodes[nid]
-    view = ctx.view
-    hist = view.history(nid)
+    hist, evicted = said.history, said.evicted
     asset = m.kind == "asset"
-    evicted = view.evicted(nid) if asset else set()
-    # a node with evicted results is decided key by key: the snapshot does not know of them
-    snap = view.snapshot(nid) if asset and not forced and not evicted else None
-    if settled and snap is not None and len(snap[3]) == 64 * len(keys):
-        return NodeState.from_snapshot(nid, keys, snap[0], snap[1], split_hashes(snap[3]), hist)
+    # (store_says reads none then; one given anyway is not used)
+    snap = said.snapshot if asset and not forced and not evicted else None
+    if settled and snap is not None and len(snap.hashes) == 64 * len(keys):
+        return NodeState.from_snapshot(nid, keys, snap.digest, snap.combined,
+                                       split_hashes(snap.hashes), hist)
     ident = identity(ctx, nid, keys, states) if asset else None
-    prev: Any = None
+    prev: tuple[str, list[str]] | None = None  # the snapshot's keys (joined) and run hashes
     if snap is not None:
-        hashes = split_hashes(snap[3])
-        if ident is not None and snap[0] == ident and len(hashes) == len(keys):
-            return NodeState.from_snapshot(nid, keys, ident, snap[1], hashes, hist)
-        prev = (snap[2], hashes)
+        hashes = split_hashes(snap.hashes)
+        if ident is not None and snap.digest == ident and len(hashes) == len(keys):
+            return NodeState.from_snapshot(nid, keys, ident, snap.combined, hashes, hist)
+        prev = (snap.keys, hashes)
     def_hash, def_parts = ctx.definition(nid)
     plan = InputPlan(ctx.graph, nid, states, ctx.input_name,
                      lambda up: ctx.definition(up)[0])
@@ -60,8 +115,8 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
         st = odd[key] = StepState(nid, key, run_hash=rh)
         if (kind == "task" and not lazy) or forced:
             st.parts = all_parts(def_parts, inputs, key, value)
-            st.reason, st.detail = ("task", "tasks always run") if kind == "task" \
-                else (why, "refresh" if why == "refresh" else "upstream refreshed")
+            st.reason, st.detail = (Reason.TASK, "tasks always run") if kind == "task" \
+                else (why, "refresh" if why == Reason.REFRESH else "upstream refreshed")
         else:
             _settle(m, st, rh, hist, def_parts, inputs, value, evicted, predict)
         return st.run_hash or ""
@@ -69,8 +124,8 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
     compared: list[int] | None = None  # positions not settled by the snapshot, key for key
     if plan.clean and kind != "sensor":
         delta = _delta(ctx, nid, keys, states, plan, snap) \
-            if prev is not None and m.freshness != "manual" else None
-        if delta is not None:
+            if snap is not None and m.freshness != "manual" else None
+        if delta is not None and prev is not None:
             # the snapshot was made from the upstream run hashes its upstreams' snapshots
             # hold: a key whose upstream run hash is still that one keeps its run hash
             old = prev[1]
@@ -93,15 +148,19 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
                 compared = todo if positional else None
         for i in todo:
             key = keys[i]
-            out[i] = one(key, out[i], plan.inputs(key)[0], plan.value(key))  # type: ignore[arg-type]
+            inputs = plan.inputs(key)[0]
+            assert inputs is not None  # a clean plan: every key has its inputs
+            out[i] = one(key, out[i], inputs, plan.value(key))
     else:
-        prev_get = dict(zip(prev[0].split("\x00"), prev[1], strict=False)).get \
-            if prev is not None else {}.get
+        old_at: dict[str, str] = dict(zip(prev[0].split("\x00"), prev[1], strict=False)) \
+            if prev is not None else {}
+        prev_get = old_at.get
         out = []
         for key in keys:
             inputs, hold = plan.inputs(key)
             if inputs is None:
-                odd[key] = _held(nid, key, hold, predict)  # type: ignore[arg-type]
+                assert hold is not None  # no inputs: the hold says why
+                odd[key] = _held(nid, key, hold, predict)
                 out.append("")
                 continue
             value = plan.value(key)
@@ -116,12 +175,35 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
             out.append(one(key, rh, inputs, value))
     ns = NodeState.compact(nid, keys, out, odd, hist)
     ns.ident = ident
-    if compared is not None:
-        ns.since = (snap[1], compared)  # type: ignore[index]
+    if compared is not None and snap is not None:  # (compared only against a snapshot)
+        ns.since = (snap.combined, compared)
     return ns
 
 
-def _differing(keys: list[str], hashes: list[str], prev: tuple[str, list[str]] | None
+def adopted(ns: NodeState, find: Callable[[NodeId, str, str], Row | None]) -> list[StepState]:
+    """Phase 3: among a node's steps to run for want of any record (``adoptable``), those
+    whose artifact ``find`` finds under their run hash (engine.adoption) are cached, adopted:
+    the runner records the row. The adopted steps."""
+    out = []
+    for s in ns.odd_steps():
+        if s.adoptable and s.action == "run" and s.run_hash is not None:
+            row = find(s.node, s.key, s.run_hash)
+            if row is not None:
+                s.action, s.reason, s.detail = Action.CACHED, Reason.MATERIALIZED, "-"
+                s.row, s.adopted = row, True
+                out.append(s)
+    return out
+
+
+def repaired(steps: Iterable[StepState]) -> None:
+    """Phase 4: cached steps whose artifact is missing or damaged run again, under the same run
+    hash (their reason is what engine.integrity found: ``artifact_missing``,
+    ``artifact_corrupt``, or ``evicted`` kept)."""
+    for s in steps:
+        s.action = Action.RUN
+
+
+def _differing(keys: list[str], hashes: Sequence[str], prev: tuple[str, list[str]] | None
                ) -> tuple[list[int], bool]:
     """The positions of the keys whose run hash is not the one the last walk recorded for that
     key (``prev``: the snapshot's keys joined by NUL, and their run hashes), and whether the
@@ -135,14 +217,14 @@ def _differing(keys: list[str], hashes: list[str], prev: tuple[str, list[str]] |
     return [i for i, (k, h) in enumerate(zip(keys, hashes, strict=True)) if got(k) != h], False
 
 
-def _delta(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
-           plan: InputPlan, snap: tuple[str, str, str, str]) -> list[int] | None:
+def _delta(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+           plan: InputPlan, snap: Snapshot) -> list[int] | None:
     """The positions of the only keys whose run hash can differ from the snapshot's, when
     every other part of the node is what the snapshot was made from: the snapshot digest,
     made with each per-key upstream's combined digest as its own snapshot held it, is this
     node's snapshot digest; then a key whose upstream run hashes are the ones those snapshots
     hold (``NodeState.since``) has the snapshot's run hash. None: not so."""
-    if plan.source is not None or snap[2] != "\x00".join(keys):
+    if plan.source is not None or snap.keys != "\x00".join(keys):
         return None
     then: dict[NodeId, str] = {}
     changed: set[int] = set()
@@ -156,27 +238,28 @@ def _delta(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
         changed.update(up.since[1])
     if not then:
         return None
-    if identity(ctx, nid, keys, states, then) != snap[0]:
+    if identity(ctx, nid, keys, states, then) != snap.digest:
         return None
     return sorted(changed)
 
 
-def _held(nid: NodeId, key: str, hold: tuple[Any, Any, Any], predict: bool) -> StepState:
+def _held(nid: NodeId, key: str, hold: Hold, predict: bool) -> StepState:
     """A step with no inputs yet: skipped below a failure, unknown while keys or a sensor's
     value are not known (a real run has every value by now: anything else is a bug)."""
     blocked, keys_unknown, unknown = hold
     st = StepState(nid, key)
     if blocked is not None:
-        st.action, st.reason = "skipped", "upstream_failed"
+        st.action, st.reason = Action.SKIPPED, Reason.UPSTREAM_FAILED
         st.detail = f"upstream {blocked.id} failed" if blocked.action == "failed" \
             else f"upstream {blocked.id} skipped"
     elif keys_unknown is not None:
-        st.action, st.reason, st.detail = "unknown", "partitions_unknown", keys_unknown
+        st.action, st.reason, st.detail = Action.UNKNOWN, Reason.PARTITIONS_UNKNOWN, keys_unknown
     else:
         if not predict:
-            raise_missing(unknown, step_id(nid, key))
+            raise_missing(str(unknown), step_id(nid, key))
         # a prediction never runs a sensor: without its value, no run hash is knowable
-        st.action, st.reason, st.detail = "unknown", "sensor_output_unknown", unknown
+        st.action, st.reason = Action.UNKNOWN, Reason.SENSOR_OUTPUT_UNKNOWN
+        st.detail = unknown or ""
     return st
 
 
@@ -184,7 +267,7 @@ def _sensor(nid: NodeId, key: str, def_parts: dict[str, str], inputs: dict[str, 
             value: str | None, hist: NodeHistory, predict: bool) -> StepState:
     """A sensor always runs; a prediction shows its last recorded value, if its code is
     unchanged."""
-    st = StepState(nid, key, "run", "sensor", "sensors always re-run")
+    st = StepState(nid, key, Action.RUN, Reason.SENSOR, "sensors always re-run")
     st.parts = all_parts(def_parts, inputs, key, value)
     if predict:
         for row in reversed(hist.all_success()):
@@ -195,8 +278,9 @@ def _sensor(nid: NodeId, key: str, def_parts: dict[str, str], inputs: dict[str, 
     return st
 
 
-def _settle(m: Any, st: StepState, rh: str, hist: NodeHistory, def_parts: dict[str, str],
-            inputs: dict[str, str], value: str | None, evicted: set[str] = frozenset(),  # type: ignore[assignment]
+def _settle(m: NodeModel, st: StepState, rh: str, hist: NodeHistory, def_parts: dict[str, str],
+            inputs: dict[str, str], value: str | None,
+            evicted: Set[str] = frozenset(),
             predict: bool = False) -> None:
     """An asset step whose run hash is not the snapshot's: cached if a successful row has it
     (or, for a manual asset, any row), else to run -- with the part that changed. A step with
@@ -211,27 +295,27 @@ def _settle(m: Any, st: StepState, rh: str, hist: NodeHistory, def_parts: dict[s
         # evicted by the cache size limit: a prediction says it runs; a run computes it
         # again only if something reads it (as for any missing artifact)
         st.row, st.run_hash = row, row.run_hash
-        st.reason, st.detail = "evicted", "evicted by the cache size limit"
-        st.action = "run" if predict else "cached"
+        st.reason, st.detail = Reason.EVICTED, "evicted by the cache size limit"
+        st.action = Action.RUN if predict else Action.CACHED
         if predict:
             st.parts = all_parts(def_parts, inputs, key, value)
         return
     if row is not None:  # an artifact that went missing is recomputed when it is read
-        st.action, st.reason, st.detail = "cached", "materialized", "-"
+        st.action, st.reason, st.detail = Action.CACHED, Reason.MATERIALIZED, "-"
         st.row = row
         st.run_hash = row.run_hash
         return
-    st.action = "run"
+    st.action = Action.RUN
     st.parts = all_parts(def_parts, inputs, key, value)
     if old is not None:
-        st.reason, st.detail = "changed", explain(st.parts, old.part_digests())
+        st.reason, st.detail = Reason.CHANGED, explain(st.parts, old.part_digests())
         return
     st.adoptable = True
     last = hist.newest(key)
     if last is not None and last.status == "failed":
-        st.reason, st.detail = "failed", f"last run failed: {last.error}"
+        st.reason, st.detail = Reason.FAILED, f"last run failed: {last.error}"
     else:
-        st.reason, st.detail = "no_record", "never run"
+        st.reason, st.detail = Reason.NO_RECORD, "never run"
 
 
 def explain(parts: dict[str, str], old: dict[str, str]) -> str:
@@ -253,7 +337,7 @@ def explain(parts: dict[str, str], old: dict[str, str]) -> str:
     return text + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
 
 
-def identity(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+def identity(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
              then: dict[NodeId, str] | None = None) -> str | None:
     """The digest every run hash of an asset node is a function of: its definition, its keys,
     and the combined run hashes of what it reads (a dict source: the SHA-256 of its output).
@@ -265,7 +349,7 @@ def identity(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeSt
         return None
     inputs: list[str] = []
     for inp in sorted(m.inputs, key=lambda i: i.param):
-        up = states.get(inp.target)  # type: ignore[arg-type]
+        up = states.get(inp.target)
         if up is None or up.combined is None:
             return None
         combined = up.combined if then is None or inp.collect else then.get(up.node, up.combined)

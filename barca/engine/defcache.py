@@ -88,17 +88,18 @@ class DefinitionCache:
         self._deps[node.id] = deps
         return json.loads(row[2])
 
-    def deps_of(self, nodes: list[str]) -> tuple[dict[str, str | None], dict[str, str]] | None:
+    def deps_of(self, nodes: list[str]
+                ) -> tuple[dict[str, str | None], dict[str, str | None]] | None:
         """The files and folders the parts of these nodes were read from, with their digests
         as this command found them (None if one node's parts did not come through here)."""
         files: dict[str, str | None] = {}
-        dirs: dict[str, str] = {}
+        dirs: dict[str, str | None] = {}
         for n in nodes:
             deps = self._deps.get(n)
             if deps is None:
                 return None
             files.update(deps["files"])
-            dirs.update(deps["dirs"])  # type: ignore[arg-type]
+            dirs.update(deps["dirs"])
         return files, dirs
 
     def fingerprint(self, fm: FileModel) -> str:
@@ -121,9 +122,10 @@ class DefinitionCache:
         dirs = {pipeline_dir, "."} | {str(Path(f).parent) for f in files}
         # a project folder the pipeline puts on sys.path: imports resolve through its listing
         dirs |= {name[len("path:"):] for name in parts if name.startswith("path:")}
-        deps = {"files": {f: self._file(f) for f in sorted(files)},
+        deps: dict[str, dict[str, str | None]] = {
+                "files": {f: self._file(f) for f in sorted(files)},
                 "dirs": {d: self._dir(d) for d in sorted(dirs)}}
-        self._deps[node.id] = deps  # type: ignore[assignment]
+        self._deps[node.id] = deps
         self._new.append((node.id, self.fingerprint(fm), json.dumps(deps),
                           json.dumps(parts, sort_keys=True)))
 

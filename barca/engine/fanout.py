@@ -37,6 +37,7 @@ def parallel(*partials: Any) -> list[Any]:
     out: list[Any] = []
     for job, rec in zip(jobs, records, strict=True):
         if rec.status == "success":
+            assert rec.data is not None and rec.format is not None  # a success carries both
             out.append(artifacts.deserialize(rec.data, rec.format))
         elif rec.status == "unserialisable":
             raise BranchResultError(rec.error)

@@ -5,17 +5,33 @@ have one yet (an upstream failed, its keys or its value are not known). Read by 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple, NoReturn, cast
 
 from barca.core.types import NodeId, parse_key, short_name, step_id
 from barca.engine.states import KeyIndex, NodeState, SourceOutput, StepState
 from barca.identity.hashing import combined_digest, digest
 from barca.model.topology import Graph
 
-# Why a step has no input yet: (blocked, keys_unknown, unknown) -- an upstream step that failed
-# or was skipped, why an upstream's keys are not known, why an upstream value is not known.
-Hold = tuple[StepState | None, str | None, str | None]
-NO_HOLD: Hold = (None, None, None)
+
+class Hold(NamedTuple):
+    """Why a step has no input yet (each None when it is not the reason)."""
+    blocked: StepState | None = None   # an upstream step that failed or was skipped
+    keys_unknown: str | None = None    # why an upstream's keys are not known
+    unknown: str | None = None         # why an upstream value is not known
+
+
+NO_HOLD = Hold()
+
+
+class Entry(NamedTuple):
+    """One input of a node, as planned: a constant run hash (the same for every key), or a
+    partitioned upstream's run hashes by key (``by_key``, when every key has one, else its
+    ``state``, asked key by key), or why it has none yet (``hold``)."""
+    name: str
+    const: str | None
+    by_key: ByKey | None
+    state: NodeState | None
+    hold: Hold | None
 
 
 def source_dim(graph: Graph, nid: NodeId) -> tuple[NodeId, bool] | None:
@@ -30,15 +46,14 @@ def hold_of(graph: Graph, up: StepState | None, up_id: NodeId) -> Hold | None:
     """Why an upstream step gives no run hash (None: it gives one)."""
     if up is None:
         raise_missing(up_id, "a downstream step")
-    assert up is not None
     if up.action in ("failed", "skipped"):
-        return up, None, None
+        return Hold(blocked=up)
     if up.action == "unknown" and up.reason == "partitions_unknown":
-        return None, up.detail, None
+        return Hold(keys_unknown=up.detail)
     if up.run_hash is None:
         if up.node in graph.nodes and graph.nodes[up.node].kind == "sensor":
-            return None, None, f"sensor '{short_name(up_id)}' has no recorded value"
-        return None, None, up.detail or f"'{short_name(up_id)}' is not known yet"
+            return Hold(unknown=f"sensor '{short_name(up_id)}' has no recorded value")
+        return Hold(unknown=up.detail or f"'{short_name(up_id)}' is not known yet")
     return None
 
 
@@ -48,10 +63,14 @@ def sensor_code(input_name: str) -> str:
 
 
 def merge(a: Hold, b: Hold) -> Hold:
-    """Two holds in input order: the first of each kind."""
-    return (a[0] or b[0],
-            b[1] if a[1] is None else (a[1] or b[1]) if b[1] is not None else a[1],
-            b[2] if a[2] is None else (a[2] or b[2]) if b[2] is not None else a[2])
+    """Two holds in input order: the first of each kind (an empty reason gives way to a later
+    one, and stays when there is none)."""
+    return Hold(_first(a.blocked, b.blocked), _first(a.keys_unknown, b.keys_unknown),
+                _first(a.unknown, b.unknown))
+
+
+def _first(a: Any, b: Any) -> Any:
+    return a if a or b is None else b
 
 
 class InputPlan:
@@ -68,32 +87,30 @@ class InputPlan:
         self.graph, self.nid = graph, nid
         name_of = input_name or (lambda up: f"input:{up}")  # see Context.input_name
         m = graph.nodes[nid]
-        # (name, constant run hash, key -> run hash, upstream NodeState asked per key, hold)
-        entries: list[tuple[str, str | None, ByKey | None, NodeState | None,
-                            Hold | None]] = []
+        entries: list[Entry] = []
         hold: Hold = NO_HOLD
         self.missing_source: NodeId | None = None
         for inp in m.inputs:
             up_id = inp.target
-            assert up_id is not None
             name = name_of(up_id)
             up_ns = states.get(up_id)
             if up_ns is None:
-                entries.append((name, None, None, None, None))
+                entries.append(Entry(name, None, None, None, None))
                 self.missing_source = self.missing_source or up_id
                 continue
             if up_ns.keys is None:
-                h: Hold | None = (None, up_ns.unknown_detail, None)
-                entries.append((name, None, None, None, h))
+                entries.append(Entry(name, None, None, None,
+                                     Hold(keys_unknown=up_ns.unknown_detail)))
                 continue
             if inp.collect:
-                entries.append((name, *self._collect(up_ns, up_id)))
+                entries.append(Entry(name, *self._collect(up_ns, up_id)))
             elif graph.nodes[up_id].partitioned:
-                entries.append((name, *self._per_key(up_ns)))
+                entries.append(Entry(name, *self._per_key(up_ns)))
             else:
-                h = hold_of(graph, up_ns.step(""), up_id)
-                entries.append((name, None if h else up_ns.step("").run_hash,  # type: ignore[union-attr]
-                                None, None, h))
+                up = up_ns.step("")
+                h = hold_of(graph, up, up_id)
+                entries.append(Entry(name, up.run_hash if h is None and up is not None else None,
+                                     None, None, h))
         self.source: SourceOutput | None = None  # a dict source's output: each key's value
         self.dim0 = m.dims[0].name if m.dims else ""
         src = source_dim(graph, nid)
@@ -109,19 +126,20 @@ class InputPlan:
                     # engine.md §2: what reads a sensor hashes its run hash (code and value).
                     # Keys from its value read the value key by key (a new key runs that key
                     # only); its code counts for every key, as for any other consumer
-                    entries.append((sensor_code(name_of(src_id)), code_of(src_id), None, None,
-                                    None))
+                    entries.append(Entry(sensor_code(name_of(src_id)), code_of(src_id), None,
+                                         None, None))
             else:
-                entries.append((name_of(src_id), *self._per_key(src_state)))
+                entries.append(Entry(name_of(src_id), *self._per_key(src_state)))
         for e in entries:
-            if e[4] is not None and e[3] is None:
-                hold = merge(hold, e[4])
+            if e.hold is not None and e.state is None:
+                hold = merge(hold, e.hold)
         self.const_hold = None if hold == NO_HOLD else hold
         self.entries = entries
         self.clean = self.const_hold is None and self.missing_source is None and all(
-            e[3] is None for e in entries)
+            e.state is None for e in entries)
 
-    def _collect(self, up_ns: NodeState, up_id: NodeId) -> tuple[Any, Any, Any, Any]:
+    def _collect(self, up_ns: NodeState, up_id: NodeId
+                 ) -> tuple[str | None, ByKey | None, NodeState | None, Hold | None]:
         if up_ns.combined is not None:  # every key available: their combined digest
             return up_ns.combined, None, None, None
         hold: Hold = NO_HOLD
@@ -131,13 +149,17 @@ class InputPlan:
             h = hold_of(self.graph, u, up_id)
             if h is not None:
                 hold = merge(hold, h)
+            assert u is not None  # (hold_of raised otherwise)
             ups.append(u)
         if hold != NO_HOLD:
             return None, None, None, hold
-        return combined_digest([u.key for u in ups], [u.run_hash for u in ups]), None, None, None
+        # (no hold: every step has its run hash)
+        hashes = cast(list[str], [u.run_hash for u in ups])
+        return combined_digest([u.key for u in ups], hashes), None, None, None
 
     @staticmethod
-    def _per_key(up_ns: NodeState) -> tuple[Any, Any, Any, Any]:
+    def _per_key(up_ns: NodeState
+                 ) -> tuple[str | None, ByKey | None, NodeState | None, Hold | None]:
         hashes = up_ns.run_hashes()
         if hashes is not None:
             return None, ByKey(up_ns, hashes), None, None
@@ -150,7 +172,8 @@ class InputPlan:
         out: dict[str, str | list[str]] = {}
         for name, c, mp, _, _ in self.entries:
             if mp is None:
-                out[name] = c  # type: ignore[assignment]
+                assert c is not None  # a clean plan's every input has a run hash
+                out[name] = c
                 continue
             try:
                 out[name] = mp.column(keys)
@@ -182,6 +205,7 @@ class InputPlan:
             raise_missing(self.missing_source, step_id(self.nid, key))
         if self.clean:
             try:
+                # (clean: an input without by_key has its constant; see columns)
                 return {n: (c if mp is None else mp[key])  # type: ignore[misc]
                         for n, c, mp, _, _ in self.entries}, None
             except KeyError:
@@ -196,8 +220,8 @@ class InputPlan:
                 if up is None:
                     raise_missing(up_ns.node, step_id(self.nid, key))
                 h = hold_of(self.graph, up, up_ns.node)
-                if h is None:
-                    inputs[name] = up.run_hash  # type: ignore[assignment, union-attr]
+                if h is None and up.run_hash is not None:  # (no hold: it has one)
+                    inputs[name] = up.run_hash
             elif mp is not None:
                 if key not in mp:
                     raise_missing(name.partition(":")[2], step_id(self.nid, key))
@@ -260,7 +284,7 @@ def dim_value(key: str, dim: str) -> str:
     return parse_key(key).get(dim, "")
 
 
-def raise_missing(up_id: str, consumer: str) -> None:
+def raise_missing(up_id: str, consumer: str) -> NoReturn:
     """Every upstream key must have a run hash before a consumer's cache is checked."""
     from barca.core.errors import InfrastructureError
     raise InfrastructureError(
@@ -278,7 +302,7 @@ def step_kwargs(ctx: Any, nid: NodeId, key: str, states: dict[NodeId, NodeState]
     params = {p for p, _ in m.params}
     kwargs: dict[str, Any] = {}
     for inp in m.inputs:
-        up_ns = states[inp.target]  # type: ignore[index]
+        up_ns = states[inp.target]
         if inp.param.startswith("_"):
             kwargs[inp.param] = ("none",)
             continue
@@ -286,11 +310,11 @@ def step_kwargs(ctx: Any, nid: NodeId, key: str, states: dict[NodeId, NodeState]
         if reader is not None:
             require(reader, f"parameter '{inp.param}' of {nid}")  # not installed: exit 2
         if inp.collect:
-            ups = [up_ns.step(k) for k in sorted(up_ns.keys or ())]
+            ups = [_step(up_ns, k) for k in sorted(up_ns.keys or ())]
             kwargs[inp.param] = ("collect", [(u.path, u.format, u.sha256, u.key) for u in ups],
                                  reader)
         else:
-            u = up_ns.step(key if graph.nodes[inp.target].partitioned else "")  # type: ignore[index]
+            u = _step(up_ns, key if graph.nodes[inp.target].partitioned else "")
             kwargs[inp.param] = ("artifact", u.path, u.format, u.sha256, reader)
     src = source_dim(graph, nid)
     if src is not None:
@@ -303,8 +327,8 @@ def step_kwargs(ctx: Any, nid: NodeId, key: str, states: dict[NodeId, NodeState]
                 if out is not None and out.raw is not None:  # a dict source: this key's value
                     kwargs[src_fn] = ("value", out.value(dim_value(key, m.dims[0].name)))
             else:
-                u = src_state.step(key)
-                kwargs[src_fn] = ("artifact", u.path, u.format, u.sha256,  # type: ignore[union-attr]
+                u = _step(src_state, key)
+                kwargs[src_fn] = ("artifact", u.path, u.format, u.sha256,
                                   m.readers.get(src_fn))
     dim_params = [d.name for d in m.dims if d.name in params]
     if dim_params:
@@ -312,3 +336,11 @@ def step_kwargs(ctx: Any, nid: NodeId, key: str, states: dict[NodeId, NodeState]
         for d in dim_params:
             kwargs[d] = ("value", kv.get(d, ""))
     return kwargs
+
+
+def _step(ns: NodeState, key: str) -> StepState:
+    """An upstream step an executed step reads (every one exists by then)."""
+    got = ns.step(key)
+    if got is None:
+        raise_missing(ns.node, f"a step of {short_name(ns.node)}")
+    return got

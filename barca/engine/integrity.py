@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from barca.core.types import Reason
 from barca.engine.states import StepState
 
 SMALL_BYTES = 2048   # an artifact this small is kept in memory once verified (a preview)
@@ -57,7 +58,7 @@ class Integrity:
                                                                               "a directory")
             self.warn(f"{s.path} was {what}; moved it aside to {aside.name} and computing "
                       f"{s.id} again")
-            s.reason = "artifact_missing"
+            s.reason = Reason.ARTIFACT_MISSING
             return False
         except FileNotFoundError:
             if (self.remote is not None and s.path
@@ -68,12 +69,12 @@ class Integrity:
                           "again")
                 return False
             self.warn(f"artifact missing: {s.path}; computing {s.id} again")
-            s.reason = "artifact_missing"
+            s.reason = Reason.ARTIFACT_MISSING
             return False
         if s.sha256 and digest != s.sha256:
             self.warn(f"artifact corrupt (SHA-256 differs from the one recorded): {s.path}; "
                       f"computing {s.id} again")
-            s.reason = "artifact_corrupt"
+            s.reason = Reason.ARTIFACT_CORRUPT
             return False
         if data is not None and s.path:  # small: shown as the run's output, read once
             self.small[s.path] = data
@@ -89,9 +90,8 @@ def read_digest(where: str, hashed: bool = True) -> tuple[str, bytes | None]:
     # a big artifact is hashed in blocks: a lazy consumer of a 2 GB table must not cost the
     # coordinator 2 GB
     with open(where, "rb") as f:
-        data: bytes | None = f.read(SMALL_BYTES + 1)
-    if len(data) > SMALL_BYTES:  # type: ignore[arg-type]
-        data = None
+        head = f.read(SMALL_BYTES + 1)
+    data = head if len(head) <= SMALL_BYTES else None
     digest = hashlib.sha256(data).hexdigest() if data is not None else (
         file_sha256(Path(where)) if hashed else "")
     return digest, data

@@ -7,7 +7,7 @@ import ast
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from barca.core.errors import UsageError
 from barca.core.types import NodeId
@@ -59,9 +59,17 @@ class Context:
     def store(self) -> Store:
         return self.view.store
 
-    @store.setter
-    def store(self, store: Store) -> None:  # reopened for writing before a run
+    def reopen_for_writing(self) -> Store:
+        """The command's store, opened again for writing before a run: it was read-only until
+        now, so that a usage error leaves no ``.barca/`` behind. The writer opens before the
+        reader closes (the last connection to close checkpoints the WAL: once is enough); the
+        view and the definitions table read through the new one."""
+        old = self.view.store
+        store = Store(old.root, create=True, prefix=old.prefix)
+        old.close()
         self.view.store = store
+        self.defcache.conn = store.conn
+        return store
 
     def input_name(self, up: NodeId) -> str:
         """An input's name in a run hash: its node id; for a notebook's node, the id without
@@ -83,6 +91,7 @@ class Context:
                 "serializer": m.serializer,
             }
             fm = self.graph.files[m.file]
+            parts: dict[str, str] | None
             if fm.abspath == PSEUDO_ABSPATH:
                 from barca.identity.notebook import parts as notebook_parts
                 from barca.model.notebook import function_for, namespace
@@ -137,7 +146,7 @@ class Context:
         else:
             dims = {d.name: validate_keys(m, d.name, self._dim_keys(nid, d.name), d.line)
                     for d in m.dims}
-            keys = combine(dims)
+            keys = cast(list[str], combine(dims))
         self._keys[nid] = keys
         return keys
 
@@ -149,8 +158,8 @@ class Context:
         fm = self.graph.files[m.file]
         if fm.abspath == PSEUDO_ABSPATH:  # a notebook function: its keys are already values
             from barca.model.notebook import function_for
-            fn = function_for(m.function)
-            return fn.__barca__["partitions"][dim].keys  # type: ignore[union-attr]
+            meta: dict[str, Any] = getattr(function_for(m.function), "__barca__", {})
+            return meta["partitions"][dim].keys
         expr = ast.parse(spec.expr or "", mode="eval").body
         from barca.model.keyexpr import NotPure, pure_value
         try:  # literals, constants and pure builtins: no import of the pipeline

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from barca.core import dotenv
 from barca.core import events as ev
@@ -16,7 +17,7 @@ from barca.core.errors import Cancelled
 from barca.core.record import Fields
 from barca.core.types import NodeId, one_dim_keys, short_name, step_id
 from barca.engine.adoption import Adoption, adopted_row
-from barca.engine.decision import decide
+from barca.engine.decision import decide, keys_unknown, repaired, store_says
 from barca.engine.executors.job import StepJob, StepRecord, unpack_output
 from barca.engine.inputs import source_dim, step_kwargs
 from barca.engine.integrity import Integrity
@@ -57,7 +58,7 @@ class Runner:
     """One walk over a cone, executing (``get``/``run``) or predicting (``status``/dry run)."""
 
     def __init__(self, ctx: Context, targets: list[NodeId], *, execute: bool,
-                 refresh: list[NodeId] = (), cascade: bool = True, refresh_all: bool = False,
+                 refresh: Sequence[NodeId] = (), cascade: bool = True, refresh_all: bool = False,
                  selection: Selection | None = None, on_event: ev.EventCallback = ev.ignore,
                  verify_all: bool = False, lazy_tasks: frozenset[NodeId] = frozenset()) -> None:
         self.ctx = ctx
@@ -104,6 +105,7 @@ class Runner:
     def _keys(self, nid: NodeId) -> tuple[list[str] | None, str]:
         """The node's keys now, or None with the reason they are not known."""
         src = source_dim(self.graph, nid)
+        keys: list[str] | None
         if src is not None and not src[1]:  # the keys of a partitioned upstream, as walked
             up = self.w.states[src[0]]
             if up.keys is None:
@@ -121,7 +123,7 @@ class Runner:
                 return None, (f"partition keys come from the output of "
                               f"'{short_name(src[0])}', which is not available until it runs")
             dim = self.graph.nodes[nid].dims[0].name
-            keys = one_dim_keys(dim, src_state.output.keys)
+            keys = cast(list[str], one_dim_keys(dim, src_state.output.keys))
         assert keys is not None
         if self.selection is not None:
             if self.ctx.static_keys(nid) is None:  # keys known only now: check them now
@@ -150,7 +152,7 @@ class Runner:
         if self.selection is not None:
             for nid in w.order:
                 m = self.graph.nodes[nid]
-                if any(i.collect and self._narrowed(i.target) for i in m.inputs):  # type: ignore[arg-type]
+                if any(i.collect and self._narrowed(i.target) for i in m.inputs):
                     w.skipped_fanins.append(nid)
             skip_below = self.graph.downstream_cone(w.skipped_fanins, set(w.order))
             if w.skipped_fanins:
@@ -240,20 +242,13 @@ class Runner:
         if keys is None:
             src = source_dim(self.graph, nid)
             src_state = w.states.get(src[0]) if src else None
-            src_step = src_state.step("") if src_state else None
-            ns = NodeState(nid, None, unknown_detail=why)
-            if src_step is not None and src_step.action in ("failed", "skipped"):
-                ns.keys = [""]
-                ns.steps[""] = StepState(nid, "", action="skipped", reason="upstream_failed",
-                                         detail=f"upstream {src_step.id} failed")
-            else:
-                ns.steps[""] = StepState(nid, "", action="unknown", reason="partitions_unknown",
-                                         detail=why)
-            w.states[nid] = ns
+            w.states[nid] = keys_unknown(nid, why, src_state.step("") if src_state else None)
             return None
         if self.ctx.static_keys(nid) is None:  # keys known now from an output: the total grows
             w.total += len(keys) - 1
-        ns = decide(self.ctx, nid, keys, w.states, forced=nid in w.forced,
+        forced = nid in w.forced
+        said = store_says(self.ctx.view, nid, self.graph.nodes[nid].kind, forced)
+        ns = decide(self.ctx, nid, keys, w.states, said, forced=forced,
                     predict=not self.execute, settled=self._settled, lazy=nid in self.lazy_tasks,
                     why="refresh" if nid in self._named else "refresh_cascade")
         w.states[nid] = ns
@@ -324,9 +319,8 @@ class Runner:
             broken.setdefault(s.node, []).append(s)
         for nid in [n for n in self.w.order if n in broken]:
             repair = broken[nid]
-            for s in repair:
-                s.action = "run"
-                self.w.cached -= 1
+            repaired(repair)
+            self.w.cached -= len(repair)
             self._repairing.update(s.id for s in repair)  # their files are replaced in place
             try:
                 self._execute(nid, repair)
@@ -384,14 +378,16 @@ class Runner:
             shipped = None
             if fm.abspath == PSEUDO_ABSPATH:
                 from barca.model.notebook import function_for, ship
-                shipped = ship(function_for(m.function))  # type: ignore[arg-type]
+                # (a notebook node's function is in this kernel: the graph was read from it)
+                shipped = ship(cast("Callable[..., Any]", function_for(m.function)))
             for s in steps:
                 if s.kwargs is None:
                     s.kwargs = step_kwargs(self.ctx, nid, s.key, self.w.states)
                 tasks.append(StepJob(
                     index=len(tasks), step=s.id, node=nid, key=s.key, kind=m.kind,
                     file=fm.abspath, module=fm.module, function=m.function,
-                    run_hash=def_hash if m.kind == "sensor" else s.run_hash,  # type: ignore[arg-type]
+                    # (a step to run has its run hash: decide computed it)
+                    run_hash=def_hash if m.kind == "sensor" else cast(str, s.run_hash),
                     serializer=m.serializer if m.serializer != "expr" else None,
                     kwargs=s.kwargs, key_source=nid in self.ctx.key_sources,
                     timeout=m.timeout, retries=m.retries, sinks=m.sinks, shipped=shipped,
@@ -473,7 +469,7 @@ class Runner:
         # a worker names the first bad input it meets; the others (several keys evicted or
         # deleted at once) are found here, so the second attempt has them all
         for inp in self.graph.nodes[nid].inputs:
-            up = self.w.states.get(inp.target)  # type: ignore[arg-type]
+            up = self.w.states.get(inp.target)
             if up is not None:
                 for st in up.steps.values():
                     if st.action == "cached" and st.path:

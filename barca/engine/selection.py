@@ -41,18 +41,18 @@ def resolve_refresh(ctx: Context, order: list[NodeId], names: list[str], target_
                 f"Upstream assets you can refresh: {', '.join(short)}\n"
                 f"Pass several as a comma-separated list: --refresh {','.join(short[:2])}",
                 tight=True)
-        out.append(match[0])
+        out.append(NodeId(match[0]))
     return out
 
 
 def check_selection(ctx: Context, order: list[NodeId], sel: Selection, target_label: str) -> None:
     dims: dict[str, set[str] | None] = {}
     for n in order:
-        for d in ctx.graph.nodes[n].dims:
+        for spec in ctx.graph.nodes[n].dims:
             keys = ctx.static_keys(n)
-            vals = None if keys is None else {parse_key(k).get(d.name, "") for k in keys}
-            if dims.get(d.name, set()) is not None:
-                dims[d.name] = None if vals is None else (dims.get(d.name) or set()) | vals
+            vals = None if keys is None else {parse_key(k).get(spec.name, "") for k in keys}
+            if dims.get(spec.name, set()) is not None:
+                dims[spec.name] = None if vals is None else (dims.get(spec.name) or set()) | vals
     for d, wanted in sel.dims.items():
         if d not in dims:
             raise UsageError(

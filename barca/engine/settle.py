@@ -22,6 +22,7 @@ from typing import Any
 from barca.core.types import NodeId
 from barca.identity.hashing import sha
 from barca.model.discovery import PSEUDO_ABSPATH
+from barca.store.metadata import Snapshot
 
 
 def _own() -> str:
@@ -54,7 +55,7 @@ class Settle:
                        *(f"{rel}\x00{ctx.defcache.fingerprint(fm)}"
                          for rel, fm in sorted(graph.files.items())))
 
-    def check(self, snapshots: dict[NodeId, Any] | None) -> bool:
+    def check(self, snapshots: dict[NodeId, Snapshot | None] | None) -> bool:
         """True when the record matches this state: every node may be settled by its snapshot."""
         if self.key is None or snapshots is None:
             return False
@@ -71,13 +72,13 @@ class Settle:
             return False
         if any(defcache._dir(d) != h for d, h in dirs.items()):
             return False
-        got_snaps = [snapshots.get(n) for n in self.order]
-        if any(s is None for s in got_snaps):
+        got_snaps = [s for s in map(snapshots.get, self.order) if s is not None]
+        if len(got_snaps) != len(self.order):
             return False
-        self.hit = snaps == sha(*(s[0] for s in got_snaps))  # type: ignore[index]
+        self.hit = snaps == sha(*(s.digest for s in got_snaps))
         if self.hit:  # the keys each digest was made of: no key expression evaluated again
             for n, snap in zip(self.order, got_snaps, strict=True):
-                self.ctx.settled_keys(n, snap[2].split("\x00"))  # type: ignore[index]
+                self.ctx.settled_keys(n, snap.keys.split("\x00"))
         return self.hit
 
     def record(self, states: dict[NodeId, Any]) -> None:

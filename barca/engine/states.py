@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from barca.core.types import NodeId, step_id
+from barca.core.types import Action, NodeId, Reason, step_id
 from barca.identity.hashing import combined_digest
 from barca.store.metadata import Row
 from barca.store.view import NodeHistory
 
-AVAILABLE = ("cached", "ran", "run")   # a step whose value exists, or will in a prediction
+# a step whose value exists, or will in a prediction
+AVAILABLE = (Action.CACHED, Action.RAN, Action.RUN)
 
 
 class _Lazy:
@@ -43,7 +44,7 @@ class StepState:
                  "_format",
                  "_sha256", "_shape", "_row", "_hist", "_src")
 
-    def __init__(self, node: NodeId, key: str, action: str = "run", reason: str = "",
+    def __init__(self, node: NodeId, key: str, action: str = Action.RUN, reason: str = "",
                  detail: str = "", run_hash: str | None = None) -> None:
         self.node, self.key = node, key
         self.action = action          # run | cached | unknown | skipped | ran | failed
@@ -68,7 +69,7 @@ class StepState:
     @classmethod
     def cached(cls, node: NodeId, key: str, run_hash: str, hist: NodeHistory) -> StepState:
         """A step whose run hash is known to have a successful row (read on demand)."""
-        st = cls(node, key, "cached", "materialized", "-", run_hash)
+        st = cls(node, key, Action.CACHED, Reason.MATERIALIZED, "-", run_hash)
         st._hist = hist
         return st
 
@@ -107,7 +108,8 @@ class StepState:
         return step_id(self.node, self.key)
 
     def __repr__(self) -> str:
-        return (f"StepState({self.id!r}, action={self.action!r}, reason={self.reason!r}, "
+        return (f"StepState({self.id!r}, action={str(self.action)!r}, "
+                f"reason={str(self.reason)!r}, "
                 f"run_hash={self.run_hash!r})")
 
 
@@ -146,16 +148,18 @@ class SourceOutput:
 
     def digest(self, key: str) -> str | None:
         """A dict source's digest of this key's value (None: no such key, or a list source)."""
-        i = self._index.get(key) if self.digests is not None else None
-        return None if i is None else self.digests[64 * i:64 * i + 64]  # type: ignore[index]
+        d = self.digests
+        i = self._index.get(key) if d is not None else None
+        return None if i is None or d is None else d[64 * i:64 * i + 64]
 
     def value(self, key: str) -> Any:
         """A dict source's value for this key."""
         if isinstance(self.raw, str):  # as a worker sent them (see executors.job.pack_output)
             import json
             self.raw = json.loads(self.raw)
-        i = self._index.get(key) if self.raw is not None else None
-        return None if i is None else self.raw[i]  # type: ignore[index]
+        raw = self.raw
+        i = self._index.get(key) if raw is not None else None
+        return None if i is None or raw is None else raw[i]
 
     def digest_column(self) -> Iterator[str]:
         """Every key's digest, in key order."""
@@ -219,8 +223,9 @@ class NodeState:
             i = self._index(key)
             if i is None:
                 return None
-            got = self._made[key] = StepState.cached(
-                self.node, key, self._hashes[i], self._hist)  # type: ignore[index, arg-type]
+            hashes, hist = self._hashes, self._hist
+            assert hashes is not None and hist is not None  # compact: both set (see compact)
+            got = self._made[key] = StepState.cached(self.node, key, hashes[i], hist)
         return got
 
     def _index(self, key: str) -> int | None:
@@ -256,14 +261,16 @@ class NodeState:
             for k, s in self._odd.items():  # an odd step's run hash as it is now (a sensor ran)
                 if s.run_hash is None or s.action not in AVAILABLE:
                     return None
-                out[self._index(k)] = s.run_hash  # type: ignore[index]
+                i = self._index(k)
+                assert i is not None  # an odd step's key is one of keys
+                out[i] = s.run_hash
             return out
         steps, out = self._steps, []
         for k in self.keys:
-            s = steps.get(k)
-            if s is None or s.run_hash is None or s.action not in AVAILABLE:
+            got = steps.get(k)
+            if got is None or got.run_hash is None or got.action not in AVAILABLE:
                 return None
-            out.append(s.run_hash)
+            out.append(got.run_hash)
         return out
 
     def step_hashes(self) -> Iterator[tuple[str, str | None, str]]:
@@ -275,8 +282,8 @@ class NodeState:
             return
         odd = self._odd
         for k, h in zip(self.keys or (), self._hashes or (), strict=False):
-            s = odd.get(k)
-            yield (k, h, "cached") if s is None else (k, s.run_hash, s.action)
+            st = odd.get(k)
+            yield (k, h, "cached") if st is None else (k, st.run_hash, st.action)
 
     def located(self, where: dict[str, tuple[str, str, str, str]]) -> Any:
         """A compact node's (key, path, format, ran) per key with a value, in key order; a

@@ -10,6 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from barca.core.errors import UsageError
+from barca.faces.outcome import Outcome, split_target  # noqa: F401 (used, and re-exported)
 
 if TYPE_CHECKING:
     from barca.core.settings import Settings
@@ -42,6 +43,7 @@ def _columns() -> int:
         cols = 0
     if cols <= 0:
         try:
+            # (no __stdout__, under pythonw or a host that closed it: the AttributeError)
             cols = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
         except (AttributeError, ValueError, OSError):
             cols = 0
@@ -318,7 +320,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         hint = f" Did you mean '{close[0]}'?" if close else ""
         raise UsageError(f"Unknown command '{cmd}'.{hint}",
                          f"Commands: {', '.join(COMMANDS)}. See `barca --help`.")
-    sub = parser(cmd)._subparsers._group_actions[0].choices[cmd]  # type: ignore[union-attr]
+    # argparse has no public way to reach a subcommand's parser; the grammar made it, so it is
+    # there
+    sub = parser(cmd)._subparsers._group_actions[0].choices[cmd]  # type: ignore[union-attr, index]
     if "--server" in argv:
         from barca.faces.remote import server_argv
         argv = server_argv(argv)
@@ -340,25 +344,6 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         raise UsageError(f"Unknown {what} '{bad}' for `barca {cmd}`.{hint}",
                          f"See `barca {cmd} --help` for the options it accepts.")
     return args
-
-
-def split_target(args: list[str], takes_target: bool = True) -> tuple[str | None, list[str]]:
-    """The first positional is a target unless it names a file or directory."""
-    if not args or not takes_target:
-        return None, list(args)
-    from barca.api import looks_like_file
-    if args[0].strip() and looks_like_file(args[0]):  # "" is an empty target, not the cwd
-        return None, list(args)
-    return args[0], list(args[1:])
-
-
-class Outcome:
-    """What a command produced, for a front end to render."""
-
-    def __init__(self, command: str, result: Any, args: argparse.Namespace,
-                 settings: Settings) -> None:
-        self.command, self.result, self.args = command, result, args
-        self.settings = settings
 
 
 # commands that read no project setting: they run whatever barca.toml says (doctor reports

@@ -67,7 +67,8 @@ class NotebookItem(pytest.Item):
     def runtest(self) -> None:
         from barca.faces.nbrun import PARAMETERS_TAG, run_notebook
         config = self.config
-        params = dict(config.stash.get(_PARAMS, {}))
+        stored = config.stash.get(_PARAMS, None)
+        params = dict(stored) if stored is not None else {}
         with tempfile.TemporaryDirectory(prefix="barca-notebook-") as tmp:
             from barca.faces.nbrun import isolated_copy
             copy = isolated_copy(self.path, Path(tmp))

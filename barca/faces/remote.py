@@ -11,7 +11,7 @@ from barca.core.errors import UsageError
 
 if TYPE_CHECKING:
     from barca.core.settings import Settings
-    from barca.faces.commands import Outcome
+    from barca.faces.outcome import Outcome
 
 # the commands that run on a server with --server
 SERVER_COMMANDS = ("get", "run", "status", "list", "history", "stats", "logs")
@@ -65,7 +65,7 @@ def dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
              settings: Settings) -> Outcome:
     """The command run on the server: the Outcome a local run gives."""
     from barca.api import served as remote
-    from barca.faces.commands import Outcome, split_target
+    from barca.faces.outcome import Outcome, split_target
     _refuse(args)
     cmd = args.command
     srv = remote.Server.at(args.server, settings.root)

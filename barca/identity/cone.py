@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from barca.identity.hashing import digest, in_project
+from barca.identity.digests import digest, in_project
 from barca.identity.moduleindex import (
     Chain,
     Import,
@@ -51,7 +51,7 @@ class Project:
         self._find: dict[tuple[Any, ...], Module | None] = {}
         self._uses: dict[tuple[int, int], Uses] = {}
         self._stmt_digest: dict[tuple[int, str], str] = {}
-        self._pipelines: dict[str, tuple[Module | None, tuple[Path, ...]]] = {}
+        self._pipelines: dict[str, tuple[Module | None, tuple[tuple[Path, ...], ...]]] = {}
         self.path_dirs: dict[str, list[Path]] = {}   # pipeline -> folders it puts on sys.path
         self._foreign: Any = None
         self._external: dict[str, bool] = {}
@@ -258,13 +258,14 @@ class Project:
             mod = self.module_at(real, pipeline=True)
             front: list[Path] = []
             back: list[Path] = []
-            if mod is not None and mod.source is not None and "sys.path" in mod.source:
+            if (mod is not None and mod.tree is not None and mod.source is not None
+                    and "sys.path" in mod.source):
                 # a project folder the pipeline puts on sys.path is searched as the worker
                 # will (one outside the project is not the project's: never followed)
                 from barca.identity.syspath import sys_path_dirs
                 front, back = (
                     [d for d in ds if self._allowed(d) and d.is_dir()]
-                    for ds in sys_path_dirs(mod.tree, real, self.root))  # type: ignore[arg-type]
+                    for ds in sys_path_dirs(mod.tree, real, self.root))
             self.path_dirs[key] = [*front, *back]
             searches = [tuple(dict.fromkeys([*front, real.parent, self.root, *back]))]
             if (real.parent / "__init__.py").is_file() and real.parent != self.root:
@@ -296,7 +297,7 @@ class Project:
             searches = list(dict.fromkeys(s for _, ss in self._pipelines.values() for s in ss))
             self._foreign = foreign_index(
                 self, [m for m in self._modules.values() if m is not None], searches)
-        return self._foreign.get(key, [])  # type: ignore[no-any-return]
+        return self._foreign.get(key, [])
 
     def parsed(self) -> list[str]:
         """Every project module parsed (the pipelines' import closure): a module among them

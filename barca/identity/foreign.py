@@ -10,6 +10,7 @@ that name as well."""
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 from typing import Any
 
 from barca.identity.moduleindex import Module, local_name
@@ -19,7 +20,7 @@ Foreign = dict[tuple[Any, str], list[tuple[Module, str, tuple[str, ...]]]]
 
 
 def foreign_index(project: Any, modules: list[Module],
-                  searches: list[tuple[Any, ...]]) -> Foreign:
+                  searches: list[tuple[Path, ...]]) -> Foreign:
     out: Foreign = {}
     for m in modules:
         if m.tree is None:

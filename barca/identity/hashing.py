@@ -8,32 +8,13 @@ import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
 from barca.core.types import RunHash
+from barca.identity.digests import INSTALLED, digest, in_project, sha  # noqa: F401  (re-exported)
 from barca.model.discovery import FileModel, NodeModel
-
-
-def sha(*parts: str | bytes) -> str:
-    """SHA-256 of the parts, each followed by a NUL: the one way barca hashes a list of parts
-    (text parts are joined and hashed in one call; bytes parts are fed one by one)."""
-    try:
-        data = ("\x00".join(parts) + "\x00").encode("utf-8", "surrogatepass")  # type: ignore[arg-type]
-    except TypeError:  # a bytes part
-        h = hashlib.sha256()
-        for p in parts:
-            h.update(p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass"))
-            h.update(b"\x00")
-        return h.hexdigest()
-    return hashlib.sha256(data).hexdigest()
-
-
-def digest(*parts: str | bytes) -> str:
-    """A short digest of one part, stored so a cache miss can say what changed."""
-    return sha(*parts)[:16]
-
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                               allow_nan=False)
@@ -183,16 +164,6 @@ def _counted_exprs(node: NodeModel) -> list[ast.AST]:
     return out
 
 
-INSTALLED = frozenset({"site-packages", "dist-packages"})
-
-
-def in_project(root: Path, path: Path) -> bool:
-    """Whether ``path`` is the project's own code, which the definition hash follows and
-    workers run from source: under ``root``, and not in an installed package (a virtualenv
-    inside the project is not its code). Both paths resolved."""
-    return path.is_relative_to(root) and not INSTALLED.intersection(path.relative_to(root).parts)
-
-
 def source_only(root: str | os.PathLike[str]) -> None:
     """Make this (worker) process run project modules from their source, as hashed: never from
     a ``.pyc``, which Python validates only by mtime in whole seconds and size, so an edit in
@@ -214,7 +185,8 @@ def source_only(root: str | os.PathLike[str]) -> None:
             raise OSError("barca: project modules are compiled from source")  # -> no .pyc
         return original(self, path)
 
-    path_stats._barca_root = base  # type: ignore[attr-defined]
+    vars(path_stats)["_barca_root"] = base  # marks the patch, so a second call is a no-op
+    # the patch itself: the import system calls path_stats through the class
     SourceFileLoader.path_stats = path_stats  # type: ignore[method-assign]
     importlib.invalidate_caches()
 
@@ -231,11 +203,11 @@ def definition_hash(parts: dict[str, str]) -> str:
 def run_hash(definition: str, inputs: dict[str, str], key: str, value: str | None) -> RunHash:
     """A step's run hash: definition, each input's run hash or digest, the key, a dict value
     (``run_hashes`` for one key)."""
-    return run_hashes(definition, inputs, (key,), (value,))[0]
+    return RunHash(run_hashes(definition, inputs, (key,), (value,))[0])
 
 
 def run_hashes(definition: str, inputs: Mapping[str, str | Iterable[str]], keys: Sequence[str],
-               values: Iterable[str | None] | None = None) -> list[RunHash]:
+               values: Iterable[str | None] | None = None) -> list[str]:
     """The run hashes of steps of one node, in key order: ``sha256`` of the definition, each
     input (name and run hash or digest, by name), the key and its dict value. An input is one
     string for every key (an unpartitioned upstream, a fan-in's combined digest) or an iterable
@@ -268,8 +240,7 @@ def run_hashes(definition: str, inputs: Mapping[str, str | Iterable[str]], keys:
         texts = ("".join([x for pair in zip(segments, cs, strict=True) for x in pair])
                  + f"{text}{k}\x00{v or ''}"
                  for *cs, k, v in zip(*columns, keys, vals, strict=True))
-    return [sha256(t.encode("utf-8", "surrogatepass")).hexdigest()  # type: ignore[misc]
-            for t in texts]
+    return [sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts]
 
 
 def combined_digest(keys: Sequence[str], hashes: Sequence[str]) -> str:

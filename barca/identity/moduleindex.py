@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from barca.identity.effects import Effects, function_changes, statement_effects
-from barca.identity.hashing import digest
+from barca.identity.digests import digest
+from barca.identity.effects import Effects, function_changes, local_name, statement_effects
 from barca.model.scope import global_names
 
 Chain = tuple  # the attribute names read after a name: ``helpers.clean`` -> ("clean",)
@@ -23,13 +23,6 @@ _DYNAMIC = frozenset({"globals", "vars", "exec", "__getattr__"})  # may bind any
 
 def dump(node: ast.AST) -> str:
     return ast.dump(node, include_attributes=False)
-
-
-def local_name(stmt: Import, alias: ast.alias) -> str:
-    """The name an import binds: ``import a.b`` -> ``a``, ``import a.b as x`` -> ``x``."""
-    if isinstance(stmt, ast.Import) and not alias.asname:
-        return alias.name.split(".")[0]
-    return alias.asname or alias.name
 
 
 # ----------------------------------------------------------------------------- one module
@@ -119,12 +112,12 @@ def build_index(tree: ast.Module, source: str | None = None) -> Index:
     conservative: set[str] = set()
     dynamic = False
     needles = (":=", "global", *_DYNAMIC)
-    for n in ast.walk(tree) if source is None or any(x in source for x in needles) else ():
-        if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
-            conservative.add(n.target.id)     # a walrus may bind a module global
-        elif isinstance(n, ast.Global):
-            conservative.update(n.names)      # rebound from inside a function
-        elif isinstance(n, ast.Name) and n.id in _DYNAMIC:
+    for node in ast.walk(tree) if source is None or any(x in source for x in needles) else ():
+        if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+            conservative.add(node.target.id)  # a walrus may bind a module global
+        elif isinstance(node, ast.Global):
+            conservative.update(node.names)   # rebound from inside a function
+        elif isinstance(node, ast.Name) and node.id in _DYNAMIC:
             dynamic = True
     for n in conservative:
         defs.pop(n, None)
@@ -214,7 +207,8 @@ class Module:
         """Every import in the module (at any depth), by the name it binds."""
         if self._bindings is None:
             self._scan()
-        return self._bindings  # type: ignore[return-value]
+        assert self._bindings is not None  # _scan sets it
+        return self._bindings
 
 
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})

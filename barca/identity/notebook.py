@@ -26,7 +26,7 @@ import textwrap
 import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from barca.identity.hashing import canonical_json, digest, in_project, sha, stable_pickle
 from barca.identity.moduleindex import name_chains
@@ -203,7 +203,8 @@ class Cone:
 
     def member(self, member: Any) -> str:
         if isinstance(member, (types.MemberDescriptorType, types.GetSetDescriptorType)):
-            return type(member).__name__  # a slot: its name is in __slots__
+            kind: type = type(member)  # a slot: its name is in __slots__
+            return kind.__name__
         if isinstance(member, (staticmethod, classmethod)):
             return "static:" + self.member(member.__func__)
         if isinstance(member, property):
@@ -367,7 +368,7 @@ def _source_tree(fn: Any) -> ast.Module | None:
 def _same_code(tree: ast.AST, fn: types.FunctionType) -> bool:
     """Whether ``tree`` (a ``def`` or a module holding one) compiles to ``fn``'s own code."""
     if not isinstance(tree, ast.Module):
-        tree = ast.Module(body=[tree], type_ignores=[])  # type: ignore[list-item]
+        tree = ast.Module(body=[cast(ast.stmt, tree)], type_ignores=[])
     try:
         compiled = compile(tree, "<barca>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError, TypeError):

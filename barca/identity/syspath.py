@@ -40,7 +40,8 @@ def literal_path(e: ast.AST, file: Path, root: Path) -> Path | None:
     if fn == "joinpath" and target is not None:
         base = literal_path(target, file, root)
         rest = [_text(a) for a in e.args]
-        return base.joinpath(*rest) if base is not None and None not in rest else None  # type: ignore[arg-type]
+        parts = [t for t in rest if t is not None]
+        return base.joinpath(*parts) if base is not None and len(parts) == len(rest) else None
     if fn in _SAME and len(e.args) == 1:
         return literal_path(e.args[0], file, root)
     if fn == "dirname" and len(e.args) == 1:
@@ -49,7 +50,8 @@ def literal_path(e: ast.AST, file: Path, root: Path) -> Path | None:
     if fn == "join" and e.args:
         base = literal_path(e.args[0], file, root)
         rest = [_text(a) for a in e.args[1:]]
-        return base.joinpath(*rest) if base is not None and None not in rest else None  # type: ignore[arg-type]
+        parts = [t for t in rest if t is not None]
+        return base.joinpath(*parts) if base is not None and len(parts) == len(rest) else None
     return None
 
 

@@ -4,7 +4,7 @@ command, before any step runs. None of them is in the run hash."""
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import Any, TypeGuard
 
 from barca.core.errors import UsageError
 
@@ -32,7 +32,7 @@ def _weight(path: str, value: ast.expr) -> int:
     return num
 
 
-def schedule_call(value: ast.expr) -> bool:
+def schedule_call(value: ast.expr) -> TypeGuard[ast.Call]:
     """``Schedule(...)`` or ``barca.Schedule(...)``."""
     if not isinstance(value, ast.Call):
         return False

@@ -22,6 +22,7 @@ NOTEBOOK: dict[str, Callable[..., Any]] = {}
 class _Marker:
     """A small immutable marker (plain class: ``import barca`` stays cheap in workers)."""
     __slots__ = ("value",)
+    value: Any
 
     def __init__(self, value: Any) -> None:
         object.__setattr__(self, "value", value)
@@ -30,7 +31,7 @@ class _Marker:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.value == self.value  # type: ignore[attr-defined]
+        return type(other) is type(self) and other.value == self.value
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, id(self.value)))
@@ -115,7 +116,7 @@ def asset_ref(node_id: str, /) -> AssetRef:
 def unsafe(fn: Callable[..., Any], /) -> Callable[..., Any]:
     """``@unsafe``, above or below ``@asset``/``@task``/``@sensor``: the function runs as it is
     (only tagged ``__barca_unsafe__``), and the marker is not in the run hash."""
-    fn.__barca_unsafe__ = True  # type: ignore[attr-defined]
+    vars(fn)["__barca_unsafe__"] = True  # a function attribute, as setattr would
     return fn
 
 
@@ -144,7 +145,7 @@ def _decorator(kind: str, accepted: tuple[str, ...]) -> Callable[..., Any]:
                             f"accepted: {', '.join(accepted)}")
 
         def tag(f: Callable[..., Any]) -> Callable[..., Any]:
-            f.__barca__ = {"kind": kind, **kwargs}  # type: ignore[attr-defined]
+            vars(f)["__barca__"] = {"kind": kind, **kwargs}
             if getattr(f, "__module__", None) == "__main__":
                 NOTEBOOK[f.__name__] = f
             return f
@@ -166,6 +167,6 @@ def sink(path: str, /) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def tag(f: Callable[..., Any]) -> Callable[..., Any]:
         sinks = list(getattr(f, "__barca_sinks__", []))
         sinks.append(path)
-        f.__barca_sinks__ = sinks  # type: ignore[attr-defined]
+        vars(f)["__barca_sinks__"] = sinks
         return f
     return tag

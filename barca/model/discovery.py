@@ -9,7 +9,7 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
@@ -36,7 +36,9 @@ class InputRef(Fields):
         self.ref = ref            # the expression as written: "feed_version", "mod.fn"
         self.collect = collect
         self.line = line
-        self.target = target
+        # None until the graph resolves the reference (model.topology); typed as resolved,
+        # since only the graph's readers read it, and they run after
+        self.target: NodeId = cast(NodeId, target)
         self.by_id = by_id        # asset_ref("file.py:fn"): ref is that node id, as written
 
 
@@ -52,13 +54,14 @@ class DimSpec(Fields):
         self.keys = keys                # literal keys, when the source says them statically
         self.expr = expr                # the source text, for a key list that must be evaluated
         self.source_ref = source_ref    # partitions_from(<ref>)
-        self.source = source
+        # a "from" dimension's node: None until the graph resolves source_ref (as InputRef)
+        self.source: NodeId = cast(NodeId, source)
 
 
 class _Model(Fields):
     """A discovery model, pickled for the model cache without its syntax tree (the slot
     ``_TREE`` names), which is parsed again only if asked for."""
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
     _TREE = ""
 
     def __getstate__(self) -> dict[str, Any]:
@@ -227,9 +230,9 @@ def parse_file(path: Path, root: Path) -> FileModel:
                          "Save the file as UTF-8.") from None
     abspath = str(path.resolve())
     cache = ModelCache(root, rel, abspath, source)
-    fm = cache.get()
-    if fm is not None:
-        return fm
+    kept = cache.get(FileModel)
+    if kept is not None:
+        return kept
     try:
         tree = ast.parse(source, filename=rel)
     except SyntaxError as exc:
@@ -463,7 +466,7 @@ def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -
         elif low.startswith(("manual", "barca.manual")):
             node.freshness = "manual"
         elif arguments.schedule_call(value):
-            arguments.schedule(fm.path, node, value)  # type: ignore[arg-type]
+            arguments.schedule(fm.path, node, value)
             node.freshness = "schedule"
         elif "schedule" in low:
             node.freshness = "schedule"
@@ -475,7 +478,7 @@ def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -
                 isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts)):
             raise _fail(fm, line, "env= must be a literal list of variable names",
                         'Write env=["API_TOKEN"].')
-        node.env = sorted({e.value for e in value.elts})  # type: ignore[attr-defined]
+        node.env = sorted({str(e.value) for e in value.elts if isinstance(e, ast.Constant)})
     elif name in ("retries", "timeout_seconds", "retry_backoff"):
         try:
             num = ast.literal_eval(value)

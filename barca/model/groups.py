@@ -95,7 +95,7 @@ def read(path: str, body: list[ast.stmt], is_group: Callable[[ast.expr], bool]
                                      and isinstance(desc.value, str)):
             raise _fail(path, line, f"description= of group '{var}' must be a string")
         out.append(GroupSpec(var, call.args[0].value, names, output.id,
-                             desc.value if desc is not None else "", line))
+                             str(desc.value) if isinstance(desc, ast.Constant) else "", line))
     return out
 
 

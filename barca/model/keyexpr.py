@@ -70,7 +70,8 @@ class _Evaluator:
                     None)
         if stmt is None:  # bound in a block, by unpacking, after the use, or not by `=`
             raise NotPure(name)
-        value = self.evaluate(stmt.value, stmt.lineno, depth + 1)  # type: ignore[arg-type]
+        assert stmt.value is not None  # the search above skipped a bare annotation
+        value = self.evaluate(stmt.value, stmt.lineno, depth + 1)
         self.values[name] = value
         return value
 

@@ -93,7 +93,7 @@ def _literal(args: list[ast.expr]) -> str | None:
 
 def _env_name(n: ast.AST) -> str | None:
     if isinstance(n, ast.Subscript) and _is_environ(n.value):
-        return _literal([n.slice])  # type: ignore[list-item]
+        return _literal([n.slice])
     if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
         f = n.func
         if f.attr in ("get", "pop", "setdefault") and _is_environ(f.value):

@@ -5,10 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
-if TYPE_CHECKING:
-    from barca.model.discovery import FileModel
+T = TypeVar("T")
 
 
 def _pickle() -> Any:
@@ -55,8 +54,9 @@ class ModelCache:
         from barca.core.salt import salt
         return salt()
 
-    def get(self) -> FileModel | None:
-        from barca.model.discovery import FileModel
+    def get(self, kind: type[T]) -> T | None:
+        """The model kept for this text, if it is a ``kind`` (the caller's model class: this
+        module imports no model)."""
         if not self.dir.is_dir():  # no store here yet (or never): nothing to read, no hashing
             return None
         try:
@@ -69,9 +69,9 @@ class ModelCache:
             fm = _pickle().loads(data[len(self.key) + 1:])
         except Exception:  # noqa: BLE001 - a damaged cache file is a miss
             return None
-        return fm if isinstance(fm, FileModel) else None
+        return fm if isinstance(fm, kind) else None
 
-    def put(self, fm: FileModel) -> None:
+    def put(self, fm: object) -> None:
         if not self.dir.parent.is_dir():  # never the first thing written into a project
             return
         file = self.file

@@ -33,7 +33,7 @@ def interactive() -> bool:
     if not getattr(main, "__file__", None):
         return True
     ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    shell = ipython.get_ipython() if ipython is not None else None
     return shell is not None and getattr(shell, "user_module", None) is main
 
 
@@ -75,7 +75,7 @@ def cells_stamp() -> tuple[Any, ...]:
     """What changes when a cell runs: the kernel's execution count and which function each
     notebook node is (cheap; a cell may change a value a node reads without redefining it)."""
     ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    shell = ipython.get_ipython() if ipython is not None else None
     count = getattr(shell, "execution_count", None)
     return count, tuple(sorted((n, id(f)) for n, f in list(decorators.NOTEBOOK.items())))
 
@@ -250,7 +250,7 @@ def load_shipped(paths: list[str], payload: bytes) -> Callable[..., Any]:
     for p in reversed(paths):
         if p not in sys.path:
             sys.path.insert(1, p)
-    return cloudpickle.loads(payload)  # type: ignore[no-any-return]
+    return cloudpickle.loads(payload)
 
 
 class _Shipped:
@@ -265,7 +265,7 @@ class _Shipped:
 
 def with_globals(fn: Callable[..., Any], extra: dict[str, Any]) -> Callable[..., Any]:
     """(In the worker) ``fn`` with ``extra`` among its globals."""
-    fn.__globals__.update(extra)  # type: ignore[attr-defined]
+    fn.__globals__.update(extra)
     return fn
 
 

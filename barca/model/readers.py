@@ -48,8 +48,8 @@ def reader(annotation: ast.expr | None, imports: dict[str, tuple[str, str | None
             return None
         return READER.get((module[0].split(".")[0], annotation.attr))
     if isinstance(annotation, ast.Name):
-        module, attr = imports.get(annotation.id, ("", None))
-        return READER.get((module.split(".")[0], attr or ""))
+        name, attr = imports.get(annotation.id, ("", None))
+        return READER.get((name.split(".")[0], attr or ""))
     return None
 
 

@@ -4,6 +4,7 @@ source text pins down)."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -301,7 +302,7 @@ def _validate(graph: Graph, n: NodeModel) -> None:
                 f"'{n.function}'.",
                 f"Add a parameter '{inp.param}' to the function or fix the name."
                 f"{did_you_mean(inp.param, sorted(params))}")
-        up = graph.nodes[inp.target]  # type: ignore[index]
+        up = graph.nodes[inp.target]
         if up.kind == "task" and n.kind in ("asset", "sensor"):
             raise UsageError(f"{where}: task '{up.function}' feeds {n.kind} '{n.function}'",
                              "Tasks are never cached, so they cannot feed an asset or sensor. "
@@ -336,7 +337,7 @@ def _validate(graph: Graph, n: NodeModel) -> None:
         raise UsageError(f"{where}: '{n.function}' has several partitions_from() dimensions.",
                          "Derive one dimension, or declare each explicitly with partitions([...]).")
     for d in froms:
-        src = graph.nodes[d.source]  # type: ignore[index]
+        src = graph.nodes[d.source]
         if src.kind == "task":
             raise UsageError(f"{where}: partitions_from({src.function}) names a task",
                              "Keys must come from an @asset or @sensor.")
@@ -352,7 +353,7 @@ def _validate(graph: Graph, n: NodeModel) -> None:
                     f"'{src.function}' has several dimensions; declare '{n.function}'s keys "
                     "explicitly with partitions([...]).")
     filled = {i.param for i in n.inputs} | {d.name for d in n.dims}
-    filled |= {graph.nodes[d.source].function for d in froms}  # type: ignore[index]
+    filled |= {graph.nodes[d.source].function for d in froms}
     branch = n.kind == "task" and not n.inputs and not n.dims  # parallel() fills its params
     for p, has_default in n.params:
         if not has_default and p not in filled and not branch:
@@ -409,7 +410,7 @@ def plan_warnings(graph: Graph, nids: list[NodeId]) -> list[dict[str, str]]:
     return sorted(out, key=lambda w: (w["node"], w["parameter"], w["kind"]))
 
 
-def untracked_message(module: str, nodes: list[str]) -> str:
+def untracked_message(module: str, nodes: Sequence[str]) -> str:
     """The one line an ``untracked_import`` says (plan warning, stderr of a run)."""
     return (f"untracked import '{module}' (reached by {', '.join(nodes)}): it is neither a "
             "project module nor an installed package, so barca cannot hash its code and an "

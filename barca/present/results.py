@@ -192,7 +192,8 @@ class StepSummary(Record):
 
     def entry(self) -> dict[str, Any]:
         """The step's entry in a run's JSON."""
-        out = {"id": self.id, "kind": self.kind, "status": self.action, "reason": self.reason,
+        out: dict[str, Any] = {"id": self.id, "kind": self.kind, "status": self.action,
+                               "reason": self.reason,
                "detail": self.detail, "run_hash": self.run_hash}
         if self.partitions is not None:  # an unpartitioned step has no "partitions" key, as
             out["partitions"] = self.partitions  # barca writes it (null breaks .get(...))
@@ -282,7 +283,7 @@ class Output(Record):
             return ""
         from pathlib import Path
 
-        from barca.present.outputs import table_preview
+        from barca.present.tablepreview import table_preview
         return table_preview(Path(self.root) / item.path, item.format)
 
 
@@ -411,7 +412,7 @@ def _json_cell(v: Any) -> Any:
     if type(v).__name__ == "Decimal":  # decimal is not imported on the cold path
         if not v.is_finite():
             return None
-        return int(v) if v.as_tuple().exponent >= 0 else float(v)  # type: ignore[operator]
+        return int(v) if v.as_tuple().exponent >= 0 else float(v)
     if isinstance(v, (list, tuple)):
         return [_json_cell(x) for x in v]
     if isinstance(v, dict):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from barca.core.types import PREVIEW_KEYS, NodeId, key_preview, short_name
+from barca.core.types import PREVIEW_KEYS, NodeId, Reason, State, key_preview, short_name
 from barca.engine.current import rows_of
 from barca.engine.planner import Context, NodeState
+from barca.engine.states import StepState
 from barca.model.topology import Graph
 from barca.present.results import PlanRow, RunResult, StatusRow, StepSummary
 from barca.store.metadata import Row
@@ -22,8 +23,8 @@ def _sensor_inputs(graph: Graph, nid: NodeId) -> list[str]:
     """Sensors a node reads directly: as an input, or as the source of its keys."""
     ups = [i.target for i in graph.nodes[nid].inputs] + [
         d.source for d in graph.nodes[nid].dims if d.kind == "from"]
-    return [short_name(u) for u in dict.fromkeys(ups)  # type: ignore[arg-type]
-            if graph.nodes[u].kind == "sensor"]  # type: ignore[index]
+    return [short_name(u) for u in dict.fromkeys(ups)
+            if graph.nodes[u].kind == "sensor"]
 
 
 def _assumption(graph: Graph, nid: NodeId) -> str:
@@ -134,30 +135,30 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
     keys = ns.keys or []
     has_record = n_cached > 0 or any(k in hist.latest_success for k in keys)
     if m.kind in ("sensor", "task"):
-        state, reason, detail = "always_runs", m.kind, m.kind
+        state, reason, detail = State.ALWAYS_RUNS, m.kind, m.kind
     elif ns.keys is None or (unknown and unknown[0].reason == "partitions_unknown"):
-        state, reason = "unknown", "partitions_unknown"
+        state, reason = State.UNKNOWN, Reason.PARTITIONS_UNKNOWN
         detail = unknown[0].detail if unknown else ns.unknown_detail
     elif m.partitioned and n_cached and run + unknown:
-        state, reason = "partial", "partitions_missing"
+        state, reason = State.PARTIAL, Reason.PARTITIONS_MISSING
         detail = f"{n_cached} of {t.total} keys cached; partitions_missing"
-        if last_failed:
-            detail += f"; last run failed: {last.error}"  # type: ignore[union-attr]
+        if last_failed and last is not None:  # (last_failed says so; mypy needs it said)
+            detail += f"; last run failed: {last.error}"
     elif t.total and n_cached == t.total:
-        state, reason, detail = "cached", "materialized", "materialized"
+        state, reason, detail = State.CACHED, Reason.MATERIALIZED, "materialized"
     elif unknown:
-        state, reason, detail = "unknown", unknown[0].reason, unknown[0].detail
+        state, reason, detail = State.UNKNOWN, unknown[0].reason, unknown[0].detail
     elif not has_record:
-        state = "never_run"
-        if last_failed:
-            reason, detail = "failed", f"last run failed: {last.error}"  # type: ignore[union-attr]
+        state = State.NEVER_RUN
+        if last_failed and last is not None:
+            reason, detail = Reason.FAILED, f"last run failed: {last.error}"
         else:
-            reason, detail = "no_record", "no_record"
+            reason, detail = Reason.NO_RECORD, "no_record"
     elif not t.total:
-        state, reason, detail = "cached", "materialized", "materialized"
+        state, reason, detail = State.CACHED, Reason.MATERIALIZED, "materialized"
     else:
         first = run[0] if run else next(iter(ns.steps.values()))
-        state, reason, detail = "stale", first.reason, first.detail
+        state, reason, detail = State.STALE, first.reason, first.detail
         if first.reason == "failed":
             detail = first.detail
     if last is None:
@@ -180,7 +181,7 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
         extra["schedule"] = schedule_state(m, [r.status for r in rows],
                                            read(ctx.store.conn, ns.node))
     return StatusRow(ns.node, m.kind, state, reason, detail, last_run, shape, deps,
-                     tuple(i.target for i in m.inputs), parts, lm,  # type: ignore[misc]
+                     tuple(i.target for i in m.inputs), parts, lm,
                      extra or None)
 
 
@@ -213,6 +214,7 @@ def step_summary(ctx: Context, ns: NodeState,
     t = ns.tally()
     ran, failed = t.steps("ran"), t.steps("failed")
     n_cached = t.count("cached")
+    first: StepState | None
     if failed:
         action, first = "failed", failed[0]
     elif ran and n_cached:

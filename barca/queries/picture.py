@@ -118,7 +118,7 @@ class DagPicture:
         for n in self.nodes:
             per_col[n.level] = max(per_col.get(n.level, 0), n.row + 1)
         tallest = max(per_col.values(), default=0)
-        pos = {}
+        pos: dict[str, tuple[float, float]] = {}
         for n in self.nodes:
             shift = (tallest - per_col[n.level]) * (NODE_H + ROW_GAP) / 2
             pos[n.id] = (MARGIN + n.level * (w + COL_GAP),

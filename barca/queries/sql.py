@@ -222,9 +222,9 @@ def query(ctx: Context, sql: str,
         tmpdir = tempfile.TemporaryDirectory(prefix="barca-sql-")
         tmp = tmpdir.name
         for table in ("runs", "materializations"):
-            rows = _table_rows(ctx, table)
+            table_rows = _table_rows(ctx, table)
             p = Path(tmp) / f"{table}.ndjson"
-            p.write_text("".join(json.dumps(r) + "\n" for r in rows) or "{}\n")
+            p.write_text("".join(json.dumps(r) + "\n" for r in table_rows) or "{}\n")
             con.execute(f"CREATE VIEW barca.{table} AS SELECT * FROM "
                         f"read_json({_sql_str(str(p))}, format='newline_delimited')")
     try:

@@ -55,7 +55,7 @@ def choose_format(value: Any, serializer: str | None) -> str:
     """The format a step's value is stored in: ``serializer=`` if given; else JSON for what
     JSON holds, parquet for a table, pickle for the rest. The return annotation plays no part."""
     if serializer in EXT:
-        return serializer  # type: ignore[return-value]
+        return serializer
     if is_json_value(value):
         return "json"
     from barca.store import frames

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,7 @@ def limit(settings: Settings, override: str | int | None = None) -> int | None:
     """The limit in bytes (None: ``off``): ``override`` (``gc --max-size``), else the
     ``cache_max_size`` setting (``BARCA_CACHE_MAX_SIZE``, ``[cache] max_size``), else 10% of
     the filesystem."""
-    from barca.core.settings import parse_size
+    from barca.core.sizes import parse_size
     root = settings.root
     if override is not None:
         return parse_size(override, "--max-size", disk_size(root))
@@ -152,7 +152,7 @@ def stores(root: Path) -> list[Store]:
     return [s for s in out if s.conn is not None]
 
 
-def _candidates(store: Store, cur: Currency, manual: set[str], since: float | None
+def _candidates(store: Store, cur: Currency, manual: Set[str], since: float | None
                 ) -> tuple[list[tuple[str, int, float, Store]], list[tuple[str, int, float, Store]],
                            list[str]]:
     """(superseded, current, held) of one store: (path, size, last created or read, store).
@@ -195,7 +195,7 @@ def _candidates(store: Store, cur: Currency, manual: set[str], since: float | No
 
 
 def evict(root: Path, budget: int | None, target: int, cur: Currency,
-          manual: set[str] = frozenset(), dry_run: bool = False,  # type: ignore[assignment]
+          manual: Set[str] = frozenset(), dry_run: bool = False,
           superseded_only: bool = False) -> CacheReport:
     """Evict until ``.barca/`` (every environment) is at most ``target`` bytes: superseded
     results first, then current ones, each tier least recently read first across every
@@ -259,7 +259,8 @@ def _assets(chosen: list[tuple[str, Store]]) -> dict[str, str]:
     """The node each chosen path is a result of (for the evictions table)."""
     out: dict[str, str] = {}
     for path, store in chosen:
-        got = store.conn.execute(  # type: ignore[union-attr]
+        assert store.conn is not None  # each chosen path's store is open
+        got = store.conn.execute(
             "SELECT asset FROM materializations WHERE path=? LIMIT 1", (path,)).fetchone()
         out[path] = got[0] if got else ""
     return out
@@ -299,7 +300,7 @@ def _remember(root: Path, size: float) -> None:
 
 
 def after_run(store: Store, settings: Settings, currency: Callable[[], Currency],
-              manual: set[str], written: int) -> CacheReport | None:
+              manual: Set[str], written: int) -> CacheReport | None:
     """After a run that wrote ``written`` bytes of results: if ``.barca/`` is over the limit,
     evict until it is under it. ``.barca/`` is measured only when the estimate passes the
     limit (or was never taken); ``currency`` (what is current, what must stay) is asked only

@@ -6,77 +6,19 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from barca.core.errors import InfrastructureError
 from barca.store.process import process_alive, process_token
+from barca.store.rows import Row, Snapshot  # the records it returns (re-exported here)
+from barca.store.schema import SCHEMA  # noqa: F401 (re-exported)
 from barca.store.serverq import RUN_COLUMNS
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY, command TEXT, target TEXT, status TEXT,
-    started_at REAL, finished_at REAL, steps_run INTEGER, steps_cached INTEGER,
-    steps_failed INTEGER, pool_size INTEGER, error TEXT, pid INTEGER, proc TEXT);
-CREATE TABLE IF NOT EXISTS materializations (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, node TEXT NOT NULL, asset TEXT NOT NULL,
-    partition TEXT NOT NULL, run_hash TEXT NOT NULL, path TEXT, format TEXT, size INTEGER,
-    sha256 TEXT, parts TEXT, status TEXT NOT NULL, error TEXT, traceback TEXT, elapsed REAL,
-    run_id TEXT, created_at REAL NOT NULL, shape TEXT, value_hash TEXT, remote INTEGER,
-    attempts INTEGER);
-CREATE TABLE IF NOT EXISTS definitions (
-    node TEXT PRIMARY KEY, file_sha TEXT NOT NULL, deps TEXT NOT NULL, parts TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS snapshots (
-    asset TEXT PRIMARY KEY, digest TEXT NOT NULL, combined TEXT NOT NULL, keys TEXT NOT NULL,
-    hashes TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS logs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, node TEXT NOT NULL,
-    step TEXT NOT NULL, ts REAL NOT NULL, stream TEXT NOT NULL, line TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS logs_run ON logs(run_id, id);
-CREATE TABLE IF NOT EXISTS evictions (
-    path TEXT PRIMARY KEY, asset TEXT NOT NULL, at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS reads (path TEXT PRIMARY KEY, at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS settled (name TEXT PRIMARY KEY, value REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS mat_asset ON materializations(asset, partition, status);
-CREATE INDEX IF NOT EXISTS mat_hash ON materializations(asset, run_hash);
-CREATE TABLE IF NOT EXISTS settle_records (
-    cone TEXT PRIMARY KEY, key TEXT NOT NULL, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS generation (n INTEGER NOT NULL);
-INSERT INTO generation (n) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM generation);
-""" + "".join(  # every write a decision could see moves the generation, whoever writes it
-    f"CREATE TRIGGER IF NOT EXISTS gen_{table}_{op.lower()} AFTER {op} ON {table} "
-    "BEGIN UPDATE generation SET n = n + 1; END;\n"
-    for table in ("materializations", "snapshots", "evictions", "definitions")
-    for op in ("INSERT", "UPDATE", "DELETE"))
 COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "sha256", "parts",
            "status", "error", "traceback", "elapsed", "run_id", "created_at", "shape",
            "value_hash", "remote", "attempts")
-
-
-class Row(NamedTuple):
-    """One recorded materialization (one step of one run). A named tuple: thousands are read
-    per command."""
-    id: int
-    node: str
-    asset: str
-    partition: str
-    run_hash: str
-    path: str | None
-    format: str | None
-    size: int | None
-    sha256: str | None
-    parts: str | None
-    status: str
-    error: str | None
-    elapsed: float | None
-    run_id: str | None
-    created_at: float
-    shape: str | None
-    value_hash: str | None
-
-    def part_digests(self) -> dict[str, str]:
-        return json.loads(self.parts) if self.parts else {}
 
 
 class Store:
@@ -170,8 +112,9 @@ class Store:
             latest[r.partition] = r
             if r.status == "success":
                 latest_success[r.partition] = r
+        assert self.conn is not None  # (rows() read none without one, and is not called then)
         try:
-            count = self.conn.execute(  # type: ignore[union-attr]
+            count = self.conn.execute(
                 "SELECT count(*) FROM materializations WHERE asset=? AND status='success'",
                 (asset,)).fetchone()[0]
         except sqlite3.DatabaseError as exc:
@@ -195,7 +138,7 @@ class Store:
                         "SELECT asset, run_hash, path, format, sha256, shape FROM "
                         f"materializations WHERE asset IN ({','.join('?' * len(part))}) "
                         "AND status='success' ORDER BY id", part):
-                    out[a][rh] = tuple(where)  # type: ignore[assignment]
+                    out[a][rh] = tuple(where)
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
         return out
@@ -206,10 +149,8 @@ class Store:
         return found[0] if found else None
 
     # ---------------------------------------------------------------- node snapshots
-    def snapshot(self, asset: str) -> tuple[str, str, str, str] | None:
-        """The last complete walk of a node (see barca.engine.planner.Snapshot): the digest of all
-        its run hashes depend on, their combined digest, its keys joined by NUL, and their run
-        hashes in that order, concatenated."""
+    def snapshot(self, asset: str) -> Snapshot | None:
+        """The last complete walk of a node (see Snapshot)."""
         if self.conn is None:
             return None
         try:
@@ -219,20 +160,20 @@ class Store:
             return None
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from None
-        return tuple(got) if got else None  # type: ignore[return-value]
+        return Snapshot._make(got) if got else None
 
-    def snapshots(self, assets: list[str]) -> dict[str, tuple[str, str, str, str]]:
+    def snapshots(self, assets: list[str]) -> dict[str, Snapshot]:
         """The snapshots of these nodes (see ``snapshot``), in one query per 500 names."""
         if self.conn is None or not assets:
             return {}
-        out: dict[str, tuple[str, str, str, str]] = {}
+        out: dict[str, Snapshot] = {}
         try:
             for i in range(0, len(assets), 500):
                 part = assets[i:i + 500]
                 for a, *rest in self.conn.execute(
                         "SELECT asset, digest, combined, keys, hashes FROM snapshots WHERE asset "
                         f"IN ({','.join('?' * len(part))})", part):
-                    out[a] = tuple(rest)  # type: ignore[assignment]
+                    out[a] = Snapshot._make(rest)
         except sqlite3.OperationalError:  # a store written before snapshots existed
             return {}
         except sqlite3.DatabaseError as exc:
@@ -485,7 +426,7 @@ class Store:
                          *also])
 
     def record(self, rows: Iterable[dict[str, Any]],
-               lines: list[tuple[str, str, str, float, str, str]] = ()) -> None:  # type: ignore[assignment]
+               lines: Sequence[tuple[str, str, str, float, str, str]] = ()) -> None:
         """Materialization rows (their artifacts already exist) and the lines their steps wrote
         (run id, node, step, time, stream, line), in one transaction."""
         rows = list(rows)

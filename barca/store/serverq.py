@@ -77,7 +77,7 @@ def connect(db_path: Any, read_only: bool = False) -> sqlite3.Connection:
             conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=15,
                                    isolation_level=None, check_same_thread=False)
         else:
-            from barca.store.metadata import SCHEMA
+            from barca.store.schema import SCHEMA
             conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             conn.executescript(SCHEMA)
             for col in RUN_COLUMNS:

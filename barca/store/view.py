@@ -4,8 +4,10 @@ writes: recording results, snapshots and adopted artifacts is the runner's work,
 decision."""
 from __future__ import annotations
 
+from typing import cast
+
 from barca.core.types import NodeId
-from barca.store.metadata import Row, Store
+from barca.store.metadata import Row, Snapshot, Store
 
 
 class NodeHistory:
@@ -28,6 +30,20 @@ class NodeHistory:
         self._where: dict[str, tuple[str, str, str, str]] | None = None
         self._where_points = 0
 
+    @classmethod
+    def of(cls, asset: str, rows: list[Row]) -> NodeHistory:
+        """A history held in memory (oldest row first), read from no store: what a test of the
+        decision says the store held."""
+        got = cls(None, asset)
+        latest: dict[str, Row] = {}
+        for r in rows:
+            latest[r.partition] = r
+            if r.status == "success":
+                got._latest_success[r.partition] = r
+                got._by_hash[r.run_hash] = r  # the newest success of a run hash wins
+        got._latest = latest
+        return got
+
     def _load(self) -> None:
         assert self.store is not None
         latest, latest_success, older = self.store.newest_rows(self.asset)
@@ -40,7 +56,8 @@ class NodeHistory:
         """partition -> newest row of any status."""
         if self._latest is None:
             self._load()
-        return self._latest  # type: ignore[return-value]
+        assert self._latest is not None  # _load sets it
+        return self._latest
 
     @property
     def latest_success(self) -> dict[str, Row]:
@@ -60,13 +77,13 @@ class NodeHistory:
         return True
 
     def newest_success(self, key: str) -> Row | None:
-        if self._point():
-            return self.store.newest_row(self.asset, key, True)  # type: ignore[union-attr]
+        if self._point() and self.store is not None:  # (_point is False without a store)
+            return self.store.newest_row(self.asset, key, True)
         return self.latest_success.get(key)
 
     def newest(self, key: str) -> Row | None:
-        if self._point():
-            return self.store.newest_row(self.asset, key, False)  # type: ignore[union-attr]
+        if self._point() and self.store is not None:
+            return self.store.newest_row(self.asset, key, False)
         return self.latest.get(key)
 
     def success(self, run_hash: str) -> Row | None:
@@ -95,13 +112,12 @@ class NodeHistory:
         (not whole rows: a 200,000-key target resolves all of its keys)."""
         row = self._by_hash.get(run_hash)
         if row is not None:
-            return row.path, row.format, row.sha256, row.shape  # type: ignore[return-value]
+            return _where(row)
         if self._where is None and self.store is not None:
             self._where_points += 1
             if self._where_points <= self.POINT_QUERIES:
                 row = self.store.success_row(self.asset, run_hash)
-                return None if row is None else (
-                    row.path, row.format, row.sha256, row.shape)  # type: ignore[return-value]
+                return None if row is None else _where(row)
             self._where = self.store.success_locations(self.asset)
         return (self._where or {}).get(run_hash)
 
@@ -124,7 +140,7 @@ class StoreView:
         self.store = store
         self.snapshots = snapshots
         self._hist: dict[NodeId, NodeHistory] = {}
-        self._snaps: dict[NodeId, tuple[str, str, str, str] | None] | None = None
+        self._snaps: dict[NodeId, Snapshot | None] | None = None
         self._evicted: dict[NodeId, set[str]] = {}
 
     def load_snapshots(self, nids: list[NodeId] | None) -> None:
@@ -137,7 +153,7 @@ class StoreView:
         self._snaps = {n: got.get(n) for n in nids}
 
     @property
-    def snapshots_loaded(self) -> dict[NodeId, tuple[str, str, str, str] | None] | None:
+    def snapshots_loaded(self) -> dict[NodeId, Snapshot | None] | None:
         """The snapshots ``load_snapshots`` read (None: none were)."""
         return self._snaps
 
@@ -152,11 +168,10 @@ class StoreView:
         """Read where the successful results of these nodes are, in one query (rather than one
         per node when each is first asked for)."""
         for n, where in self.store.success_locations_of(list(nids)).items():
-            self.history(n).locate(where)
+            self.history(NodeId(n)).locate(where)
 
-    def snapshot(self, nid: NodeId) -> tuple[str, str, str, str] | None:
-        """(digest, combined, keys joined by NUL, run hashes concatenated) of the node's last
-        complete walk."""
+    def snapshot(self, nid: NodeId) -> Snapshot | None:
+        """The node's last complete walk (see Snapshot)."""
         if not self.snapshots:
             return None
         if self._snaps is not None and nid in self._snaps:
@@ -177,3 +192,9 @@ class StoreView:
         """The node's rows changed (the runner recorded some): read them again when asked."""
         self._hist.pop(nid, None)
         self._evicted.pop(nid, None)
+
+
+def _where(row: Row) -> tuple[str, str, str, str]:
+    """(path, format, sha256, shape) of a successful row, as ``Store.success_locations`` reads
+    them (a success has a path, a format and a digest)."""
+    return cast(tuple[str, str, str, str], (row.path, row.format, row.sha256, row.shape))

@@ -101,6 +101,7 @@ def job_for(index: int, part: Any) -> BranchJob:
     if not isinstance(part, functools.partial) or not meta or meta.get("kind") != "task":
         raise TypeError("parallel() takes functools.partial objects over @task functions, "
                         f"got {part!r}")
+    fn = part.func  # (the same function, now known to be a partial's)
     try:
         args, kwargs = json.dumps(list(part.args)), json.dumps(dict(part.keywords))
     except (TypeError, ValueError) as exc:

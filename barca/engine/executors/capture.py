@@ -183,6 +183,7 @@ class _Router(io.TextIOBase):
     def fileno(self) -> int:
         return self.default.fileno()
 
+    # TextIOBase declares a fixed attribute; a router's is the wrapped stream's, read each time
     @property
     def encoding(self) -> str:  # type: ignore[override]
         return getattr(self.default, "encoding", "utf-8")
@@ -193,7 +194,7 @@ def _routers() -> tuple[_Router, _Router]:
         sys.stdout = _Router(sys.stdout)
     if not isinstance(sys.stderr, _Router):
         sys.stderr = _Router(sys.stderr)
-    return sys.stdout, sys.stderr  # type: ignore[return-value]
+    return sys.stdout, sys.stderr
 
 
 @contextlib.contextmanager

@@ -130,14 +130,14 @@ def _project_stamp(root: str, tasks: list[StepJob]) -> tuple[Any, ...]:
     """What identifies the project's code now: each pipeline file's and each project module's
     (mtime, size), for the modules this worker has imported."""
     import sys
-    files = {t.file for t in tasks if t.shipped is None}
+    files: set[str | None] = {t.file for t in tasks if t.shipped is None}
     files |= {m.__file__ for m in list(sys.modules.values())
               if getattr(m, "__file__", None) and str(m.__file__).startswith(root + os.sep)}
     return _stat(sorted(files))
 
 
 def _stat(files: Any) -> tuple[Any, ...]:
-    out = []
+    out: list[tuple[Any, int | None, int | None]] = []
     for f in files:
         try:
             st = os.stat(f)

@@ -34,11 +34,13 @@ class Worker:
                  pipe: LineFile | None = None) -> None:
         self.settings = settings  # the command's, as the worker was started with them
         self.pipe = pipe  # lines go to the coordinator as written (else in the record)
+        self.stamp: tuple[Any, ...] = ()  # a Dask worker's project files as it last ran them
         root = str(settings.root)
         self.root = Path(root)
         self.notify = notify
         self.functions: dict[tuple[str, str], Callable[..., Any]] = {}
-        self.values: dict[str, Any] = {}
+        # (path, sha256, reader of a table) -> the value read or written (see load)
+        self.values: dict[tuple[str, str | None, str | None], Any] = {}
         self.remote: Any = None
         source_only(root)  # run project modules from the source that was hashed, never a .pyc
         for p in (root,):
@@ -287,8 +289,9 @@ class Worker:
                 sha = hashlib.sha256(data).hexdigest()
                 placed = artifacts.write_new(self.root / rel, data, sha, fsync, task.repair)
             else:
-                sha = artifacts.file_sha256(Path(tmp))  # type: ignore[arg-type]
-                placed = artifacts.place(tmp, self.root / rel, sha,  # type: ignore[arg-type]
+                assert tmp is not None  # no bytes: the value was written to a file
+                sha = artifacts.file_sha256(Path(tmp))
+                placed = artifacts.place(tmp, self.root / rel, sha,
                                          fsync, task.repair)
         except OSError as exc:
             rec.status = "failed"

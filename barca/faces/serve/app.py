@@ -20,17 +20,9 @@ from starlette.staticfiles import StaticFiles
 
 from barca.core.errors import BarcaError, UsageError
 from barca.faces.serve import graph, render, runs
-from barca.faces.serve.render import error
+from barca.faces.serve.render import Answer, error
 
 UI = Path(__file__).parent / "ui"
-
-
-class Answer(Exception):
-    """An HTTP answer other than 200, with the CLI's envelope as its body."""
-
-    def __init__(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None):
-        super().__init__(body.get("error"))
-        self.status, self.body, self.headers = status, body, headers or {}
 
 
 def usage_status(exc: BarcaError) -> int:

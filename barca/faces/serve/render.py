@@ -86,6 +86,14 @@ def logs_of(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[dict[
             for i, n, s, t, line in cur]
 
 
+class Answer(Exception):
+    """An HTTP answer other than 200, with the CLI's envelope as its body."""
+
+    def __init__(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None):
+        super().__init__(body.get("error"))
+        self.status, self.body, self.headers = status, body, headers or {}
+
+
 def envelope(exc: BarcaError) -> dict[str, Any]:
     out = exc.to_json()
     out.pop("traceback", None)

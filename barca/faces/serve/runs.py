@@ -30,7 +30,7 @@ def _read(server: Any) -> sqlite3.Connection:
 
 
 def _row(server: Any, conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
-    from barca.faces.serve.app import Answer
+    from barca.faces.serve.render import Answer
     got = serverq.row(conn, run_id)
     if got is None:
         raise Answer(404, error(f"No run '{run_id}'.", "GET /runs lists the recent runs."))
@@ -53,7 +53,7 @@ def working_on(server: Any) -> dict[str, str]:
 def history(server: Any, q: Any) -> dict[str, Any]:
     """``/history``: ``barca history --json``'s runs (with who triggered each), newest first,
     filtered; a filter value that cannot match is a 400."""
-    from barca.faces.serve.app import Answer
+    from barca.faces.serve.render import Answer
     where, args = ["1"], []
     status, trig = q.get("status"), q.get("triggered_by")
     try:
@@ -93,7 +93,7 @@ def history(server: Any, q: Any) -> dict[str, Any]:
 
 
 def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Route]:
-    from barca.faces.serve.app import Answer
+    from barca.faces.serve.render import Answer
 
     async def post_run(request: Request) -> Response:
         writable()

@@ -42,8 +42,8 @@ def next_after(cron: str, after: float, tz: dt.tzinfo) -> float | None:
     """The first time (epoch seconds) strictly after ``after`` that ``cron`` matches, read as
     wall-clock time in ``tz`` (a daylight-saving gap or overlap is croniter's to resolve);
     None when it never matches (``0 0 30 2 *``: February 30th), so it never fires."""
-    # the [serve] extra (no type stubs), imported by a serving process only
-    from croniter import CroniterBadDateError, croniter  # type: ignore[import-untyped]
+    # the [serve] extra, imported by a serving process only
+    from croniter import CroniterBadDateError, croniter
     start = dt.datetime.fromtimestamp(int(after), tz)  # whole seconds: the resolution
     try:
         return float(croniter(croniter_expr(cron), start).get_next(float))
@@ -54,7 +54,7 @@ def next_after(cron: str, after: float, tz: dt.tzinfo) -> float | None:
 def last_at(cron: str, now: float, tz: dt.tzinfo) -> float:
     """The latest time at or before ``now`` that ``cron`` matches: the tick a late scheduler
     fires for (the ones before it are dropped)."""
-    from croniter import croniter  # type: ignore[import-untyped]
+    from croniter import croniter
     start = dt.datetime.fromtimestamp(int(now) + 1, tz)
     return float(croniter(croniter_expr(cron), start).get_prev(float))
 

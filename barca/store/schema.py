@@ -1,0 +1,39 @@
+"""The metadata database's tables (``.barca/metadata.db``): created by every writer that opens it;
+columns added since are added by ``Store``'s migration."""
+from __future__ import annotations
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, command TEXT, target TEXT, status TEXT,
+    started_at REAL, finished_at REAL, steps_run INTEGER, steps_cached INTEGER,
+    steps_failed INTEGER, pool_size INTEGER, error TEXT, pid INTEGER, proc TEXT);
+CREATE TABLE IF NOT EXISTS materializations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, node TEXT NOT NULL, asset TEXT NOT NULL,
+    partition TEXT NOT NULL, run_hash TEXT NOT NULL, path TEXT, format TEXT, size INTEGER,
+    sha256 TEXT, parts TEXT, status TEXT NOT NULL, error TEXT, traceback TEXT, elapsed REAL,
+    run_id TEXT, created_at REAL NOT NULL, shape TEXT, value_hash TEXT, remote INTEGER,
+    attempts INTEGER);
+CREATE TABLE IF NOT EXISTS definitions (
+    node TEXT PRIMARY KEY, file_sha TEXT NOT NULL, deps TEXT NOT NULL, parts TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS snapshots (
+    asset TEXT PRIMARY KEY, digest TEXT NOT NULL, combined TEXT NOT NULL, keys TEXT NOT NULL,
+    hashes TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS logs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, node TEXT NOT NULL,
+    step TEXT NOT NULL, ts REAL NOT NULL, stream TEXT NOT NULL, line TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS logs_run ON logs(run_id, id);
+CREATE TABLE IF NOT EXISTS evictions (
+    path TEXT PRIMARY KEY, asset TEXT NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS reads (path TEXT PRIMARY KEY, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS settled (name TEXT PRIMARY KEY, value REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS mat_asset ON materializations(asset, partition, status);
+CREATE INDEX IF NOT EXISTS mat_hash ON materializations(asset, run_hash);
+CREATE TABLE IF NOT EXISTS settle_records (
+    cone TEXT PRIMARY KEY, key TEXT NOT NULL, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS generation (n INTEGER NOT NULL);
+INSERT INTO generation (n) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM generation);
+""" + "".join(  # every write a decision could see moves the generation, whoever writes it
+    f"CREATE TRIGGER IF NOT EXISTS gen_{table}_{op.lower()} AFTER {op} ON {table} "
+    "BEGIN UPDATE generation SET n = n + 1; END;\n"
+    for table in ("materializations", "snapshots", "evictions", "definitions")
+    for op in ("INSERT", "UPDATE", "DELETE"))
