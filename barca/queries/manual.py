@@ -42,6 +42,10 @@ class Version(Record):
         return {"text/plain": str(self)}
 
 
+# other names a reader may try for a topic (barca 0.30's included): the page they mean
+ALIASES = {"server": "server-mode", "contract": "agents", "schedule": "scheduling"}
+
+
 def topics() -> list[str]:
     from importlib import resources  # only for `barca docs`: every command builds --version
     folder = resources.files("barca") / "docs"
@@ -57,6 +61,7 @@ def page(topic: str | None) -> ManualPage:
         head = index.read_text(encoding="utf-8") if index.is_file() else "barca's manual\n"
         return ManualPage("", head.rstrip() + "\n\nTopics: " + ", ".join(
             n for n in names if n != "index") + "\nRead one with: barca docs <topic>\n")
+    topic = ALIASES.get(topic, topic) if topic not in names else topic
     if topic not in names:
         raise UsageError(f"No docs topic '{topic}'.{did_you_mean(topic, names)}",
                          f"Topics: {', '.join(n for n in names if n != 'index')}")
