@@ -22,6 +22,7 @@ from barca.engine.inputs import source_dim, step_kwargs
 from barca.engine.integrity import Integrity
 from barca.engine.planner import Context, keys_from_row
 from barca.engine.selection import Selection, check_keys, walk_order
+from barca.engine.sharing import Sharing
 from barca.engine.states import NodeState, SourceOutput, StepState
 from barca.model.discovery import PSEUDO_ABSPATH
 
@@ -92,6 +93,7 @@ class Runner:
         self.integrity = Integrity(self.graph.root, self.remote, self._warn)
         self.upload_errors: list[str] = []
         self._settled = False  # a settle record vouches for the whole cone (barca.engine.settle)
+        self._sharing: Sharing | None = None  # claims shared with concurrent runs, once executing
 
     @property
     def small(self) -> dict[str, bytes]:
@@ -157,6 +159,9 @@ class Runner:
                                "Run without --partition to update it.")
         from barca.engine.settle import Settle
         settle = Settle(self.ctx, w.order, w.forced, self.selection)
+        if self.execute and self.ctx.store.conn is not None:
+            self._sharing = Sharing(self.ctx.store, self.run_id, w, self.graph, self._repairing,
+                                    self.on_event)
         self.ctx.view.load_snapshots([n for n in w.order if n not in w.forced
                                       and self.graph.nodes[n].kind == "asset"])
         self._settled = settle.check(self.ctx.view.snapshots_loaded)
@@ -210,6 +215,8 @@ class Runner:
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
+            if self._sharing is not None:
+                self._sharing.claims.release_all()
         return w
 
     def _batches(self) -> list[list[NodeId]]:
@@ -363,7 +370,9 @@ class Runner:
 
     def _execute_many(self, groups: list[tuple[NodeId, list[StepState]]],
                       attempt: int = 0) -> None:
-        """Run the steps of one or more nodes on the executor, recording each as it lands."""
+        """Run the steps of one or more nodes on the executor, recording each as it lands; a
+        step another run is computing is waited for and served from its row (engine.sharing)."""
+        groups, waiting = self._sharing.split(groups) if self._sharing else (groups, [])
         tasks: list[StepJob] = []
         where: list[tuple[NodeId, StepState]] = []
         nodes: dict[NodeId, tuple[Any, dict[str, str], NodeState]] = {}
@@ -438,6 +447,8 @@ class Runner:
             self.ctx.view.forget(nid)
         for nid, bad in bad_inputs.items():
             self._repair_inputs(nid, bad)
+        if waiting:  # theirs landed (served); what is left is ours to run
+            self._execute_many(self._sharing.wait(waiting), attempt)  # type: ignore[union-attr]
 
     def _repair_inputs(self, nid: NodeId, bad: list[tuple[StepState, StepRecord]]) -> None:
         """Steps whose worker found an input missing or corrupt: compute those inputs again
@@ -491,7 +502,8 @@ class Runner:
         if (self._rows or self._lines) and self.execute:
             rows, self._rows = self._rows, []
             lines, self._lines = self._lines, []
-            self.ctx.store.record(rows, lines)
+            self.ctx.store.record(rows, lines, also=self._sharing.release_writes(rows)
+                                  if self._sharing is not None else ())
         self._last_flush = time.monotonic()
 
 
