@@ -22,7 +22,6 @@ from barca.engine.inputs import source_dim, step_kwargs
 from barca.engine.integrity import Integrity
 from barca.engine.planner import Context, keys_from_row
 from barca.engine.selection import Selection, check_keys, walk_order
-from barca.engine.sharing import Sharing
 from barca.engine.states import NodeState, SourceOutput, StepState
 from barca.model.discovery import PSEUDO_ABSPATH
 
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from barca.engine.executors import Executor
+    from barca.engine.sharing import Sharing
 
 
 class Walk(Fields):
@@ -86,8 +86,8 @@ class Runner:
         self._repairing: set[str] = set()  # steps whose corrupt or missing file is redone
         self.targets = list(targets)
         self._snapshots: list[tuple[str, str, str, str, str]] = []  # written after the rows
-        from barca.store import remote
-        self.remote = remote.open_store(self.settings, self._warn)
+        from barca.engine.adoption import open_remote  # its module only where one is set
+        self.remote = open_remote(self.settings, self._warn)
         # a prediction reads the store's listings (what `get` would fetch), never its files
         self.adoption = Adoption(ctx.store, self.remote, fetch=execute)
         self.integrity = Integrity(self.graph.root, self.remote, self._warn)
@@ -159,12 +159,13 @@ class Runner:
                                "Run without --partition to update it.")
         from barca.engine.settle import Settle
         settle = Settle(self.ctx, w.order, w.forced, self.selection)
-        if self.execute and self.ctx.store.conn is not None:
-            self._sharing = Sharing(self.ctx.store, self.run_id, w, self.graph, self._repairing,
-                                    self.on_event)
         self.ctx.view.load_snapshots([n for n in w.order if n not in w.forced
                                       and self.graph.nodes[n].kind == "asset"])
         self._settled = settle.check(self.ctx.view.snapshots_loaded)
+        if self.execute and not self._settled and self.ctx.store.conn is not None:
+            from barca.engine.sharing import Sharing  # a settled cone runs nothing to share
+            self._sharing = Sharing(self.ctx.store, self.run_id, w, self.graph, self._repairing,
+                                    self.on_event)
         w.total = sum(self._static_count(n) for n in w.order if n not in skip_below)
         if self.execute:
             for note in w.notes:
@@ -370,8 +371,7 @@ class Runner:
 
     def _execute_many(self, groups: list[tuple[NodeId, list[StepState]]],
                       attempt: int = 0) -> None:
-        """Run the steps of one or more nodes on the executor, recording each as it lands; a
-        step another run is computing is waited for and served from its row (engine.sharing)."""
+        """Run nodes' steps on the executor, recording each as it lands (engine.sharing)."""
         groups, waiting = self._sharing.split(groups) if self._sharing else (groups, [])
         tasks: list[StepJob] = []
         where: list[tuple[NodeId, StepState]] = []
