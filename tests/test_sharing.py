@@ -92,3 +92,44 @@ def test_a_claim_of_a_killed_run_is_taken_over(project):
     assert time.monotonic() - started < 60   # not waiting on a dead holder
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM claims").fetchone()[0] == 0
+
+
+CHAIN = '''
+import time
+from barca import asset
+
+
+def note(what):
+    with open("executions.log", "a") as f:
+        f.write(what + "\\n")
+
+
+@asset
+def s0() -> int:
+    note("s0")
+    time.sleep(0.3)
+    return 0
+''' + "".join(f'''
+
+@asset(inputs={{"prev": s{i - 1}}})
+def s{i}(prev: int) -> int:
+    note("s{i}")
+    time.sleep(0.3)
+    return prev + {i}
+''' for i in range(1, 5))
+
+
+@pytest.mark.slow
+def test_three_concurrent_gets_of_a_chain_execute_each_step_once(project):
+    """Steps decided one node at a time: a step another run finished while this one was
+    deciding is served, one it is computing is waited for -- never computed twice."""
+    project.write("pipeline.py", CHAIN)
+    procs = []
+    for _ in range(3):
+        procs.append(_start(project, "get", "s4", "pipeline.py", "--json"))
+        time.sleep(0.15)
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err
+        assert json.loads(out)["final_output"] == 10
+    assert _executions(project) == Counter(f"s{i}" for i in range(5))

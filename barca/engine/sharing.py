@@ -57,13 +57,18 @@ class Sharing:
         return (bool(s.run_hash) and self.graph.nodes[nid].kind == "asset"
                 and s.id not in self.repairing)
 
-    def serve(self, nid: NodeId, s: StepState) -> None:
-        """A step another run computed under the same run hash: its row is our result."""
-        s.row = self.store.success_row(nid, s.run_hash or "")
+    def serve(self, nid: NodeId, s: StepState) -> bool:
+        """A step another run computed under the same run hash: its row is our result (False:
+        the row is gone again, the step is computed here)."""
+        row = self.store.success_row(nid, s.run_hash or "")
+        if row is None:
+            return False
+        s.row = row
         s.action, s.reason, s.detail = "cached", "materialized", "computed by another run"
         self.w.cached += 1
         if not self.graph.nodes[nid].partitioned:
             self.on_event(ev.StepCached(s.id))
+        return True
 
     def split(self, groups: Groups) -> tuple[Groups, Groups]:
         """(the steps to execute here, the steps another run is computing). A step another run
@@ -83,9 +88,10 @@ class Sharing:
                 if not self.shareable(nid, s) or (s.run_hash in got
                                              and (nid, s.run_hash) not in theirs):
                     here.append(s)
-                elif (nid, s.run_hash) in theirs:
-                    self.serve(nid, s)
+                elif (nid, s.run_hash) in theirs and self.serve(nid, s):
                     served.append(s.run_hash)  # type: ignore[arg-type]
+                elif s.run_hash in got:
+                    here.append(s)
                 else:
                     away.append(s)
             if here:
@@ -115,9 +121,7 @@ class Sharing:
             for nid, s in pending:
                 if s.run_hash in held:
                     still.append((nid, s))
-                elif (nid, s.run_hash) in theirs:
-                    self.serve(nid, s)
-                else:
+                elif not ((nid, s.run_hash) in theirs and self.serve(nid, s)):
                     left.setdefault(nid, []).append(s)
             pending = still
         return list(left.items())

@@ -49,11 +49,11 @@ class Claims:
             conn.execute("BEGIN IMMEDIATE")  # waits out another writer (the busy timeout)
             try:
                 conn.execute(_TABLE)
-                insert = "INSERT OR IGNORE INTO claims VALUES (?, ?, ?, ?, ?)"
-                for h in dict.fromkeys(hashes):
-                    if h in self.mine or conn.execute(
-                            insert, (h, self.run_id, self.pid, self.proc, now)).rowcount == 1:
-                        got.add(h)
+                conn.executemany("INSERT OR IGNORE INTO claims VALUES (?, ?, ?, ?, ?)",
+                                 [(h, self.run_id, self.pid, self.proc, now)
+                                  for h in dict.fromkeys(hashes) if h not in self.mine])
+                got.update(h for (h,) in conn.execute(  # ours: inserted now, or before
+                    "SELECT run_hash FROM claims WHERE run_id=?", (self.run_id,)))
                 conn.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.DatabaseError):
@@ -63,7 +63,7 @@ class Claims:
             self.usable = False
             return None
         self.mine |= got
-        return got
+        return got & set(hashes)
 
     def release_writes(self, hashes: list[str]) -> list[tuple[str, list[tuple[Any, ...]]]]:
         """The statements that give back our claims of these run hashes: run in the transaction
