@@ -151,6 +151,8 @@ def scan(ctx: Context, vs: ViewSource, checked: VerifiedFiles) -> str | None:
         return None
     name = short_name(vs.node)
     files = [str(_local(ctx, name, row, checked)) for _, row in rows]
+    if any(c in f for f in files for c in "*?[{"):  # DuckDB would take the path for a glob
+        return None
     import duckdb
     modern = tuple(int(x) for x in re.findall(r"\d+", duckdb.__version__)[:2]) >= (1, 3)
 
