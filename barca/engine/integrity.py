@@ -105,6 +105,7 @@ class VerifiedFiles:
     the digest it vouched for (a row recorded with other bytes is checked again)."""
 
     NAME = ".verified.json"
+    KEEP = 100_000   # past this many files, only those of the last query are kept
 
     def __init__(self, folder: Path) -> None:
         import json
@@ -112,6 +113,7 @@ class VerifiedFiles:
         from barca.core.salt import salt
         self.path, self.salt = folder / self.NAME, salt()
         self.files: dict[str, list[Any]] = {}
+        self.used: set[str] = set()   # the files this command asked about
         self.changed = False
         try:
             doc = json.loads(self.path.read_text())
@@ -131,6 +133,7 @@ class VerifiedFiles:
         if not stat.S_ISREG(st.st_mode):  # a link or a folder is never a result
             return False
         seen = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha256]
+        self.used.add(where)
         if self.files.get(where) == seen:
             return True
         if file_sha256(Path(where)) != sha256:
@@ -151,6 +154,8 @@ class VerifiedFiles:
         import json
 
         from barca.store.artifacts import write_atomic
+        if len(self.files) > self.KEEP:  # files long gone must not make every query slower
+            self.files = {p: v for p, v in self.files.items() if p in self.used}
         with contextlib.suppress(OSError):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(self.path, json.dumps({"salt": self.salt, "files": self.files}).encode())
