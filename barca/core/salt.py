@@ -21,7 +21,7 @@ def salt() -> str:
 
 
 def _sources(pkg: str) -> list[str]:
-    out = []
+    out: list[str] = []
     for dirpath, dirnames, filenames in os.walk(pkg):
         dirnames[:] = sorted(d for d in dirnames
                              if d not in _SKIP and not d.startswith(("_", ".")))

@@ -295,12 +295,12 @@ def query(ctx: Context, sql: str,
         raise UsageError(f"SQL error: {exc}", "Fix the query.") from None
     columns = [d[0] for d in cur.description or []]
     if limit is None:
-        rows = cur.fetchall()
-        total = len(rows)
+        shown: list[tuple[Any, ...]] = cur.fetchall()
+        total = len(shown)
     else:  # the rows shown, and a count of the rest: never all of them held at once
-        rows = cur.fetchmany(limit) if limit > 0 else []
-        total = len(rows)
+        shown = cur.fetchmany(limit) if limit > 0 else []
+        total = len(shown)
         while more := cur.fetchmany(10_000):
             total += len(more)
     con.close()  # the views over barca's own tables read temp files: done with them now
-    return columns, rows, total
+    return columns, shown, total
