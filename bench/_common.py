@@ -54,6 +54,10 @@ TARGETS: dict[str, str] = {
     "S12 cached": "≤ 0.9 s",
     "S12 add key": "≤ 2 s",
     "S13": "≤ 10 ms",
+    "S16 one": "-",
+    "S16 two": "each step once; ≤ 1.2 × one get",
+    "S17": "≤ 2 × DuckDB alone (time, peak)",
+    "S17 duckdb": "-",
     "S14 help": "≤ 60 ms",
     "S14 list": "≤ 80 ms",
 }

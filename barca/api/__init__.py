@@ -39,7 +39,6 @@ from barca.present.results import (
 )
 from barca.present.verdicts import plan_row, run_result, status_row
 from barca.queries.listing import list_nodes  # noqa: F401  (part of the API)
-from barca.queries.runlog import history  # noqa: F401  (part of the API)
 from barca.store.metadata import Store
 
 if TYPE_CHECKING:
@@ -314,6 +313,13 @@ def stats(*args: Any, **kwargs: Any) -> Any:
     """``barca stats``: barca.queries.stats.stats, imported when asked (not at every start)."""
     from barca.queries.stats import stats as report
     return report(*args, **kwargs)
+
+
+def history(*args: Any, **kwargs: Any) -> Any:
+    """``barca history``: barca.queries.runlog.history, imported when asked (not at every
+    start)."""
+    from barca.queries.runlog import history as runs
+    return runs(*args, **kwargs)
 
 
 def looks_like_file(arg: str) -> bool:

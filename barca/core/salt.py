@@ -16,18 +16,61 @@ _SKIP = ("faces",)  # subpackages that never decide what a value is
 def salt() -> str:
     global _SALT
     if _SALT is None:
-        import hashlib
-        h = hashlib.sha256()
-        pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        for dirpath, dirnames, filenames in os.walk(pkg):
-            dirnames[:] = sorted(d for d in dirnames
-                                 if d not in _SKIP and not d.startswith(("_", ".")))
-            for name in sorted(filenames):
-                if name.endswith(".py"):
-                    path = os.path.join(dirpath, name)
-                    h.update(os.path.relpath(path, pkg).encode() + b"\0")
-                    with open(path, "rb") as f:
-                        h.update(f.read())
-                    h.update(b"\0")
-        _SALT = h.hexdigest()
+        _SALT = _remembered()
     return _SALT
+
+
+def _sources(pkg: str) -> list[str]:
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(pkg):
+        dirnames[:] = sorted(d for d in dirnames
+                             if d not in _SKIP and not d.startswith(("_", ".")))
+        out.extend(os.path.join(dirpath, n) for n in sorted(filenames) if n.endswith(".py"))
+    return out
+
+
+def _digest(pkg: str, files: list[str]) -> str:
+    import hashlib
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path[len(pkg) + 1:].encode() + b"\0")  # the path inside the package
+        with open(path, "rb") as f:
+            h.update(f.read())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _remembered() -> str:
+    """The salt, read again only when a source file's size or modification time moved (or a
+    file came or went): the very test Python applies before it runs a module's cached bytecode,
+    so the salt follows the code that runs. Kept in barca/core/__pycache__, beside that
+    bytecode; where that folder cannot be written, the salt is computed every time."""
+    import hashlib
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = _sources(pkg)
+    stamp = hashlib.sha256()
+    for path in files:
+        st = os.stat(path)
+        stamp.update(f"{path[len(pkg) + 1:]}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    folder = os.path.join(pkg, "core", "__pycache__")
+    memo = os.path.join(folder, f"salt-{stamp.hexdigest()[:32]}.txt")
+    try:
+        with open(memo) as f:
+            got = f.read()
+        if len(got) == 64 and all(c in "0123456789abcdef" for c in got):
+            return got
+    except OSError:
+        pass
+    value = _digest(pkg, files)
+    try:  # best effort: the next command reads it instead of every source file
+        os.makedirs(folder, exist_ok=True)
+        for old in os.listdir(folder):
+            if old.startswith("salt-") and old.endswith(".txt"):
+                os.unlink(os.path.join(folder, old))
+        tmp = f"{memo}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(value)
+        os.replace(tmp, memo)
+    except OSError:
+        pass
+    return value

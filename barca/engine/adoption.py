@@ -72,3 +72,12 @@ def adopted_row(root: Any, nid: NodeId, s: StepState, run_id: str) -> dict[str, 
         "parts": json.dumps(s.parts, sort_keys=True) if s.parts else None,
         "status": "success", "error": None, "traceback": None, "elapsed": 0.0,
         "run_id": run_id, "created_at": time.time(), "shape": None, "value_hash": None}
+
+
+def open_remote(settings: Any, warn: Any) -> Any:
+    """The command's remote store, or None; its module (fsspec, manifests) is imported only
+    where one is configured, not by every cached command."""
+    if not settings.remote_uri:
+        return None
+    from barca.store import remote
+    return remote.open_store(settings, warn)

@@ -95,3 +95,68 @@ def read_digest(where: str, hashed: bool = True) -> tuple[str, bytes | None]:
     digest = hashlib.sha256(data).hexdigest() if data is not None else (
         file_sha256(Path(where)) if hashed else "")
     return digest, data
+
+
+class VerifiedFiles:
+    """What ``barca sql`` checked of the files it scans in place, kept across commands: a file
+    whose bytes matched their recorded SHA-256 is not hashed again while its size, modification
+    and change times and inode are the ones seen then (a write, a ``touch``, a replacement all
+    move one of them). A memo like the others: keyed by barca's one salt (core.salt), and by
+    the digest it vouched for (a row recorded with other bytes is checked again)."""
+
+    NAME = ".verified.json"
+    KEEP = 100_000   # past this many files, only those of the last query are kept
+
+    def __init__(self, folder: Path) -> None:
+        import json
+
+        from barca.core.salt import salt
+        self.path, self.salt = folder / self.NAME, salt()
+        self.files: dict[str, list[Any]] = {}
+        self.used: set[str] = set()   # the files this command asked about
+        self.changed = False
+        try:
+            doc = json.loads(self.path.read_text())
+            if doc.get("salt") == self.salt:
+                self.files = doc["files"]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass  # no memo, or not one this barca wrote: every file is hashed
+
+    def intact(self, where: str, sha256: str) -> bool:
+        """Whether the regular file ``where`` holds the bytes of ``sha256`` (hashed unless the
+        memo vouches for this very file state). Raises FileNotFoundError if it is gone."""
+        import os
+        import stat
+
+        from barca.store.artifacts import file_sha256
+        st = os.lstat(where)
+        if not stat.S_ISREG(st.st_mode):  # a link or a folder is never a result
+            return False
+        seen = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha256]
+        self.used.add(where)
+        if self.files.get(where) == seen:
+            return True
+        if file_sha256(Path(where)) != sha256:
+            self.files.pop(where, None)
+            return False
+        # a file changed within the clock's tick after its hash could keep these times: one
+        # written in the last seconds is hashed again next time ("racy" entries, as git does)
+        if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > 2_000_000_000:
+            self.files[where] = seen
+            self.changed = True
+        return True
+
+    def save(self) -> None:
+        """Keep the memo (best effort: without it the next query hashes again)."""
+        if not self.changed:
+            return
+        import contextlib
+        import json
+
+        from barca.store.artifacts import write_atomic
+        if len(self.files) > self.KEEP:  # files long gone must not make every query slower
+            self.files = {p: v for p, v in self.files.items() if p in self.used}
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.path, json.dumps({"salt": self.salt, "files": self.files}).encode())
+        self.changed = False

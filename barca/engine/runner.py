@@ -23,13 +23,14 @@ from barca.engine.inputs import source_dim, step_kwargs
 from barca.engine.integrity import Integrity
 from barca.engine.planner import Context, keys_from_row
 from barca.engine.selection import Selection, check_keys, walk_order
-from barca.engine.states import NodeState, SourceOutput, StepState
+from barca.engine.states import NodeState, SourceOutput, StepState, producer_of, result_row
 from barca.model.discovery import PSEUDO_ABSPATH
 from barca.store.process import new_run_id  # noqa: F401 (the front door's import)
 
 if TYPE_CHECKING:
 
     from barca.engine.executors import Executor
+    from barca.engine.sharing import Sharing
 
 
 class Walk(Fields):
@@ -87,14 +88,15 @@ class Runner:
         self._repairing: set[str] = set()  # steps whose corrupt or missing file is redone
         self.targets = list(targets)
         self._snapshots: list[tuple[str, str, str, str, str]] = []  # written after the rows
-        from barca.store import remote
-        self.remote = remote.open_store(self.settings, self._warn)
+        from barca.engine.adoption import open_remote  # its module only where one is set
+        self.remote = open_remote(self.settings, self._warn)
         # a prediction reads the store's listings (what `get` would fetch), never its files
         self.adoption = Adoption(ctx.store, self.remote, fetch=execute)
         self.integrity = Integrity(self.graph.root, self.remote, self._warn)
         self.upload_errors: list[str] = []
         self._unknown = 0
         self._settled = False  # a settle record vouches for the whole cone (barca.engine.settle)
+        self._sharing: Sharing | None = None  # claims shared with concurrent runs, once executing
 
     @property
     def small(self) -> dict[str, bytes]:
@@ -164,6 +166,10 @@ class Runner:
         self.ctx.view.load_snapshots([n for n in w.order if n not in w.forced
                                       and self.graph.nodes[n].kind == "asset"])
         self._settled = settle.check(self.ctx.view.snapshots_loaded)
+        if self.execute and not self._settled and self.ctx.store.conn is not None:
+            from barca.engine.sharing import Sharing  # a settled cone runs nothing to share
+            self._sharing = Sharing(self.ctx.store, self.run_id, w, self.graph, self._repairing,
+                                    self.on_event)
         w.total = sum(self._static_count(n) for n in w.order if n not in skip_below)
         # nodes whose keys come from an output: one step each in the total until walked
         self._unknown = sum(1 for n in w.order if n not in skip_below
@@ -217,6 +223,8 @@ class Runner:
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
+            if self._sharing is not None:
+                self._sharing.claims.release_all()
         return w
 
     def _batches(self) -> list[list[NodeId]]:
@@ -366,7 +374,8 @@ class Runner:
 
     def _execute_many(self, groups: list[tuple[NodeId, list[StepState]]],
                       attempt: int = 0) -> None:
-        """Run the steps of one or more nodes on the executor, recording each as it lands."""
+        """Run nodes' steps on the executor, recording each as it lands (engine.sharing)."""
+        groups, waiting = self._sharing.split(groups) if self._sharing else (groups, [])
         tasks: list[StepJob] = []
         where: list[tuple[NodeId, StepState]] = []
         nodes: dict[NodeId, tuple[Any, dict[str, str], NodeState]] = {}
@@ -428,7 +437,7 @@ class Runner:
                 self.w.failed += 1
                 self.on_event(ev.StepFailedEvent(s.id, rec.error or "", rec.traceback or "",
                                                  rec.output))
-            self._rows.append(self._row(nid, s, rec))
+            self._rows.append(result_row(nid, s, rec, self.run_id))
             if rec.lines:
                 self._lines.extend((self.run_id, nid, s.id, ts, stream, line)
                                    for ts, stream, line in rec.lines)
@@ -456,13 +465,15 @@ class Runner:
             self.ctx.view.forget(nid)
         for nid, bad in bad_inputs.items():
             self._repair_inputs(nid, bad)
+        if waiting:  # theirs landed (served); what is left is ours to run
+            self._execute_many(self._sharing.wait(waiting), attempt)  # type: ignore[union-attr]
 
     def _repair_inputs(self, nid: NodeId, bad: list[tuple[StepState, StepRecord]]) -> None:
         """Steps whose worker found an input missing or corrupt: compute those inputs again
         (under the same run hash), then run the steps once more."""
         producers: dict[str, StepState] = {}
         for _, rec in bad:
-            prod = self._producer(rec.bad_input or "")
+            prod = producer_of(self.w.states, rec.bad_input or "")
             if prod is not None and prod.action == "cached":
                 producers[prod.path or ""] = prod
         self.integrity.forget(set(producers))
@@ -480,35 +491,11 @@ class Runner:
             s.kwargs = None  # another file: the second attempt reads what is recorded now
         self._execute(nid, retry, attempt=1)
 
-    def _producer(self, path: str) -> StepState | None:
-        """The cached step behind an artifact: its file is named by its run hash."""
-        # <run hash>.<ext>, or <run hash>-<digest>.<ext> beside another process's file
-        run_hash = path.rsplit("/", 1)[-1].split(".", 1)[0].split("-", 1)[0]
-        for ns in self.w.states.values():
-            for s in ns.steps.values():
-                if s.run_hash == run_hash and s.path == path:
-                    return s
-        return None
-
-    def _row(self, nid: NodeId, s: StepState, rec: StepRecord) -> dict[str, Any]:
-        import json
-        return {
-            "node": s.id, "asset": nid, "partition": s.key,
-            "run_hash": s.run_hash or "", "path": s.path, "format": s.format,
-            "size": rec.size, "sha256": s.sha256,
-            "parts": json.dumps(s.parts, sort_keys=True) if s.parts else None,
-            "status": "success" if rec.status == "success" else "failed",
-            "error": rec.error, "traceback": rec.traceback, "elapsed": rec.elapsed,
-            "run_id": self.run_id, "created_at": time.time(), "shape": rec.shape,
-            "value_hash": rec.value_hash,
-            "remote": None if rec.uploaded is None else int(rec.uploaded),
-            "attempts": rec.attempts,
-        }
-
     def _flush(self) -> None:
         if (self._rows or self._lines) and self.execute:
             rows, self._rows = self._rows, []
             lines, self._lines = self._lines, []
-            self.ctx.store.record(rows, lines)
+            self.ctx.store.record(rows, lines, also=self._sharing.release_writes(rows)
+                                  if self._sharing is not None else ())
         self._last_flush = time.monotonic()
 

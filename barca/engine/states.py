@@ -352,3 +352,32 @@ class Tally:
         if action == "cached" and self.implicit:
             return [s for s in self.ns.steps.values() if s.action == "cached"]
         return self._by.get(action, [])
+
+
+def result_row(nid: NodeId, s: StepState, rec: Any, run_id: str) -> dict[str, Any]:
+    """The materialization row of a step the executor ran (``rec``: its ``StepRecord``)."""
+    import json
+    import time
+    return {
+        "node": s.id, "asset": nid, "partition": s.key,
+        "run_hash": s.run_hash or "", "path": s.path, "format": s.format,
+        "size": rec.size, "sha256": s.sha256,
+        "parts": json.dumps(s.parts, sort_keys=True) if s.parts else None,
+        "status": "success" if rec.status == "success" else "failed",
+        "error": rec.error, "traceback": rec.traceback, "elapsed": rec.elapsed,
+        "run_id": run_id, "created_at": time.time(), "shape": rec.shape,
+        "value_hash": rec.value_hash,
+        "remote": None if rec.uploaded is None else int(rec.uploaded),
+        "attempts": rec.attempts,
+    }
+
+
+def producer_of(states: dict[NodeId, NodeState], path: str) -> StepState | None:
+    """The step behind an artifact of this walk: its file is named by its run hash."""
+    # <run hash>.<ext>, or <run hash>-<digest>.<ext> beside another process's file
+    run_hash = path.rsplit("/", 1)[-1].split(".", 1)[0].split("-", 1)[0]
+    for ns in states.values():
+        for s in ns.steps.values():
+            if s.run_hash == run_hash and s.path == path:
+                return s
+    return None

@@ -261,9 +261,10 @@ def parse_file(path: Path, root: Path) -> FileModel:
                 node._file = fm
                 fm.nodes.append(node)
     from barca.model import lint  # what plan warnings say, kept with the cached model
+    funcs = lint.file_functions(fm)  # once per file: per node, 500 nodes cost 500 x 500
     for node in fm.nodes:
         node.unused = lint.unused_inputs(node)
-        node.env_reads = sorted(lint.env_reads(node, fm))
+        node.env_reads = sorted(lint.env_reads(node, fm, funcs))
     if "group" in fm.barca_names.values() or fm.barca_modules:
         from barca.model import groups
         fm.groups = groups.read(fm.path, tree.body,

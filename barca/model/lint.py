@@ -57,12 +57,19 @@ def unused_inputs(node: Any) -> list[str]:
     return sorted(set(out))
 
 
-def env_reads(node: Any, fm: Any) -> set[str]:
+def file_functions(fm: Any) -> dict[str, Any]:
+    """The functions defined at the top of a file, by name."""
+    return {s.name: s for s in fm.tree.body
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def env_reads(node: Any, fm: Any, funcs: dict[str, Any] | None = None) -> set[str]:
     """The variable names the step reads literally from the environment (``os.environ[...]``,
     ``os.environ.get(...)``, ``os.getenv(...)``, ``environ.get`` after ``from os import
-    environ``), in its body or in the functions of its file it calls, at any depth."""
-    funcs = {s.name: s for s in fm.tree.body
-             if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    environ``), in its body or in the functions of its file it calls, at any depth
+    (``funcs``: file_functions(fm), when the caller has it)."""
+    if funcs is None:
+        funcs = file_functions(fm)
     seen: set[str] = set()
     out: set[str] = set()
     todo: list[ast.AST] = [node.fn]

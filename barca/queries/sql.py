@@ -11,6 +11,7 @@ from typing import Any
 from barca.core.errors import UsageError, did_you_mean
 from barca.core.types import NodeId, short_name
 from barca.engine.current import rows_of, walk
+from barca.engine.integrity import VerifiedFiles
 from barca.engine.planner import Context, NodeState, source_dim
 from barca.store.metadata import Row
 
@@ -73,7 +74,8 @@ def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
+def consolidated(ctx: Context, vs: ViewSource, checked: VerifiedFiles
+                 ) -> tuple[str, list[str]] | None:
     """One newline-delimited JSON file holding a view's rows, kept in ``.barca/views/`` and
     reused while the view's results are the same, so a query opens one file, not one per key.
     None when the view has parquet results (they are read in place)."""
@@ -101,7 +103,7 @@ def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
     columns: dict[str, None] = {"partition": None} if partitioned else {}
     lines: list[str] = []
     for key, row in rows:
-        value = json.loads(_local(ctx, name, row).read_bytes())
+        value = json.loads(_local(ctx, name, row, checked).read_bytes())
         for rec in _records(value):
             if partitioned:
                 rec = {"partition": key, **rec}
@@ -115,25 +117,69 @@ def consolidated(ctx: Context, vs: ViewSource) -> tuple[str, list[str]] | None:
     return str(path), list(columns)
 
 
-def _local(ctx: Context, name: str, row: Row) -> Path:
-    """Where a view's result is on disk, its bytes checked against their record: fetched from
-    the remote store (when one is configured) if this machine lacks it; a usage error when
-    neither has it, or when the bytes on disk are not the bytes recorded."""
+def _local(ctx: Context, name: str, row: Row, checked: VerifiedFiles) -> Path:
+    """Where a view's result is on disk, its bytes checked against their record (once per file
+    state: engine.integrity.VerifiedFiles): fetched from the remote store (when one is
+    configured) if this machine lacks it; a usage error when neither has it, or when the bytes
+    on disk are not the bytes recorded."""
     path = ctx.graph.root / (row.path or "")
     if not path.is_file():
         from barca.store import remote
         store = remote.open_store(ctx.settings)
         if store is None or store.fetch(ctx.graph.root, row.path or "", row.sha256) is None:
             raise _missing(name, row)
-    from barca.store.artifacts import file_sha256
-    if row.sha256 and (path.is_symlink() or file_sha256(path) != row.sha256):
+    try:
+        ok = not row.sha256 or checked.intact(str(path), row.sha256)
+    except FileNotFoundError:
+        raise _missing(name, row) from None
+    if not ok:
         raise UsageError(f"view '{name}': the result of {row.node} on disk ({row.path}) is not "
                          "the one recorded: it was changed after barca wrote it.",
                          f"Run `barca get {name}` to check and compute it again.")
     return path
 
 
-def _table(ctx: Context, vs: ViewSource, key: str, row: Row) -> Any:
+_LISTED = 64   # up to this many files, a key is found by position in a list (no join, no sort)
+
+
+def scan(ctx: Context, vs: ViewSource, checked: VerifiedFiles) -> str | None:
+    """The SELECT of a view whose results are all parquet files: one DuckDB scan of the files
+    in place, the ``partition`` column told by DuckDB from each row's file; rows in key order,
+    then file order, as a frame of them would be. None when not every result is parquet."""
+    rows = vs.rows or []
+    if not rows or any(r.format != "parquet" for _, r in rows):
+        return None
+    name = short_name(vs.node)
+    files = [str(_local(ctx, name, row, checked)) for _, row in rows]
+    if any(c in f for f in files for c in "*?[{"):  # DuckDB would take the path for a glob
+        return None
+    import duckdb
+    modern = tuple(int(x) for x in re.findall(r"\d+", duckdb.__version__)[:2]) >= (1, 3)
+
+    def keep(*hidden: str) -> str:  # every column but these and pandas' unnamed index ones
+        test = " AND ".join([*(f"c <> {_sql_str(h)}" for h in hidden),
+                             "NOT regexp_full_match(c, '__index_level_[0-9]+__')"])
+        return f"COLUMNS(lambda c: {test})" if modern else f"COLUMNS(c -> {test})"
+
+    listed = "[" + ", ".join(_sql_str(f) for f in files) + "]"
+    if not ctx.graph.nodes[vs.node].partitioned:
+        return f"SELECT {keep()} FROM read_parquet({listed})"
+    keys = [k for k, _ in rows]
+    if len(files) <= _LISTED:
+        return (f"SELECT [{', '.join(map(_sql_str, keys))}][list_position({listed}, filename)] "
+                f"AS partition, {keep('filename')} FROM read_parquet({listed}, filename=true, "
+                "union_by_name=true)")
+    pairs = ", ".join(f"({_sql_str(f)}, {i}, {_sql_str(k)})"
+                      for i, (f, k) in enumerate(zip(files, keys, strict=True)))
+    inner = (f"SELECT t.* EXCLUDE (filename, file_row_number), __k.partition AS __p, __k.i AS "
+             f"__i, t.file_row_number AS __n FROM read_parquet({listed}, filename=true, "
+             f"union_by_name=true, file_row_number=true) t JOIN (VALUES {pairs}) "
+             "__k(file, i, partition) ON t.filename = __k.file")
+    return (f"SELECT __p AS partition, {keep('__p', '__i', '__n')} FROM ({inner}) "
+            "ORDER BY __i, __n")
+
+
+def _table(ctx: Context, vs: ViewSource, key: str, row: Row, checked: VerifiedFiles) -> Any:
     """One result of a table view as a pandas DataFrame. Keys of one asset may be stored in
     different formats: a DataFrame parquet could not hold was pickled (with a warning), and a
     key may have returned a plain list of records."""
@@ -147,7 +193,7 @@ def _table(ctx: Context, vs: ViewSource, key: str, row: Row) -> Any:
         raise UsageError(f"'{name}'{where} is stored as a pickle, which barca sql does not "
                          "read.", f"Return JSON-like values or a DataFrame from '{name}', or "
                          f"read it in Python with barca.get('{name}').")
-    path = _local(ctx, name, row)
+    path = _local(ctx, name, row, checked)
     if row.format in ("parquet", "csv"):
         return pd.read_parquet(path) if row.format == "parquet" else pd.read_csv(path)
     value = deserialize(path.read_bytes(), "json")
@@ -161,14 +207,14 @@ def _missing(name: str, row: Row) -> UsageError:
                       f"({row.path}).", f"Run `barca get {name}` to compute it again.")
 
 
-def frame(ctx: Context, vs: ViewSource) -> Any:
+def frame(ctx: Context, vs: ViewSource, checked: VerifiedFiles) -> Any:
     """A pandas DataFrame of a view whose results are tables (parquet or csv files, whatever
     library wrote them)."""
     import pandas as pd
 
     frames = []
     for key, row in vs.rows or []:
-        df = _table(ctx, vs, key, row)
+        df = _table(ctx, vs, key, row, checked)
         if ctx.graph.nodes[vs.node].partitioned:
             df.insert(0, "partition", key)
         frames.append(df)
@@ -200,6 +246,7 @@ def query(ctx: Context, sql: str,
     words = identifiers(sql)
     names = sorted(words & set(by_name))
     states = walk(ctx, [by_name[n] for n in names]) if names else {}
+    checked = VerifiedFiles(ctx.store.dir / "views")
     for name in names:
         vs = current_rows(ctx, by_name[name], states[by_name[name]])
         if vs.rows is None:
@@ -207,15 +254,20 @@ def query(ctx: Context, sql: str,
         if not vs.rows:
             raise UsageError(f"view '{name}' has no result yet.",
                              f"Run `barca get {name}` first.")
-        got = consolidated(ctx, vs)
-        if got is None:
-            con.register(f"__barca_{name}", frame(ctx, vs))
+        in_place = scan(ctx, vs, checked)
+        if in_place is not None:  # parquet: read where it lies, pandas never imported
+            con.execute(f"CREATE VIEW {_sql_name(name)} AS {in_place}")
+            continue
+        got = consolidated(ctx, vs, checked)
+        if got is None:  # csv, or tables in several formats: one frame of them
+            con.register(f"__barca_{name}", frame(ctx, vs, checked))
             con.execute(f'CREATE VIEW {_sql_name(name)} AS SELECT * FROM "__barca_{name}"')
             continue
         path, columns = got
         cols = ", ".join(_sql_name(c) for c in columns)
         con.execute(f"CREATE VIEW {_sql_name(name)} AS SELECT {cols} FROM "
                     f"read_json({_sql_str(path)}, format='newline_delimited')")
+    checked.save()
     if "barca" in words:
         import tempfile
         con.execute("CREATE SCHEMA barca")
@@ -249,9 +301,13 @@ def query(ctx: Context, sql: str,
     except duckdb.Error as exc:
         raise UsageError(f"SQL error: {exc}", "Fix the query.") from None
     columns = [d[0] for d in cur.description or []]
-    rows = cur.fetchall()
+    if limit is None:
+        shown: list[tuple[Any, ...]] = cur.fetchall()
+        total = len(shown)
+    else:  # the rows shown, and a count of the rest: never all of them held at once
+        shown = cur.fetchmany(limit) if limit > 0 else []
+        total = len(shown)
+        while more := cur.fetchmany(10_000):
+            total += len(more)
     con.close()  # the views over barca's own tables read temp files: done with them now
-    total = len(rows)
-    if limit is not None:
-        rows = rows[:limit]
-    return columns, rows, total
+    return columns, shown, total

@@ -426,9 +426,10 @@ class Store:
                          *also])
 
     def record(self, rows: Iterable[dict[str, Any]],
-               lines: Sequence[tuple[str, str, str, float, str, str]] = ()) -> None:
-        """Materialization rows (their artifacts already exist) and the lines their steps wrote
-        (run id, node, step, time, stream, line), in one transaction."""
+               lines: Sequence[tuple[str, str, str, float, str, str]] = (),
+               also: Iterable[tuple[str, list[Any]]] = ()) -> None:
+        """Materialization rows (their artifacts already exist), the lines their steps wrote
+        (run id, node, step, time, stream, line) and ``also`` (claims given back), at once."""
         rows = list(rows)
         values = [tuple(r.get(c) for c in COLUMNS) for r in rows]
         writes = []
@@ -441,6 +442,7 @@ class Store:
         if values and self.evicted_assets():  # a result computed again is no longer evicted
             writes.append(("DELETE FROM evictions WHERE path=?",
                            [(r.get("path"),) for r in rows if r.get("path")]))
+        writes.extend(also)
         if writes:
             self._write_all(writes)
 
