@@ -57,14 +57,14 @@ def test_a_revert_is_current_everywhere(project: Project) -> None:
     assert nodes["report"]["cache"]["state"] == "cached"
     assert nodes["report"]["last_materialization"]["path"] == v1_path
     dry = project.barca("gc", "pipeline.py", "--max-size", "1", "--dry-run", "--json").json()
-    superseded = [".barca/" + p for p in dry["tiers"]["superseded"]]
+    superseded = list(dry["tiers"]["superseded"])  # paths from the project root (#29)
     assert superseded == [v2_path]
     assert v1_path not in superseded
-    lrr = [".barca/" + p for p in dry["tiers"]["least_recently_read"]]
+    lrr = list(dry["tiers"]["least_recently_read"])
     assert v1_path in lrr and v2_path not in lrr
     # a budget one report file meets: v2's goes, v1's (current) stays
     r = project.barca("gc", "pipeline.py", "--max-size", "off", "--json")
-    assert [".barca/" + p for p in r.json()["evicted"]] == [v2_path]
+    assert r.json()["evicted"] == [v2_path]
     assert (project.path / v1_path).is_file() and not (project.path / v2_path).exists()
     r = project.barca("get", "report", "pipeline.py", "--json")
     assert r.json()["steps_executed"] == 0 and r.json()["final_output"] == {"months": 12}
@@ -98,7 +98,7 @@ def y() -> str:
 
 
 def _sizes(p: Project, rel: list[str]) -> int:
-    return sum((p.path / ".barca" / f).stat().st_size for f in rel)
+    return sum((p.path / f).stat().st_size for f in rel)  # gc names files from the root
 
 
 def test_the_limit_covers_and_evicts_every_environment(project: Project) -> None:
@@ -115,7 +115,7 @@ def test_the_limit_covers_and_evicts_every_environment(project: Project) -> None
     dry = project.barca("gc", "pipeline.py", "--max-size", budget, "--dry-run", "--json").json()
     assert dry["tiers"]["superseded"] == []
     evicted = dry["evicted"]
-    assert len(evicted) == 2 and not any(p.startswith("envs/") for p in evicted), evicted
+    assert len(evicted) == 2 and not any(p.startswith(".barca/envs/") for p in evicted), evicted
     expected = _sizes(project, evicted)
     r = project.barca("gc", "pipeline.py", "--max-size", budget, "--json")
     assert r.code == 0, r.err
