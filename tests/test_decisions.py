@@ -324,3 +324,12 @@ def test_a_prediction_walks_the_phases_in_order(ctx: Any) -> None:
         "pipeline.py:quotes": [("unknown", "partitions_unknown")]}
     assert w.order.index(RAW) < w.order.index(CLEAN)
     assert ctx.store.rows(RAW) == []
+
+
+def test_a_word_shows_as_its_string_wherever_a_user_sees_it() -> None:
+    import json
+
+    from barca.core.types import Action, Reason, State, Status
+    for word in (State.CACHED, Action.RUN, Status.SUCCESS, Reason.NO_RECORD):
+        assert repr(word) == repr(word.value) and str(word) == f"{word}" == word.value
+        assert json.dumps({"s": word}) == json.dumps({"s": word.value})

@@ -16,7 +16,15 @@ PartitionKey = NewType("PartitionKey", str)
 # about a step or a node"). StrEnums: each member is its string (equal to it, hashed as it,
 # written as it in JSON and text), so a reader may compare with either.
 
-class Action(StrEnum):
+class Word(StrEnum):
+    """A word of the vocabulary: its string everywhere a user sees it, ``repr`` included (a
+    notebook cell showing ``row.state`` shows ``'cached'``, as before these were enums)."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class Action(Word):
     """What a command does, or did, with a step."""
     RUN = "run"            # a prediction, or a step about to execute
     CACHED = "cached"
@@ -26,7 +34,7 @@ class Action(StrEnum):
     SKIPPED = "skipped"
 
 
-class State(StrEnum):
+class State(Word):
     """What ``barca status`` says of a node."""
     CACHED = "cached"
     STALE = "stale"
@@ -36,7 +44,7 @@ class State(StrEnum):
     ALWAYS_RUNS = "always_runs"
 
 
-class Status(StrEnum):
+class Status(Word):
     """How a run (or a recorded step) ended."""
     SUCCESS = "success"
     FAILED = "failed"
@@ -45,7 +53,7 @@ class Status(StrEnum):
     CRASHED = "crashed"    # its process ended without finishing it (marked by the next command)
 
 
-class Reason(StrEnum):
+class Reason(Word):
     """Why a step has its action (or a node its state); the detail says it in a sentence."""
     MATERIALIZED = "materialized"        # a successful result under the run hash now
     NO_RECORD = "no_record"              # never run (or only failed, see FAILED)
