@@ -57,7 +57,7 @@ def decide(ctx: Any, nid: NodeId, keys: list[str], states: dict[NodeId, NodeStat
     def one(key: str, rh: str, inputs: dict[str, str], value: str | None) -> str:
         st = odd[key] = StepState(nid, key, run_hash=rh)
         if kind == "task" or forced:
-            st.parts = all_parts(def_parts, inputs, key, value)
+            st.parts_from(def_parts, inputs, key, value)
             st.reason, st.detail = ("task", "tasks always run") if kind == "task" \
                 else (why, "refresh" if why == "refresh" else "upstream refreshed")
         else:
@@ -220,10 +220,11 @@ def _settle(m: Any, st: StepState, rh: str, hist: NodeHistory, def_parts: dict[s
         st.run_hash = row.run_hash
         return
     st.action = "run"
-    st.parts = all_parts(def_parts, inputs, key, value)
     if old is not None:
+        st.parts = all_parts(def_parts, inputs, key, value)
         st.reason, st.detail = "changed", explain(st.parts, old.part_digests())
         return
+    st.parts_from(def_parts, inputs, key, value)  # made when its row is written
     st.adoptable = True
     last = hist.newest(key)
     if last is not None and last.status == "failed":

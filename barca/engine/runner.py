@@ -55,6 +55,7 @@ class Walk(Fields):
 
 class Runner:
     """One walk over a cone, executing (``get``/``run``) or predicting (``status``/dry run)."""
+    window = 10_000  # steps per executor call: 200,000 jobs made at once cost ~150 MB
 
     def __init__(self, ctx: Context, targets: list[NodeId], *, execute: bool,
                  refresh: list[NodeId] = (), cascade: bool = True, refresh_all: bool = False,
@@ -371,37 +372,39 @@ class Runner:
     def _execute_many(self, groups: list[tuple[NodeId, list[StepState]]],
                       attempt: int = 0) -> None:
         """Run the steps of one or more nodes on the executor, recording each as it lands."""
-        tasks: list[StepJob] = []
         where: list[tuple[NodeId, StepState]] = []
-        nodes: dict[NodeId, tuple[Any, dict[str, str], NodeState]] = {}
+        nodes: dict[NodeId, tuple[Any, dict[str, str], NodeState, Any, str, Any]] = {}
         for nid, steps in groups:
             m = self.graph.nodes[nid]
             fm = self.graph.files[m.file]
             def_hash, def_parts = self.ctx.definition(nid)
-            nodes[nid] = (m, def_parts, self.w.states[nid])
             shipped = None
             if fm.abspath == PSEUDO_ABSPATH:
                 from barca.model.notebook import function_for, ship
                 shipped = ship(function_for(m.function))  # type: ignore[arg-type]
-            for s in steps:
-                if s.kwargs is None:
-                    s.kwargs = step_kwargs(self.ctx, nid, s.key, self.w.states)
-                tasks.append(StepJob(
-                    index=len(tasks), step=s.id, node=nid, key=s.key, kind=m.kind,
-                    file=fm.abspath, module=fm.module, function=m.function,
-                    run_hash=def_hash if m.kind == "sensor" else s.run_hash,  # type: ignore[arg-type]
-                    serializer=m.serializer if m.serializer != "expr" else None,
-                    kwargs=s.kwargs, key_source=nid in self.ctx.key_sources,
-                    timeout=m.timeout, retries=m.retries, sinks=m.sinks, shipped=shipped,
-                    store_prefix=self.ctx.store.prefix, retry_backoff=m.retry_backoff,
-                    weight=m.weight, repair=s.id in self._repairing))
-                where.append((nid, s))
+            nodes[nid] = (m, def_parts, self.w.states[nid], fm, def_hash, shipped)
+            where.extend((nid, s) for s in steps)
+
+        def job(i: int) -> StepJob:
+            nid, s = where[i]
+            m, _, _, fm, def_hash, shipped = nodes[nid]
+            if s.kwargs is None:
+                s.kwargs = step_kwargs(self.ctx, nid, s.key, self.w.states)
+            return StepJob(
+                index=i, step=s.id, node=nid, key=s.key, kind=m.kind,
+                file=fm.abspath, module=fm.module, function=m.function,
+                run_hash=def_hash if m.kind == "sensor" else s.run_hash,  # type: ignore[arg-type]
+                serializer=m.serializer if m.serializer != "expr" else None,
+                kwargs=s.kwargs, key_source=nid in self.ctx.key_sources,
+                timeout=m.timeout, retries=m.retries, sinks=m.sinks, shipped=shipped,
+                store_prefix=self.ctx.store.prefix, retry_backoff=m.retry_backoff,
+                weight=m.weight, repair=s.id in self._repairing)
 
         bad_inputs: dict[NodeId, list[tuple[StepState, StepRecord]]] = {}
 
         def on_record(rec: StepRecord) -> None:
             nid, s = where[rec.index]
-            m, def_parts, ns = nodes[nid]
+            m, def_parts, ns, *_ = nodes[nid]
             s.elapsed, s.attempts = rec.elapsed, rec.attempts
             if rec.warning:
                 self._warn(f"{s.id}: {rec.warning}")
@@ -430,6 +433,7 @@ class Runner:
                 self.on_event(ev.StepFailedEvent(s.id, rec.error or "", rec.traceback or "",
                                                  rec.output))
             self._rows.append(self._row(nid, s, rec))
+            s.kwargs = s.parts = None  # recorded: held to the run's end they cost ~1 kB a key
             if rec.lines:
                 self._lines.extend((self.run_id, nid, s.id, ts, stream, line)
                                    for ts, stream, line in rec.lines)
@@ -438,8 +442,9 @@ class Runner:
             if len(self._rows) >= 500 or time.monotonic() - self._last_flush > 0.5:
                 self._flush()
 
-        if tasks:
-            self.pool().run(tasks, on_record)
+        for lo in range(0, len(where), self.window):
+            self.pool().run([job(i) for i in range(lo, min(lo + self.window, len(where)))],
+                            on_record)
         self._flush()
         for nid, _ in groups:
             self.ctx.view.forget(nid)

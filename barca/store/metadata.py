@@ -506,7 +506,7 @@ class Store:
     def _write(self, sql: str, values: list[tuple[Any, ...]]) -> None:
         self._write_all([(sql, values)])
 
-    def _write_all(self, writes: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+    def _write_all(self, writes: list[tuple[str, Iterable[tuple[Any, ...]]]]) -> None:
         assert self.conn is not None
         try:
             self.conn.execute("BEGIN IMMEDIATE")
