@@ -265,13 +265,15 @@ def _assets(chosen: list[tuple[str, Store]]) -> dict[str, str]:
     return out
 
 
-def note_reads(store: Store, paths: set[str]) -> None:
-    """What this command read or produced, for "least recently read"."""
-    if paths and store.conn is not None:
-        store._write_all([reads_write(paths)])
+def note_reads(store: Store, paths: set[str], more: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    """What this command read or produced, for "least recently read" (``paths`` and ``more``
+    written as they are: their union, at 400,000 paths, would be another large set)."""
+    if (paths or more) and store.conn is not None:
+        import itertools
+        store._write_all([reads_write(itertools.chain(paths, more))])
 
 
-def reads_write(paths: set[str]) -> tuple[str, Iterable[tuple[Any, ...]]]:
+def reads_write(paths: Iterable[str]) -> tuple[str, Iterable[tuple[Any, ...]]]:
     """The write that notes ``paths`` as read now (its rows made as they are written: a list
     of 400,000 of them would be the largest thing a first run holds)."""
     at = time.time()
