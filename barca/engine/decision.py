@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Sequence, Set
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from barca.core.types import Action, NodeId, Reason, step_id
-from barca.engine.inputs import Hold, InputPlan, all_parts, raise_missing, source_dim
-from barca.engine.states import NodeState, StepState
+from barca.engine.inputs import Hold, InputPlan, raise_missing, source_dim
+from barca.engine.states import NodeState, StepState, all_parts
 from barca.identity.hashing import run_hash, run_hashes, snapshot_digest
 from barca.model.discovery import NodeModel
 from barca.store.metadata import Row, Snapshot
@@ -114,7 +114,7 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
     def one(key: str, rh: str, inputs: dict[str, str], value: str | None) -> str:
         st = odd[key] = StepState(nid, key, run_hash=rh)
         if (kind == "task" and not lazy) or forced:
-            st.parts = all_parts(def_parts, inputs, key, value)
+            st.parts_from(def_parts, inputs, key, value)
             st.reason, st.detail = (Reason.TASK, "tasks always run") if kind == "task" \
                 else (why, "refresh" if why == Reason.REFRESH else "upstream refreshed")
         else:
@@ -306,10 +306,11 @@ def _settle(m: NodeModel, st: StepState, rh: str, hist: NodeHistory, def_parts: 
         st.run_hash = row.run_hash
         return
     st.action = Action.RUN
-    st.parts = all_parts(def_parts, inputs, key, value)
     if old is not None:
+        st.parts = all_parts(def_parts, inputs, key, value)
         st.reason, st.detail = Reason.CHANGED, explain(st.parts, old.part_digests())
         return
+    st.parts_from(def_parts, inputs, key, value)  # made when its row is written
     st.adoptable = True
     last = hist.newest(key)
     if last is not None and last.status == "failed":

@@ -8,8 +8,13 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple, NoReturn, cast
 
 from barca.core.types import NodeId, parse_key, short_name, step_id
-from barca.engine.states import KeyIndex, NodeState, SourceOutput, StepState
-from barca.identity.hashing import combined_digest, digest
+from barca.engine.states import (  # all_parts: re-exported
+    KeyIndex,
+    NodeState,
+    SourceOutput,
+    StepState,
+)
+from barca.identity.hashing import combined_digest
 from barca.model.topology import Graph
 
 
@@ -261,18 +266,6 @@ class ByKey:
         if keys == self.keys:
             return self.hashes
         return [self[k] for k in keys]
-
-
-def all_parts(def_parts: dict[str, str], inputs: dict[str, str], key: str,
-              value_digest: str | None) -> dict[str, str]:
-    """Each part's digest (stored with a result, compared to explain a miss)."""
-    parts = dict(def_parts)
-    parts.update({k: digest(v) for k, v in inputs.items()})
-    if key:
-        parts["key"] = digest(key)
-    if value_digest is not None:
-        parts["value"] = value_digest[:16]
-    return parts
 
 
 def dim_value(key: str, dim: str) -> str:

@@ -57,6 +57,7 @@ class Walk(Fields):
 
 class Runner:
     """One walk over a cone, executing (``get``/``run``) or predicting (``status``/dry run)."""
+    window = 10_000  # steps per executor call: 200,000 jobs made at once cost ~150 MB
 
     def __init__(self, ctx: Context, targets: list[NodeId], *, execute: bool,
                  refresh: Sequence[NodeId] = (), cascade: bool = True, refresh_all: bool = False,
@@ -376,39 +377,41 @@ class Runner:
                       attempt: int = 0) -> None:
         """Run nodes' steps on the executor, recording each as it lands (engine.sharing)."""
         groups, waiting = self._sharing.split(groups) if self._sharing else (groups, [])
-        tasks: list[StepJob] = []
         where: list[tuple[NodeId, StepState]] = []
-        nodes: dict[NodeId, tuple[Any, dict[str, str], NodeState]] = {}
+        nodes: dict[NodeId, tuple[Any, dict[str, str], NodeState, Any, str, Any]] = {}
         for nid, steps in groups:
             m = self.graph.nodes[nid]
             fm = self.graph.files[m.file]
             def_hash, def_parts = self.ctx.definition(nid)
-            nodes[nid] = (m, def_parts, self.w.states[nid])
             shipped = None
             if fm.abspath == PSEUDO_ABSPATH:
                 from barca.model.notebook import function_for, ship
                 # (a notebook node's function is in this kernel: the graph was read from it)
                 shipped = ship(cast("Callable[..., Any]", function_for(m.function)))
-            for s in steps:
-                if s.kwargs is None:
-                    s.kwargs = step_kwargs(self.ctx, nid, s.key, self.w.states)
-                tasks.append(StepJob(
-                    index=len(tasks), step=s.id, node=nid, key=s.key, kind=m.kind,
-                    file=fm.abspath, module=fm.module, function=m.function,
-                    # (a step to run has its run hash: decide computed it)
-                    run_hash=def_hash if m.kind == "sensor" else cast(str, s.run_hash),
-                    serializer=m.serializer if m.serializer != "expr" else None,
-                    kwargs=s.kwargs, key_source=nid in self.ctx.key_sources,
-                    timeout=m.timeout, retries=m.retries, sinks=m.sinks, shipped=shipped,
-                    store_prefix=self.ctx.store.prefix, retry_backoff=m.retry_backoff,
-                    weight=m.weight, repair=s.id in self._repairing))
-                where.append((nid, s))
+            nodes[nid] = (m, def_parts, self.w.states[nid], fm, def_hash, shipped)
+            where.extend((nid, s) for s in steps)
+
+        def job(i: int) -> StepJob:
+            nid, s = where[i]
+            m, _, _, fm, def_hash, shipped = nodes[nid]
+            if s.kwargs is None:
+                s.kwargs = step_kwargs(self.ctx, nid, s.key, self.w.states)
+            return StepJob(
+                index=i, step=s.id, node=nid, key=s.key, kind=m.kind,
+                file=fm.abspath, module=fm.module, function=m.function,
+                # (a step to run has its run hash: decide computed it)
+                run_hash=def_hash if m.kind == "sensor" else cast(str, s.run_hash),
+                serializer=m.serializer if m.serializer != "expr" else None,
+                kwargs=s.kwargs, key_source=nid in self.ctx.key_sources,
+                timeout=m.timeout, retries=m.retries, sinks=m.sinks, shipped=shipped,
+                store_prefix=self.ctx.store.prefix, retry_backoff=m.retry_backoff,
+                weight=m.weight, repair=s.id in self._repairing)
 
         bad_inputs: dict[NodeId, list[tuple[StepState, StepRecord]]] = {}
 
         def on_record(rec: StepRecord) -> None:
             nid, s = where[rec.index]
-            m, def_parts, ns = nodes[nid]
+            m, def_parts, ns, *_ = nodes[nid]
             s.elapsed, s.attempts = rec.elapsed, rec.attempts
             if rec.warning:
                 self._warn(f"{s.id}: {rec.warning}")
@@ -438,6 +441,7 @@ class Runner:
                 self.on_event(ev.StepFailedEvent(s.id, rec.error or "", rec.traceback or "",
                                                  rec.output))
             self._rows.append(result_row(nid, s, rec, self.run_id))
+            s.kwargs = s.parts = None  # recorded: held to the run's end they cost ~1 kB a key
             if rec.lines:
                 self._lines.extend((self.run_id, nid, s.id, ts, stream, line)
                                    for ts, stream, line in rec.lines)
@@ -455,11 +459,13 @@ class Runner:
                     got.append((self.run_id, nid, s.id, ts, stream, line))
                 self.ctx.store.record((), got)
 
-        if tasks:  # said before the first one ends: progress is drawn from the start
-            self.on_event(ev.StepsStarted(tuple(t.step for t in tasks), self.w.done,
+        if where:  # said before the first one ends: progress is drawn from the start
+            self.on_event(ev.StepsStarted(tuple(s.id for _, s in where), self.w.done,
                                           self.w.cached, self.w.failed, self.w.total,
                                           max(0, self._unknown)))
-            self.pool().run(tasks, on_record, on_lines)
+        for lo in range(0, len(where), self.window):  # jobs made a window at a time
+            self.pool().run([job(i) for i in range(lo, min(lo + self.window, len(where)))],
+                            on_record, on_lines)
         self._flush()
         for nid, _ in groups:
             self.ctx.view.forget(nid)

@@ -59,9 +59,9 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
     preview = ""
     root = graph.root
     if load:
-        values = ({i.key: read_value(settings, i.path, i.format) for i in items}
+        values = ({i.key: _loaded(settings, i.path, i.format, small) for i in items}
                   if m.partitioned else
-                  (read_value(settings, items[0].path, items[0].format) if items else None))
+                  (_loaded(settings, items[0].path, items[0].format, small) if items else None))
     elif items and not m.partitioned and items[0].format == "json":
         try:
             data = _preview_bytes(root, items[0].path, small)
@@ -83,6 +83,19 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
                     pass
         values = vals
     return Output(ns.node, m.partitioned, items, values, preview, str(root))
+
+
+def _loaded(settings: Settings, path: str | None, fmt: str | None,
+            small: dict[str, bytes]) -> Any:
+    """A value from the bytes its SHA-256 was just checked on, when they were kept (a small
+    artifact): no second read, and never other bytes than the ones verified."""
+    data = small.get(path or "") if fmt not in ("parquet", "csv") else None
+    if data is None:
+        return read_value(settings, path, fmt)
+    from barca.store.artifacts import deserialize
+    if fmt == "pickle" and str(settings.root) not in sys.path:
+        sys.path.insert(0, str(settings.root))  # as read_value: classes of the pipeline
+    return deserialize(data, fmt or "json")
 
 
 def read_value(settings: Settings, path: str | None, fmt: str | None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Set
+from collections.abc import Callable, Iterable, Set
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,21 +52,28 @@ def limit(settings: Settings, override: str | int | None = None) -> int | None:
 
 def usage(folder: Path) -> int:
     """Bytes under ``folder`` (every file, the database included)."""
+    # depth first, one open listing per level: a node's 200,000 key folders, listed or
+    # stacked at once, cost the coordinator ~100 MB after a first run
     total = 0
-    stack = [folder]
+    try:
+        stack = [os.scandir(folder)]
+    except OSError:
+        return 0
     while stack:
         try:
-            entries = list(os.scandir(stack.pop()))
+            e = next(stack[-1], None)
+        except OSError:
+            e = None
+        if e is None:
+            stack.pop().close()
+            continue
+        try:
+            if e.is_dir(follow_symlinks=False):
+                stack.append(os.scandir(e.path))
+            elif e.is_file(follow_symlinks=False):
+                total += e.stat(follow_symlinks=False).st_size
         except OSError:
             continue
-        for e in entries:
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    stack.append(Path(e.path))
-                elif e.is_file(follow_symlinks=False):
-                    total += e.stat(follow_symlinks=False).st_size
-            except OSError:
-                continue
     return total
 
 
@@ -266,16 +273,19 @@ def _assets(chosen: list[tuple[str, Store]]) -> dict[str, str]:
     return out
 
 
-def note_reads(store: Store, paths: set[str]) -> None:
-    """What this command read or produced, for "least recently read"."""
-    if paths and store.conn is not None:
-        store._write_all([reads_write(paths)])
+def note_reads(store: Store, paths: set[str], more: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    """What this command read or produced, for "least recently read" (``paths`` and ``more``
+    written as they are: their union, at 400,000 paths, would be another large set)."""
+    if (paths or more) and store.conn is not None:
+        import itertools
+        store._write_all([reads_write(itertools.chain(paths, more))])
 
 
-def reads_write(paths: set[str]) -> tuple[str, list[tuple[Any, ...]]]:
-    """The write that notes ``paths`` as read now."""
+def reads_write(paths: Iterable[str]) -> tuple[str, Iterable[tuple[Any, ...]]]:
+    """The write that notes ``paths`` as read now (its rows made as they are written: a list
+    of 400,000 of them would be the largest thing a first run holds)."""
     at = time.time()
-    return "INSERT OR REPLACE INTO reads (path, at) VALUES (?, ?)", [(p, at) for p in paths]
+    return "INSERT OR REPLACE INTO reads (path, at) VALUES (?, ?)", ((p, at) for p in paths)
 
 
 def _estimate(root: Path) -> float | None:

@@ -45,9 +45,10 @@ class Store:
             self.conn = sqlite3.connect(self.db_path, timeout=wait, isolation_level=None,
                                         check_same_thread=False)
             self.conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
+            # per connection: WAL syncs at checkpoints, not at each commit (nor a kernel's ask)
+            self.conn.execute("PRAGMA synchronous=NORMAL")
             if create:
                 self.conn.execute("PRAGMA journal_mode=WAL")
-                self.conn.execute("PRAGMA synchronous=NORMAL")
                 self.conn.executescript(SCHEMA)
                 cols = {r[1] for r in self.conn.execute("PRAGMA table_info(materializations)")}
                 if "remote" not in cols:  # a store written before the remote column existed
@@ -449,7 +450,7 @@ class Store:
     def _write(self, sql: str, values: list[tuple[Any, ...]]) -> None:
         self._write_all([(sql, values)])
 
-    def _write_all(self, writes: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+    def _write_all(self, writes: Sequence[tuple[str, Iterable[tuple[Any, ...]]]]) -> None:
         assert self.conn is not None
         try:
             self.conn.execute("BEGIN IMMEDIATE")
