@@ -69,6 +69,7 @@ def _status(project: Project) -> dict:
     r = project.barca("status", "pipeline.py", "--json")
     assert r.code == 0, r.err
     out = r.json()
+    out.pop("root")  # the project's own folder: two copies of one project differ there only
     for n in out["nodes"]:  # the same rows: even the last materializations agree
         assert n["cache"]["state"] in ("cached", "stale", "partial", "never_run", "always_runs")
     return out
