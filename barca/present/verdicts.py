@@ -181,8 +181,17 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
         extra["schedule"] = schedule_state(m, [r.status for r in rows],
                                            read(ctx.store.conn, ns.node))
     return StatusRow(ns.node, m.kind, state, reason, detail, last_run, shape, deps,
-                     tuple(i.target for i in m.inputs), parts, lm,
-                     extra or None)
+                     _read_inputs(graph, m), parts, lm, extra or None)
+
+
+def _read_inputs(graph: Graph, m: Any) -> tuple[str, ...]:
+    """The nodes whose results a node's function receives: its inputs, and the node its keys
+    come from when a parameter is named after it (``signal(ticker, prices)`` reads prices)."""
+    ups = [i.target for i in m.inputs]
+    names = {p for p, _ in m.params}
+    ups += [d.source for d in m.dims if d.kind == "from" and d.source is not None
+            and graph.nodes[d.source].function in names and d.source not in ups]
+    return tuple(ups)
 
 
 def _bytes_changed(ctx: Context, last: Row | None) -> str | None:
