@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from barca.core import events as ev
-from barca.core.types import NodeId
+from barca.core.types import Action, NodeId, Reason
 from barca.store.claims import Claims
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class Sharing:
         if row is None:
             return False
         s.row = row
-        s.action, s.reason, s.detail = "cached", "materialized", "computed by another run"
+        s.action, s.reason, s.detail = Action.CACHED, Reason.MATERIALIZED, "computed by another run"
         self.w.cached += 1
         if not self.graph.nodes[nid].partitioned:
             self.on_event(ev.StepCached(s.id))

@@ -137,3 +137,34 @@ def history(conn: sqlite3.Connection, limit: int) -> list[dict[str, Any]]:
         "ORDER BY started_at DESC LIMIT ?", (limit,))
     names = [d[0] for d in cur.description]
     return [dict(zip(names, r, strict=True)) for r in cur]
+
+
+def run_steps(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[tuple[Any, ...]]:
+    """(id, asset, key, status, elapsed, error, created_at, attempts) of the steps a run
+    recorded (executed ones: a cache hit writes no row), in order."""
+    return list(conn.execute(
+        "SELECT id, asset, partition, status, elapsed, error, created_at, attempts "
+        "FROM materializations WHERE run_id=? AND id>? ORDER BY id", (run_id, after)))
+
+
+def run_logs(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[tuple[Any, ...]]:
+    """(id, node, stream, ts, line) of what a run's steps printed, in recorded order."""
+    try:
+        return list(conn.execute("SELECT id, node, stream, ts, line FROM logs WHERE run_id=? "
+                                 "AND id>? ORDER BY id", (run_id, after)))
+    except sqlite3.OperationalError:  # a store from before logs were kept
+        return []
+
+
+def result_path(conn: sqlite3.Connection, asset: str, run_hash: str) -> str | None:
+    """The file of an unpartitioned node's successful result under ``run_hash``."""
+    got = conn.execute("SELECT path FROM materializations WHERE asset=? AND run_hash=? AND "
+                       "status='success' AND partition='' ORDER BY id DESC LIMIT 1",
+                       (asset, run_hash)).fetchone()
+    return got[0] if got and got[0] else None
+
+
+def run_proc(conn: sqlite3.Connection, run_id: str) -> str | None:
+    """The process token (start time) a run recorded beside its pid."""
+    got = conn.execute("SELECT proc FROM runs WHERE run_id=?", (run_id,)).fetchone()
+    return got[0] if got and got[0] else None

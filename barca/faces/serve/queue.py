@@ -389,5 +389,5 @@ class Queue:
 
 
 def _alive(process_alive: Any, conn: Any, row: dict[str, Any]) -> bool:
-    got = conn.execute("SELECT proc FROM runs WHERE run_id=?", (row["run_id"],)).fetchone()
-    return bool(got and got[0]) and process_alive(row["pid"], got[0])
+    proc = serverq.run_proc(conn, row["run_id"])
+    return proc is not None and process_alive(row["pid"], proc)

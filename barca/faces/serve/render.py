@@ -66,24 +66,18 @@ def run_detail(conn: sqlite3.Connection, row: dict[str, Any], limit: int | None
 
 def steps_of(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[dict[str, Any]]:
     """The steps a run recorded (executed ones: a cache hit writes no row), in order."""
-    cur = conn.execute("SELECT id, asset, partition, status, elapsed, error, created_at, "
-                       "attempts FROM materializations WHERE run_id=? AND id>? ORDER BY id",
-                       (run_id, after))
+    from barca.store.serverq import run_steps
     return [{"seq": i, "node_id": a, "key": k or None, "status": s,
              "ok": s == "success", "elapsed_seconds": e, "error": err,
              "finished_at": rfc3339(t), "attempts": n}
-            for i, a, k, s, e, err, t, n in cur]
+            for i, a, k, s, e, err, t, n in run_steps(conn, run_id, after)]
 
 
 def logs_of(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[dict[str, Any]]:
     """What a run's steps printed, stdout and stderr, in the order it was recorded."""
-    try:
-        cur = conn.execute("SELECT id, node, stream, ts, line FROM logs WHERE run_id=? AND "
-                           "id>? ORDER BY id", (run_id, after))
-    except sqlite3.OperationalError:  # a store from before logs were kept
-        return []
+    from barca.store.serverq import run_logs
     return [{"seq": i, "node_id": n, "stream": s, "ts": rfc3339(t), "line": line}
-            for i, n, s, t, line in cur]
+            for i, n, s, t, line in run_logs(conn, run_id, after)]
 
 
 class Answer(Exception):

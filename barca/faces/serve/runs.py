@@ -278,10 +278,8 @@ def _single_path(conn: sqlite3.Connection, row: dict[str, Any]) -> str | None:
              if s.get("id") == target or str(s.get("id", "")).rsplit(":", 1)[-1] == target]
     if len(steps) != 1 or not steps[0].get("run_hash"):
         return None
-    got = conn.execute("SELECT path FROM materializations WHERE asset=? AND run_hash=? AND "
-                       "status='success' AND partition='' ORDER BY id DESC LIMIT 1",
-                       (steps[0]["id"], steps[0]["run_hash"])).fetchone()
-    return got[0] if got and got[0] else None
+    from barca.store.serverq import result_path
+    return result_path(conn, steps[0]["id"], steps[0]["run_hash"])
 
 
 async def _events(server: Any, conn: sqlite3.Connection, run_id: str) -> AsyncIterator[str]:
