@@ -169,7 +169,7 @@ def test_inspection_routes_are_the_cli_json(proj):
         assert srv.get("/health")[1]["load_errors"] == []
         ids = {n["id"] for n in srv.get("/assets")[1]}
         assert {"more.py:d", "broken.py:c"} <= ids
-    err = srv.proc.stderr.read()
+    err = srv.output()
     assert f"serving on http://127.0.0.1:{srv.port}" in err and "metadata.db" in err
     assert "broken.py left out" in err and "no schedules" in err
 
@@ -214,7 +214,7 @@ def test_drain_requeues_past_the_deadline_and_a_restart_resumes(proj):
     assert health["status"] == "draining" and health["queue"]["queued"] == 1
     assert srv.post("/runs", {"command": "get", "targets": ["a"]})[0] == 202  # kept for later
     assert srv.proc.wait(60) == 0  # the deadline passed: stopped, put back, exit 0
-    assert "put back" in srv.proc.stderr.read()
+    assert "put back" in srv.output()
     (proj.path / "gate").write_text("")
     with Served(proj.path, "--max-runs", "1") as again:  # same ids, the requeued one first
         one = again.until(inflight, ("success",))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Project
-from serveproc import PIPELINE, Served, environ, free_port
+from serving import PIPELINE, Served, environ, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +50,7 @@ def test_get_prints_what_a_local_get_prints(served) -> None:
     assert r["final_output"] == lo["final_output"] == 6
     assert r["status"] == "success" and r["run_id"] != lo["run_id"]
     # the run is the server's: triggered over the API
-    status, run = server.call("GET", f"/runs/{r['run_id']}")
+    status, run, _ = server.call("GET", f"/runs/{r['run_id']}")
     assert status == 200 and run["triggered_by"] == "api"
     # -o value: the value alone, as locally
     value = project.barca("get", "total", "--server", server.url, "-o", "value")
@@ -230,7 +230,7 @@ def test_ctrl_c_cancels_the_run_on_the_server(served) -> None:
         run_id = None
         end = time.monotonic() + 60
         while run_id is None and time.monotonic() < end:
-            _, runs = server.call("GET", "/runs?status=running")
+            _, runs, _ = server.call("GET", "/runs?status=running")
             run_id = next((r["run_id"] for r in runs["runs"] if r["target"] == "slow"), None)
             time.sleep(0.2)
         assert run_id is not None, "the run never started on the server"
@@ -264,7 +264,7 @@ def test_a_server_that_restarts_mid_run_is_waited_for(tmp_path: Path) -> None:
     back on the same port: the client's event stream is opened again, and the command ends
     with the rerun's outcome."""
     (tmp_path / "pipeline.py").write_text(PIPELINE)
-    first = Served(tmp_path, None, "--drain-timeout", "0.5")
+    first = Served(tmp_path, "--drain-timeout", "0.5")
     proc = subprocess.Popen([sys.executable, "-m", "barca", "get", "nap", "--server",
                              first.url, "--json"], cwd=tmp_path,
                             env=environ({"BARCA_SERVER_RECONNECT": "90"}),
@@ -273,12 +273,12 @@ def test_a_server_that_restarts_mid_run_is_waited_for(tmp_path: Path) -> None:
     try:
         end = time.monotonic() + 60
         while time.monotonic() < end:
-            _, runs = first.call("GET", "/runs?status=running")
+            _, runs, _ = first.call("GET", "/runs?status=running")
             if any(r["target"] == "nap" for r in runs["runs"]):
                 break
             time.sleep(0.2)
         first.stop()  # SIGTERM: past the drain deadline the run is put back in the queue
-        second = Served(tmp_path, None, port=first.port)
+        second = Served(tmp_path, port=first.port)
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         doc = json.loads(out)

@@ -10,25 +10,16 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import chrome
 import pytest
-from serveproc import PIPELINE, Served, environ
+from serving import PIPELINE, Served, environ
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
 SHOTS = Path(os.environ.get("BARCA_SHOTS") or "/tmp/ui-shots")
 NAMES = ("numbers", "total", "boom", "table", "nap", "slow")
 
 
-def _missing() -> str:
-    if not Path(CHROMIUM).is_file():
-        return "chromium is not installed (apt-get install chromium; .ci/run installs it)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright client is not installed"
-    return ""
 
 
 @pytest.fixture(scope="module")
@@ -61,12 +52,12 @@ def test_the_shell_holds_no_node_names_and_the_graph_is_barca_graphs(server) -> 
     assert svg == local.strip()
 
 
-@pytest.mark.skipif(bool(_missing()), reason=_missing() or "ready")
+@pytest.mark.skipif(bool(chrome.missing()), reason=chrome.missing() or "ready")
 def test_get_from_the_ui_runs_and_shows_its_logs(server) -> None:
     from playwright.sync_api import expect, sync_playwright
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = chrome.launch(pw)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             errors: list[str] = []
@@ -121,7 +112,7 @@ def test_get_from_the_ui_runs_and_shows_its_logs(server) -> None:
             expect(page.locator("#queue-state")).to_have_text("active", timeout=10_000)
             assert server.call("GET", "/queue")[1]["paused"] is False
             # live: a run going on is drawn running, and said in the header, until it ends
-            status, answer = server.call("POST", "/runs", {"command": "get",
+            status, answer, _ = server.call("POST", "/runs", {"command": "get",
                                                            "targets": ["slow"]})
             assert status == 202
             page.click('.tabs a[data-page="graph"]')
@@ -135,7 +126,7 @@ def test_get_from_the_ui_runs_and_shows_its_logs(server) -> None:
             expect(page.locator("#live")).to_have_text("idle")
             # a run waiting in a paused queue: listed with its place, and cancelled from there
             server.call("POST", "/queue/pause")
-            status, waiting = server.call("POST", "/runs", {"command": "get",
+            status, waiting, _ = server.call("POST", "/runs", {"command": "get",
                                                             "targets": ["total"]})
             assert status == 202 and waiting["status"] == "pending"
             page.click('.tabs a[data-page="queue"]')
@@ -177,14 +168,14 @@ def _photograph(browser, url: str) -> None:
             ctx.close()
 
 
-@pytest.mark.skipif(bool(_missing()), reason=_missing() or "ready")
+@pytest.mark.skipif(bool(chrome.missing()), reason=chrome.missing() or "ready")
 def test_a_server_with_a_token_asks_for_it_once(tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
     (tmp_path / "pipeline.py").write_text(PIPELINE)
     served = Served(tmp_path, env={"BARCA_SERVER_TOKEN": "ui-t0ken"})
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            browser = chrome.launch(pw)
             try:
                 page = browser.new_page(viewport={"width": 1000, "height": 800})
                 page.goto(served.url + "/ui/")

@@ -8,10 +8,9 @@ import os
 import shutil
 from pathlib import Path
 
+import chrome
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
 SHOTS = os.environ.get("BARCA_SHOTS")  # a folder to keep the screenshots in, for a person
 
 PIPELINE = '''
@@ -29,14 +28,6 @@ def summary_of_everything_that_matters(monthly: list) -> int:
 '''
 
 
-def _missing() -> str:
-    if not Path(CHROMIUM).is_file():
-        return "chromium is not installed (apt-get install chromium; .ci/run installs it)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright client is not installed"
-    return ""
 
 
 def _html(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
@@ -82,7 +73,7 @@ ONE_LINE = """() => [...document.querySelectorAll('td.barca-cell')].filter(td =>
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(bool(_missing()), reason=_missing() or "browser available")
+@pytest.mark.skipif(bool(chrome.missing()), reason=chrome.missing() or "browser available")
 def test_tables_hold_their_shape_narrow_and_wide_light_and_dark(tmp_path: Path,
                                                                 monkeypatch) -> None:
     from playwright.sync_api import sync_playwright
@@ -91,7 +82,7 @@ def test_tables_hold_their_shape_narrow_and_wide_light_and_dark(tmp_path: Path,
     assert "FAILED HERE" in html["status"] and "<details>" in html["status"]
     shots = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = chrome.launch(pw)
         try:
             for theme, bg, fg in (("light", "#ffffff", "#1a1a1a"), ("dark", "#111111", "#dddddd")):
                 for width in (420, 1400):

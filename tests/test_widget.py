@@ -16,6 +16,7 @@ import urllib.request
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import chrome
 import nbformat
 import pytest
 from conftest import Project
@@ -355,19 +356,9 @@ def test_widget_for_a_named_environment(seed: Project, monkeypatch: pytest.Monke
 
 # ---------------------------------------------------------------------------- in a browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-dev-shm-usage"]
-
-
 def _browser_missing() -> str:
-    if not Path(CHROMIUM).is_file():
-        return f"{CHROMIUM} is not installed (apt-get install chromium; .ci/run installs it)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright client is not installed (pip install -e '.[test]')"
+    if chrome.missing():
+        return chrome.missing()
     if shutil.which("jupyter-lab") is None and not _has("jupyterlab"):
         return "jupyterlab is not installed (pip install -e '.[test]')"
     return ""
@@ -466,7 +457,7 @@ def test_widget_in_jupyterlab_in_chromium(lab, seed: Project, tmp_path: Path) ->
     url, home = lab
     report = 'svg.barca-dag g[data-node="pipeline.py:report"]'
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = chrome.launch(pw)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(60_000)
@@ -564,7 +555,7 @@ def test_notebook_tables_and_progress_in_jupyterlab(lab, seed: Project, tmp_path
     url, home = lab
     url = url.replace("widget.ipynb", "tour.ipynb")
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = chrome.launch(pw)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
             page.set_default_timeout(60_000)
