@@ -115,6 +115,12 @@ class Store:
             f"Move the file aside (nothing was run, the file was kept): "
             f"mv {self.db_path} {self.db_path}.broken", path=str(self.db_path))
 
+    @property
+    def is_open(self) -> bool:
+        """Whether there is a database to read (a read-only command finds none before the
+        first run) and it was not closed."""
+        return self.conn is not None
+
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
@@ -182,6 +188,17 @@ class Store:
         found = self.rows(asset, "partition=?" + (" AND status='success'" if success else ""),
                           (key,), order="id DESC LIMIT 1")
         return found[0] if found else None
+
+    def table_rows(self, table: str) -> list[dict[str, Any]]:
+        """Every row of ``runs`` or ``materializations`` as a dict (``barca sql``'s ``barca.``
+        schema, which DuckDB reads)."""
+        if table not in ("runs", "materializations"):
+            raise ValueError(f"not a table barca sql shows: {table}")
+        if self.conn is None:
+            return []
+        cur = self.conn.execute(f"SELECT * FROM {table}")
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=False)) for r in cur]
 
     # ---------------------------------------------------------------- node snapshots
     def snapshot(self, asset: str) -> Snapshot | None:

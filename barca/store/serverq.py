@@ -68,6 +68,37 @@ def pending(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return rows(conn, "status='pending' ORDER BY queued_at, rowid")
 
 
+def running(conn: sqlite3.Connection, served_only: bool = False) -> list[dict[str, Any]]:
+    """The runs in progress; ``served_only``: those a server started (they have a request)."""
+    return rows(conn, "status='running'" + (" AND request IS NOT NULL" if served_only else ""))
+
+
+def recent(conn: sqlite3.Connection, limit: int, status: str | None = None,
+           triggered_by: str | None = None, target: str | None = None,
+           since: float | None = None) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs (queued or begun), newest first; each filter given narrows
+    them: a status, a trigger, a target named in the run's target list, begun (or queued)
+    at or after ``since``."""
+    where: list[str] = ["1"]
+    args: list[Any] = []
+    for test, value in (("status=?", status), ("triggered_by=?", triggered_by),
+                        ("(',' || target || ',') LIKE ?", None if target is None
+                         else f"%,{target},%"),
+                        ("coalesce(started_at, queued_at) >= ?", since)):
+        if value is not None:
+            where.append(test)
+            args.append(value)
+    return rows(conn, " AND ".join(where) + " ORDER BY coalesce(started_at, queued_at) DESC "
+                "LIMIT ?", (*args, limit))
+
+
+def start(conn: sqlite3.Connection, run_id: str, pid: int, proc: str | None) -> None:
+    """A queued run's child process began: ``running``, with the process (only if still
+    ``pending``: a cancel in between wins)."""
+    _write(conn, "UPDATE runs SET status='running', started_at=?, pid=?, proc=? WHERE run_id=? "
+                 "AND status='pending'", (time.time(), pid, proc, run_id))
+
+
 def connect(db_path: Any, read_only: bool = False) -> sqlite3.Connection:
     """A connection for the server's threads; read-only: the file opened read-only (nothing
     created or migrated), or an empty in-memory store when there is no file yet."""
@@ -123,6 +154,12 @@ def mark(conn: sqlite3.Connection, run_id: str, status: str, error: str | None =
 def live_node_runs(conn: sqlite3.Connection) -> list[tuple[str, str, str | None]]:
     """(run id, status, request JSON) of every run pending or running, CLI runs included."""
     return list(conn.execute("SELECT run_id, status, request FROM runs WHERE status IN "
+                             "('pending', 'running')"))
+
+
+def live_targets(conn: sqlite3.Connection) -> dict[str, str | None]:
+    """run id -> its target label, of every run pending or running."""
+    return dict(conn.execute("SELECT run_id, target FROM runs WHERE status IN "
                              "('pending', 'running')"))
 
 
