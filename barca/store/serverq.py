@@ -65,12 +65,12 @@ def requeue_at_head(conn: sqlite3.Connection, run_id: str) -> None:
 
 def pending(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     """The queue, first in line first."""
-    return rows(conn, "status='pending' ORDER BY queued_at, rowid")
+    return _rows(conn, "status='pending' ORDER BY queued_at, rowid")
 
 
 def running(conn: sqlite3.Connection, served_only: bool = False) -> list[dict[str, Any]]:
     """The runs in progress; ``served_only``: those a server started (they have a request)."""
-    return rows(conn, "status='running'" + (" AND request IS NOT NULL" if served_only else ""))
+    return _rows(conn, "status='running'" + (" AND request IS NOT NULL" if served_only else ""))
 
 
 def recent(conn: sqlite3.Connection, limit: int, status: str | None = None,
@@ -88,7 +88,7 @@ def recent(conn: sqlite3.Connection, limit: int, status: str | None = None,
         if value is not None:
             where.append(test)
             args.append(value)
-    return rows(conn, " AND ".join(where) + " ORDER BY coalesce(started_at, queued_at) DESC "
+    return _rows(conn, " AND ".join(where) + " ORDER BY coalesce(started_at, queued_at) DESC "
                 "LIMIT ?", (*args, limit))
 
 
@@ -120,10 +120,11 @@ def connect(db_path: Any, read_only: bool = False) -> sqlite3.Connection:
     return conn
 
 
-def rows(conn: sqlite3.Connection, where: str, args: tuple[Any, ...] = ()
+def _rows(conn: sqlite3.Connection, where: str, args: tuple[Any, ...] = ()
          ) -> list[dict[str, Any]]:
     """``runs`` rows as dicts of ``ROW``; a column a store does not have yet is None (a
-    read-only server migrates nothing)."""
+    read-only server migrates nothing). The WHERE clause is this module's own: the modules
+    above call the readers named for what they ask (``pending``, ``running``, ``recent``)."""
     have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
     cols = ", ".join(c if c in have else f"NULL AS {c}" for c in ROW)
     cur = conn.execute(f"SELECT {cols} FROM runs WHERE {where}", args)
@@ -131,7 +132,7 @@ def rows(conn: sqlite3.Connection, where: str, args: tuple[Any, ...] = ()
 
 
 def row(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
-    found = rows(conn, "run_id=?", (run_id,))
+    found = _rows(conn, "run_id=?", (run_id,))
     return found[0] if found else None
 
 
