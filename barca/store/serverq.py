@@ -5,6 +5,7 @@ run, a finished run's JSON outcome, and the server's switches (the queue paused)
 Every function takes the ``sqlite3`` connection of a writable ``Store`` (its schema migrated)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -20,9 +21,13 @@ FINISHED = ("success", "failed", "cancelled", "crashed", "error", "interrupted")
 
 
 def _write(conn: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> None:
+    _write_many(conn, sql, [args])
+
+
+def _write_many(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
-        conn.execute(sql, args)
+        conn.executemany(sql, rows)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -156,6 +161,27 @@ def live_node_runs(conn: sqlite3.Connection) -> list[tuple[str, str, str | None]
     """(run id, status, request JSON) of every run pending or running, CLI runs included."""
     return list(conn.execute("SELECT run_id, status, request FROM runs WHERE status IN "
                              "('pending', 'running')"))
+
+
+def reap_crashed(conn: sqlite3.Connection) -> list[str]:
+    """Mark ``crashed`` every ``running`` run whose process is gone (its pid no longer
+    names the process that began it: ended, killed, or the pid reused, told apart by the
+    process's start time). A run begun on another machine, or by a barca that did not
+    record its process, is left as it is: nothing here can tell. The run ids marked."""
+    from barca.store.process import process_alive
+    try:
+        running = list(conn.execute("SELECT run_id, pid, proc FROM runs WHERE status='running'"))
+    except sqlite3.OperationalError:  # a store written before runs knew their process
+        return []
+    gone = [run_id for run_id, pid, proc in running
+            if pid is not None and proc and not process_alive(pid, proc)]
+    why = "the process running it ended before it finished (killed or crashed)"
+    if gone:
+        with contextlib.suppress(sqlite3.DatabaseError):  # a read-only store: shown as is
+            _write_many(conn, "UPDATE runs SET status='crashed', finished_at=?, error=? "
+                              "WHERE run_id=? AND status='running'",
+                        [(time.time(), why, r) for r in gone])
+    return gone
 
 
 def live_targets(conn: sqlite3.Connection) -> dict[str, str | None]:

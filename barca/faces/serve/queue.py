@@ -195,13 +195,10 @@ class Queue:
     def in_flight(self, node_id: str) -> bool:
         """Whether a run of ``node_id`` is pending or running: queued here, running here, or
         a command typed on this machine (a live ``running`` row)."""
-        from barca.store.metadata import Store
         short = node_id.rsplit(":", 1)[-1]
         with self.lock:
-            store = Store.__new__(Store)
-            store.conn = self.conn
             if not self.read_only:
-                store.reap_crashed()
+                serverq.reap_crashed(self.conn)
             live = serverq.live_node_runs(self.conn)
             labels = serverq.live_targets(self.conn)
         for run_id, _status, request in live:
