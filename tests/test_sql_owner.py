@@ -53,6 +53,15 @@ def test_no_module_outside_the_store_runs_sql() -> None:
         "\n".join(found)
 
 
+def test_no_module_outside_the_store_reaches_for_its_connection() -> None:
+    """``store.conn`` is the store's: a caller asks ``Store.is_open`` or a method."""
+    found = [f"barca/{rel}:{node.lineno}: {ast.unparse(node)}"
+             for rel, tree in _outside_store() for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and node.attr == "conn"
+             and ast.unparse(node.value).rsplit(".", 1)[-1] in ("store", "_store")]
+    assert not found, "a Store's connection used outside barca/store:\n" + "\n".join(found)
+
+
 def test_no_module_outside_the_store_writes_sql_text() -> None:
     """Not even a statement (or a WHERE clause) handed to a store function to run."""
     found = []

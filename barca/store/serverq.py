@@ -170,10 +170,10 @@ def reap_crashed(conn: sqlite3.Connection) -> list[str]:
     record its process, is left as it is: nothing here can tell. The run ids marked."""
     from barca.store.process import process_alive
     try:
-        running = list(conn.execute("SELECT run_id, pid, proc FROM runs WHERE status='running'"))
+        live = list(conn.execute("SELECT run_id, pid, proc FROM runs WHERE status='running'"))
     except sqlite3.OperationalError:  # a store written before runs knew their process
         return []
-    gone = [run_id for run_id, pid, proc in running
+    gone = [run_id for run_id, pid, proc in live
             if pid is not None and proc and not process_alive(pid, proc)]
     why = "the process running it ended before it finished (killed or crashed)"
     if gone:
