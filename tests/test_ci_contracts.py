@@ -65,6 +65,44 @@ def test_an_import_that_breaks_a_layer_fails_ci(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_sqlite3_outside_the_store_fails_ci(tmp_path: Path) -> None:
+    """The store package is the one owner of metadata.db (#27 item 4): a module above it that
+    opens SQLite itself breaks a contract."""
+    copy = _checkout(tmp_path)
+    defcache = copy / "barca" / "engine" / "defcache.py"
+    defcache.write_text(defcache.read_text() + "\n\ndef _rows() -> None:\n"
+                        "    import sqlite3  # noqa: F401\n")
+    r = _lint(copy)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out
+    assert "barca.engine.defcache -> sqlite3" in out, out
+
+
+@pytest.mark.slow
+def test_the_cli_reaching_past_commands_fails_ci(tmp_path: Path) -> None:
+    copy = _checkout(tmp_path)
+    cli = copy / "barca" / "faces" / "cli.py"
+    cli.write_text(cli.read_text() + "\n\ndef _keep() -> None:\n"
+                   "    from barca.api import warm  # noqa: F401\n")
+    r = _lint(copy)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out
+    assert "barca.faces.cli -> barca.api.warm" in out, out
+
+
+def test_the_cli_imports_only_the_faces_and_the_vocabulary() -> None:
+    """``barca/faces/cli.py`` parses, calls ``faces.commands`` and renders (#27 item 4): of
+    barca it imports only the faces and ``core`` (import-linter checks it too)."""
+    import ast
+    tree = ast.parse((REPO / "barca" / "faces" / "cli.py").read_text())
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    below = sorted(n for n in names if n.startswith("barca.")
+                   and n.split(".")[1] not in ("core", "faces"))
+    assert not below, f"barca/faces/cli.py imports {below} (go through barca.faces.commands)"
+
+
+@pytest.mark.slow
 def test_an_import_cycle_inside_a_layer_fails_ci(tmp_path: Path) -> None:
     """Modules of one package import in one direction (import-linter's acyclic_siblings):
     config reading settings back, as it once did, is a cycle."""

@@ -83,3 +83,32 @@ def test_run_bodies_are_checked_as_the_cli_checks_flags():
     assert argv[3:] == ["get", "b", "pipe.py", "--json", "--run-id", "r1", "--refresh", "a",
                         "--no-cascade", "-o", "value", "--partition", '{"region": "emea"}',
                         "--env", "dev"]
+
+
+def test_history_filters_are_the_stores(proj):
+    """``/history``'s filters (status, trigger, a target in the run's list, since, limit) are
+    one store query (serverq.recent); the route only checks the values."""
+    import time
+    from types import SimpleNamespace
+
+    from barca import api
+    from barca.faces.serve.runs import history
+    db = proj / ".barca" / "metadata.db"
+    first = api.materialize("a", "pipe.py").run_id
+    between = time.time()
+    time.sleep(0.01)
+    second = api.materialize("b", "pipe.py").run_id
+    q = Queue(proj, db, 1, None, lambda: ())
+    queued = q.submit({"command": "get", "targets": ["b"], "triggered_by": "api"})
+    server = SimpleNamespace(db_path=db, read_only=False)
+
+    def ids(**filters: str) -> list[str]:
+        return [r["run_id"] for r in history(server, filters)["runs"]]
+
+    assert ids() == [queued, second, first]  # newest first, a queued run by when queued
+    assert ids(status="success") == ids(status="complete") == [second, first]
+    assert ids(triggered_by="api") == [queued]
+    assert ids(target="pipe.py:a") == [first]
+    assert ids(since=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(between)) +
+               f".{int(between % 1 * 1e6):06d}Z") == [queued, second]
+    assert ids(limit="1") == [queued]

@@ -61,7 +61,7 @@ class Session:
             # notebook's old name (never another notebook's function of the same name)
             from barca.model.notebook import is_notebook_id
             for n, m in self.graph.nodes.items():
-                if self.graph.files[m.file].abspath == PSEUDO_ABSPATH and self.store.conn:
+                if self.graph.files[m.file].abspath == PSEUDO_ABSPATH and self.store.is_open:
                     self.store.adopt(n, is_notebook_id, functools.partial(self._parts, n))
 
     def _parts(self, n: NodeId) -> dict[str, str]:

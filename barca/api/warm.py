@@ -259,7 +259,7 @@ def _store(root: Path, prefix: str) -> tuple[Any, tuple[int, int]] | None:
         got[0].close()
     store = Store(root, create=False, prefix=prefix)
     db = _db_id(store)
-    if store.conn is None or db is None:
+    if not store.is_open or db is None:
         store.close()
         return None
     _STORES[key] = (store, db)

@@ -11,11 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from barca.model.discovery import FileModel, NodeModel
+from barca.store.definitions import read_definitions, write_definitions
+
+if TYPE_CHECKING:
+    from barca.store.metadata import Store
 
 
 def _sha(data: bytes) -> str:
@@ -42,8 +45,8 @@ def _part_file(name: str) -> str | None:
 
 
 class DefinitionCache:
-    def __init__(self, conn: sqlite3.Connection | None, root: Path) -> None:
-        self.conn, self.root = conn, root
+    def __init__(self, store: Store | None, root: Path) -> None:
+        self.store, self.root = store, root  # the rows are read through it (the first get)
         self._rows: dict[str, tuple[str, str, str]] | None = None
         self._files: dict[str, str | None] = {}
         self._dirs: dict[str, str] = {}
@@ -53,14 +56,7 @@ class DefinitionCache:
 
     def _load(self) -> dict[str, tuple[str, str, str]]:
         if self._rows is None:
-            self._rows = {}
-            if self.conn is not None:
-                try:
-                    for node, file_sha, deps, parts in self.conn.execute(
-                            "SELECT node, file_sha, deps, parts FROM definitions"):
-                        self._rows[node] = (file_sha, deps, parts)
-                except sqlite3.DatabaseError:  # an older store without the table
-                    pass
+            self._rows = read_definitions(self.store)
         return self._rows
 
     def _file(self, rel: str) -> str | None:
@@ -129,11 +125,10 @@ class DefinitionCache:
         self._new.append((node.id, self.fingerprint(fm), json.dumps(deps),
                           json.dumps(parts, sort_keys=True)))
 
-    def flush(self, store: Any) -> None:
+    def flush(self, store: Store) -> None:
         """Write what this command computed (only commands that write the store call this)."""
-        if self._new and store.conn is not None:
+        if self._new and store.is_open:
             try:
-                store._write("INSERT OR REPLACE INTO definitions (node, file_sha, deps, parts) "
-                             "VALUES (?, ?, ?, ?)", self._new)
+                write_definitions(store, self._new)
             finally:
                 self._new = []

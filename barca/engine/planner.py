@@ -44,7 +44,7 @@ class Context:
         self._modules: dict[str, Any] = {}
         self._input_names: dict[NodeId, str] | None = None
         from barca.engine.defcache import DefinitionCache
-        self.defcache = DefinitionCache(store.conn, graph.root)
+        self.defcache = DefinitionCache(store, graph.root)
         self.key_sources: set[NodeId] = {
             d.source for n in graph.nodes.values() for d in n.dims
             if d.kind == "from" and d.source is not None and not graph.nodes[d.source].partitioned}
@@ -68,7 +68,7 @@ class Context:
         store = Store(old.root, create=True, prefix=old.prefix)
         old.close()
         self.view.store = store
-        self.defcache.conn = store.conn
+        self.defcache.store = store
         return store
 
     def input_name(self, up: NodeId) -> str:

@@ -167,7 +167,7 @@ class Runner:
         self.ctx.view.load_snapshots([n for n in w.order if n not in w.forced
                                       and self.graph.nodes[n].kind == "asset"])
         self._settled = settle.check(self.ctx.view.snapshots_loaded)
-        if self.execute and not self._settled and self.ctx.store.conn is not None:
+        if self.execute and not self._settled and self.ctx.store.is_open:
             from barca.engine.sharing import Sharing  # a settled cone runs nothing to share
             self._sharing = Sharing(self.ctx.store, self.run_id, w, self.graph, self._repairing,
                                     self.on_event)

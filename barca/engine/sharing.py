@@ -94,7 +94,7 @@ class Sharing:
                 waiting.append((nid, away))
         if served:  # ours no more: another run's row stands for them
             with contextlib.suppress(Exception):
-                self.store._write_all(self.claims.release_writes(served))
+                self.claims.release(served)
         return mine, waiting
 
     def wait(self, waiting: Groups) -> Groups:

@@ -154,47 +154,12 @@ def progress_line(done: int, total: int, step: str, width: int = 24) -> str:
     return line + (step if len(step) <= room else step[:room - 1] + "…")
 
 
-def _value_text(res: Any, indent: int | None) -> str:
-    """The targets' value as JSON (``-o value``); a value JSON cannot print is a usage
-    problem: the result is cached, and ``-o path`` or ``barca.get()`` reach it."""
-    from barca.identity.hashing import is_json_value
-    value = res.value()
-
-    def default(v: Any) -> Any:
-        from barca.store import frames
-        if frames.kind(v) is not None:  # a table: a list of row objects
-            return frames.to_rows(v)
-        if hasattr(v, "isoformat"):  # datetime, date, time, pandas Timestamp: ISO strings
-            return v.isoformat()
-        if hasattr(v, "item") and callable(v.item):  # a numpy scalar
-            return v.item()
-        if hasattr(v, "to_dict"):
-            try:
-                return v.to_dict(orient="records")
-            except TypeError:
-                return v.to_dict()
-        raise TypeError(type(v).__name__)
-
-    if is_json_value(value):
-        return json.dumps(value, ensure_ascii=False, indent=indent)
-    try:
-        return json.dumps(value, default=default, ensure_ascii=False, indent=indent,
-                          allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        from barca.core.errors import UsageError
-        kind = type(value).__name__
-        why = "" if str(exc) == kind else f" ({exc})"
-        raise UsageError(f"-o value: the value is a {kind}{why}, which JSON cannot print.",
-                         "Use -o path for the artifact, or barca.get() in Python for the "
-                         "value.") from None
-
-
 def render(outcome: Any, mode: str) -> None:
     """Print a command's result object in ``mode``: its ``json_text()``, else its ``str()``
     (the text a person reads). A command without ``--json`` (docs, version) prints its text."""
     res, cmd, args = outcome.result, outcome.command, outcome.args
     if cmd == "logs":
-        _print_logs(res, mode, args, outcome.settings)
+        _print_logs(outcome, mode)
         return
     if getattr(args, "output", None) == "path" and hasattr(res, "outputs"):
         for o in res.outputs:
@@ -202,7 +167,7 @@ def render(outcome: Any, mode: str) -> None:
                 print(printable(f"{i.key}: {i.path}" if o.partitioned else i.path))
         return
     if getattr(args, "output", None) == "value" and hasattr(res, "outputs"):
-        text = _value_text(res, 2 if sys.stdout.isatty() else None)
+        text = outcome.value_text(2 if sys.stdout.isatty() else None)
         if outcome.settings.output == "json":  # JSON asked for, not merely a pipe: the run
             # document, whose final_output is the value
             doc = res.to_json()
@@ -221,25 +186,18 @@ def render(outcome: Any, mode: str) -> None:
     else:
         print(printable(str(res)))
         if cmd == "sql" and res.truncated:
-            sys.stderr.write(printable(f"[barca] note: {res._table()[3]}") + "\n")
+            sys.stderr.write(printable(f"[barca] note: {res.note}") + "\n")
 
 
-def _print_logs(log: Any, mode: str, args: Any, settings: Any) -> None:
+def _print_logs(outcome: Any, mode: str) -> None:
     """``barca logs``: the run is named on stderr; lines on stdout (JSON: one object each).
     With ``-f``, new lines are printed until the run ends."""
-    from barca.queries.runlog import follow
-    fetch = None
-    if getattr(args, "server", None) is not None:
-        from barca.faces import remote
-        if remote.wanted(args):  # the lines come from the server
-            def fetch(run_id: str, after: int = 0, **_: Any) -> Any:
-                return remote.more_logs(args, run_id, after, settings)
+    log, args = outcome.result, outcome.args
     sys.stderr.write(f"[barca] {log.headline()}\n")
     if not log.lines and not args.follow and mode != "json":
         sys.stderr.write(f"[barca] {log.EMPTY}\n")
-    looks = follow(log, settings=settings, step=args.step, stream=args.stream,
-                   fetch=fetch) if args.follow else [log]
-    for part in looks:
+    from barca.faces.commands import log_parts
+    for part in log_parts(outcome):
         if mode == "json":  # one array; following, one object per line as lines arrive
             text = part.json_lines() if args.follow else part.json_array()
         else:
@@ -322,8 +280,8 @@ def run_cli(argv: list[str] | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
-    from barca.api import warm
-    warm.keeping = False  # one command per process: nothing would ask twice
+    from barca.faces.commands import one_command_per_process
+    one_command_per_process()
     try:
         code = run_cli(argv)
         sys.stdout.flush()

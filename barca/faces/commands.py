@@ -365,6 +365,29 @@ def resolve(args: argparse.Namespace) -> Settings:
     return settings
 
 
+def log_parts(outcome: Outcome) -> Any:
+    """``barca logs``: the log, then (``-f``) each part of it that arrives until the run ends
+    (from the server with ``--server``)."""
+    args, settings = outcome.args, outcome.settings
+    if not args.follow:
+        return [outcome.result]
+    from barca.queries.runlog import follow
+    fetch = None
+    if getattr(args, "server", None) is not None:
+        from barca.faces import remote
+        if remote.wanted(args):  # the lines come from the server
+            def fetch(run_id: str, after: int = 0, **_: Any) -> Any:
+                return remote.more_logs(args, run_id, after, settings)
+    return follow(outcome.result, settings=settings, step=args.step, stream=args.stream,
+                  fetch=fetch)
+
+
+def one_command_per_process() -> None:
+    """The CLI: this process answers one command, so no warm state is kept for a next ask."""
+    from barca.api import warm
+    warm.keeping = False
+
+
 def dispatch(args: argparse.Namespace, on_event: Any = None, load_values: bool = False,
              default_sql_limit: int | None = 100, settings: Settings | None = None) -> Outcome:
     """Run the command with ``settings`` (default: ``resolve(args)``), passed down as a value:

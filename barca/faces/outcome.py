@@ -3,6 +3,7 @@ first word is read (a target, or a file). Shared by the local commands and ``--s
 from __future__ import annotations
 
 import argparse
+import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,3 +27,37 @@ class Outcome:
                  settings: Settings) -> None:
         self.command, self.result, self.args = command, result, args
         self.settings = settings
+
+    def value_text(self, indent: int | None) -> str:
+        """The targets' value as JSON (``-o value``); a value JSON cannot print is a usage
+        problem: the result is cached, and ``-o path`` or ``barca.get()`` reach it."""
+        from barca.identity.hashing import is_json_value
+        value = self.result.value()
+
+        def default(v: Any) -> Any:
+            from barca.store import frames
+            if frames.kind(v) is not None:  # a table: a list of row objects
+                return frames.to_rows(v)
+            if hasattr(v, "isoformat"):  # datetime, date, time, pandas Timestamp: ISO strings
+                return v.isoformat()
+            if hasattr(v, "item") and callable(v.item):  # a numpy scalar
+                return v.item()
+            if hasattr(v, "to_dict"):
+                try:
+                    return v.to_dict(orient="records")
+                except TypeError:
+                    return v.to_dict()
+            raise TypeError(type(v).__name__)
+
+        if is_json_value(value):
+            return json.dumps(value, ensure_ascii=False, indent=indent)
+        try:
+            return json.dumps(value, default=default, ensure_ascii=False, indent=indent,
+                              allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            from barca.core.errors import UsageError
+            kind = type(value).__name__
+            why = "" if str(exc) == kind else f" ({exc})"
+            raise UsageError(f"-o value: the value is a {kind}{why}, which JSON cannot print.",
+                             "Use -o path for the artifact, or barca.get() in Python for the "
+                             "value.") from None

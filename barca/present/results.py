@@ -458,10 +458,15 @@ class SqlResult(_Displayable, Record):
         import pandas as pd
         return pd.DataFrame.from_records(list(self.rows), columns=list(self.columns))
 
-    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
-        note = (f"showing {len(self.rows)} of {self.total} rows (--all for every row)"
+    @property
+    def note(self) -> str:
+        """What the table leaves out ("" when nothing): the CLI says it on stderr."""
+        return (f"showing {len(self.rows)} of {self.total} rows (--all for every row)"
                 if self.truncated else "")
-        return (list(self.columns), [[_cell(v) for v in r] for r in self.rows], None, note)
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        return (list(self.columns), [[_cell(v) for v in r] for r in self.rows], None,
+                self.note)
 
     def __str__(self) -> str:
         headers, rows, _, _ = self._table()

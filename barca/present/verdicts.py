@@ -177,9 +177,9 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
     if m.schedule is not None:
         from barca.present.schedules import schedule_state
         rows = ctx.store.rows(ns.node, order="id DESC LIMIT 1000")
-        from barca.store.schedstate import read
+        from barca.store.schedstate import kept_state
         extra["schedule"] = schedule_state(m, [r.status for r in rows],
-                                           read(ctx.store.conn, ns.node))
+                                           kept_state(ctx.store, ns.node))
     return StatusRow(ns.node, m.kind, state, reason, detail, last_run, shape, deps,
                      _read_inputs(graph, m), parts, lm, extra or None)
 

@@ -193,20 +193,11 @@ def _config(root: Path) -> Check:
 
 
 def _database(root: Path, prefix: str) -> Check:
-    import sqlite3
+    from barca.store.database import quick_check
     db = root / prefix / "metadata.db"
     if not db.exists():
         return Check("metadata.db", True, "none yet (the first run makes it)")
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-        try:
-            verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
-            conn.execute("SELECT count(*) FROM materializations").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        verdict = str(exc)
-    verdict = " ".join(str(verdict).split())  # quick_check reports over several lines
+    verdict = quick_check(db)
     if verdict != "ok":
         return Check("metadata.db", False, f"{db.relative_to(root)} fails PRAGMA quick_check: "
                      f"{verdict}", f"Move it aside (mv {db} {db}.broken); the next run rebuilds "

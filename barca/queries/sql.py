@@ -221,14 +221,6 @@ def frame(ctx: Context, vs: ViewSource, checked: VerifiedFiles) -> Any:
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
-def _table_rows(ctx: Context, table: str) -> list[dict[str, Any]]:
-    if ctx.store.conn is None:
-        return []
-    cur = ctx.store.conn.execute(f"SELECT * FROM {table}")
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=False)) for r in cur]
-
-
 def query(ctx: Context, sql: str,
           limit: int | None) -> tuple[list[str], list[tuple[Any, ...]], int]:
     """Run ``sql`` over the views it names; (columns, rows, total row count)."""
@@ -274,7 +266,7 @@ def query(ctx: Context, sql: str,
         tmpdir = tempfile.TemporaryDirectory(prefix="barca-sql-")
         tmp = tmpdir.name
         for table in ("runs", "materializations"):
-            table_rows = _table_rows(ctx, table)
+            table_rows = ctx.store.table_rows(table)
             p = Path(tmp) / f"{table}.ndjson"
             p.write_text("".join(json.dumps(r) + "\n" for r in table_rows) or "{}\n")
             con.execute(f"CREATE VIEW barca.{table} AS SELECT * FROM "

@@ -75,13 +75,18 @@ class Claims:
         return [("DELETE FROM claims WHERE run_hash=? AND run_id=?",
                  [(h, self.run_id) for h in mine])]
 
+    def release(self, hashes: list[str]) -> None:
+        """Give back our claims of these run hashes now, in a transaction of their own."""
+        writes = self.release_writes(hashes)
+        if writes:
+            self.store._write_all(writes)
+
     def release_all(self) -> None:
         """Give back every claim still ours (the run ends, finished or not)."""
         if not self.mine:
             return
-        writes = self.release_writes(list(self.mine))
         with contextlib.suppress(Exception):  # our process ending frees them for the others too
-            self.store._write_all(writes)
+            self.release(list(self.mine))
 
     def held(self, hashes: list[str]) -> set[str]:
         """Of these run hashes, the ones another live run holds now; the claims of a process

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from barca.core.errors import InfrastructureError
-from barca.store.process import process_alive, process_token
+from barca.store.process import process_token
 from barca.store.rows import Row, Snapshot  # the records it returns (re-exported here)
 from barca.store.schema import SCHEMA  # noqa: F401 (re-exported)
 from barca.store.serverq import RUN_COLUMNS
@@ -115,6 +115,12 @@ class Store:
             f"Move the file aside (nothing was run, the file was kept): "
             f"mv {self.db_path} {self.db_path}.broken", path=str(self.db_path))
 
+    @property
+    def is_open(self) -> bool:
+        """Whether there is a database to read (a read-only command finds none before the
+        first run) and it was not closed."""
+        return self.conn is not None
+
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
@@ -182,6 +188,17 @@ class Store:
         found = self.rows(asset, "partition=?" + (" AND status='success'" if success else ""),
                           (key,), order="id DESC LIMIT 1")
         return found[0] if found else None
+
+    def table_rows(self, table: str) -> list[dict[str, Any]]:
+        """Every row of ``runs`` or ``materializations`` as a dict (``barca sql``'s ``barca.``
+        schema, which DuckDB reads)."""
+        if table not in ("runs", "materializations"):
+            raise ValueError(f"not a table barca sql shows: {table}")
+        if self.conn is None:
+            return []
+        cur = self.conn.execute(f"SELECT * FROM {table}")
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=False)) for r in cur]
 
     # ---------------------------------------------------------------- node snapshots
     def snapshot(self, asset: str) -> Snapshot | None:
@@ -417,26 +434,11 @@ class Store:
                                        os.getpid(), process_token(os.getpid()))])
 
     def reap_crashed(self) -> list[str]:
-        """Mark ``crashed`` every ``running`` run whose process is gone (its pid no longer
-        names the process that began it: ended, killed, or the pid reused, told apart by the
-        process's start time). A run begun on another machine, or by a barca that did not
-        record its process, is left as it is: nothing here can tell. The run ids marked."""
+        """``serverq.reap_crashed``: runs whose process is gone marked ``crashed``."""
         if self.conn is None:
             return []
-        try:
-            running = list(self.conn.execute(
-                "SELECT run_id, pid, proc FROM runs WHERE status='running'"))
-        except sqlite3.OperationalError:  # a store written before runs knew their process
-            return []
-        gone = [run_id for run_id, pid, proc in running
-                if pid is not None and proc and not process_alive(pid, proc)]
-        if gone:
-            with contextlib.suppress(InfrastructureError):  # a read-only store: shown as is
-                self._write("UPDATE runs SET status='crashed', finished_at=?, error=? "
-                            "WHERE run_id=? AND status='running'",
-                            [(time.time(), "the process running it ended before it finished "
-                              "(killed or crashed)", r) for r in gone])
-        return gone
+        from barca.store.serverq import reap_crashed
+        return reap_crashed(self.conn)
 
     def running_runs(self) -> list[dict[str, Any]]:
         """The runs in progress now (a crashed one marked so first)."""

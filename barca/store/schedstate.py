@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from barca.store.metadata import Store
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS schedule_state (
     id TEXT PRIMARY KEY, failures INTEGER NOT NULL DEFAULT 0, paused INTEGER NOT NULL DEFAULT 0,
@@ -29,6 +32,11 @@ def read(conn: sqlite3.Connection | None, schedule_id: str) -> dict[str, Any] | 
     out = dict(zip(COLUMNS, row, strict=True))
     out["paused"] = bool(out["paused"])
     return out
+
+
+def kept_state(store: Store, schedule_id: str) -> dict[str, Any] | None:
+    """``read`` through a command's store (``barca status``)."""
+    return read(store.conn, schedule_id)
 
 
 class StateTable:

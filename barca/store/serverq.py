@@ -5,6 +5,7 @@ run, a finished run's JSON outcome, and the server's switches (the queue paused)
 Every function takes the ``sqlite3`` connection of a writable ``Store`` (its schema migrated)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -20,9 +21,13 @@ FINISHED = ("success", "failed", "cancelled", "crashed", "error", "interrupted")
 
 
 def _write(conn: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> None:
+    _write_many(conn, sql, [args])
+
+
+def _write_many(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
-        conn.execute(sql, args)
+        conn.executemany(sql, rows)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -65,7 +70,38 @@ def requeue_at_head(conn: sqlite3.Connection, run_id: str) -> None:
 
 def pending(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     """The queue, first in line first."""
-    return rows(conn, "status='pending' ORDER BY queued_at, rowid")
+    return _rows(conn, "status='pending' ORDER BY queued_at, rowid")
+
+
+def running(conn: sqlite3.Connection, served_only: bool = False) -> list[dict[str, Any]]:
+    """The runs in progress; ``served_only``: those a server started (they have a request)."""
+    return _rows(conn, "status='running'" + (" AND request IS NOT NULL" if served_only else ""))
+
+
+def recent(conn: sqlite3.Connection, limit: int, status: str | None = None,
+           triggered_by: str | None = None, target: str | None = None,
+           since: float | None = None) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs (queued or begun), newest first; each filter given narrows
+    them: a status, a trigger, a target named in the run's target list, begun (or queued)
+    at or after ``since``."""
+    where: list[str] = ["1"]
+    args: list[Any] = []
+    for test, value in (("status=?", status), ("triggered_by=?", triggered_by),
+                        ("(',' || target || ',') LIKE ?", None if target is None
+                         else f"%,{target},%"),
+                        ("coalesce(started_at, queued_at) >= ?", since)):
+        if value is not None:
+            where.append(test)
+            args.append(value)
+    return _rows(conn, " AND ".join(where) + " ORDER BY coalesce(started_at, queued_at) DESC "
+                "LIMIT ?", (*args, limit))
+
+
+def start(conn: sqlite3.Connection, run_id: str, pid: int, proc: str | None) -> None:
+    """A queued run's child process began: ``running``, with the process (only if still
+    ``pending``: a cancel in between wins)."""
+    _write(conn, "UPDATE runs SET status='running', started_at=?, pid=?, proc=? WHERE run_id=? "
+                 "AND status='pending'", (time.time(), pid, proc, run_id))
 
 
 def connect(db_path: Any, read_only: bool = False) -> sqlite3.Connection:
@@ -89,10 +125,11 @@ def connect(db_path: Any, read_only: bool = False) -> sqlite3.Connection:
     return conn
 
 
-def rows(conn: sqlite3.Connection, where: str, args: tuple[Any, ...] = ()
+def _rows(conn: sqlite3.Connection, where: str, args: tuple[Any, ...] = ()
          ) -> list[dict[str, Any]]:
     """``runs`` rows as dicts of ``ROW``; a column a store does not have yet is None (a
-    read-only server migrates nothing)."""
+    read-only server migrates nothing). The WHERE clause is this module's own: the modules
+    above call the readers named for what they ask (``pending``, ``running``, ``recent``)."""
     have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
     cols = ", ".join(c if c in have else f"NULL AS {c}" for c in ROW)
     cur = conn.execute(f"SELECT {cols} FROM runs WHERE {where}", args)
@@ -100,7 +137,7 @@ def rows(conn: sqlite3.Connection, where: str, args: tuple[Any, ...] = ()
 
 
 def row(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
-    found = rows(conn, "run_id=?", (run_id,))
+    found = _rows(conn, "run_id=?", (run_id,))
     return found[0] if found else None
 
 
@@ -123,6 +160,33 @@ def mark(conn: sqlite3.Connection, run_id: str, status: str, error: str | None =
 def live_node_runs(conn: sqlite3.Connection) -> list[tuple[str, str, str | None]]:
     """(run id, status, request JSON) of every run pending or running, CLI runs included."""
     return list(conn.execute("SELECT run_id, status, request FROM runs WHERE status IN "
+                             "('pending', 'running')"))
+
+
+def reap_crashed(conn: sqlite3.Connection) -> list[str]:
+    """Mark ``crashed`` every ``running`` run whose process is gone (its pid no longer
+    names the process that began it: ended, killed, or the pid reused, told apart by the
+    process's start time). A run begun on another machine, or by a barca that did not
+    record its process, is left as it is: nothing here can tell. The run ids marked."""
+    from barca.store.process import process_alive
+    try:
+        live = list(conn.execute("SELECT run_id, pid, proc FROM runs WHERE status='running'"))
+    except sqlite3.OperationalError:  # a store written before runs knew their process
+        return []
+    gone = [run_id for run_id, pid, proc in live
+            if pid is not None and proc and not process_alive(pid, proc)]
+    why = "the process running it ended before it finished (killed or crashed)"
+    if gone:
+        with contextlib.suppress(sqlite3.DatabaseError):  # a read-only store: shown as is
+            _write_many(conn, "UPDATE runs SET status='crashed', finished_at=?, error=? "
+                              "WHERE run_id=? AND status='running'",
+                        [(time.time(), why, r) for r in gone])
+    return gone
+
+
+def live_targets(conn: sqlite3.Connection) -> dict[str, str | None]:
+    """run id -> its target label, of every run pending or running."""
+    return dict(conn.execute("SELECT run_id, target FROM runs WHERE status IN "
                              "('pending', 'running')"))
 
 

@@ -210,10 +210,10 @@ def build(server: Any) -> Starlette:
                                   "then restart the server.", code=3, kind="infrastructure",
                                   reason="metadata_unusable"), status_code=500)
 
-    import sqlite3
+    from barca.store.database import DatabaseError
     app = Starlette(routes=routes, exception_handlers={Answer: on_answer,
                                                        HTTPException: on_http,
-                                                       sqlite3.DatabaseError: on_database})
+                                                       DatabaseError: on_database})
     token = server.token
     return Guard(app, token) if token else app  # type: ignore[return-value]
 

@@ -72,17 +72,16 @@ class Server:
         self.metadata_error: str | None = None
 
     def health(self) -> dict[str, Any]:
-        import sqlite3
-
         from barca import __version__
         from barca.faces.serve.render import rfc3339
         from barca.store import serverq
+        from barca.store.database import DatabaseError
         q = self.queue
         queued = None
         try:
             with q.lock:
                 queued = len(serverq.pending(q.conn))
-        except sqlite3.DatabaseError as exc:  # still 200: /health says what is wrong
+        except DatabaseError as exc:  # still 200: /health says what is wrong
             self.metadata_error = str(exc)
         return {"status": "draining" if self.draining else "ok", "version": __version__,
                 "api_version": API_VERSION, "env": self.settings.env or "default",

@@ -195,16 +195,12 @@ class Queue:
     def in_flight(self, node_id: str) -> bool:
         """Whether a run of ``node_id`` is pending or running: queued here, running here, or
         a command typed on this machine (a live ``running`` row)."""
-        from barca.store.metadata import Store
         short = node_id.rsplit(":", 1)[-1]
         with self.lock:
-            store = Store.__new__(Store)
-            store.conn = self.conn
             if not self.read_only:
-                store.reap_crashed()
+                serverq.reap_crashed(self.conn)
             live = serverq.live_node_runs(self.conn)
-            labels = {r: t for r, t in self.conn.execute(
-                "SELECT run_id, target FROM runs WHERE status IN ('pending', 'running')")}
+            labels = serverq.live_targets(self.conn)
         for run_id, _status, request in live:
             targets = json.loads(request)["targets"] if request else None
             if targets is None:  # a CLI run: its row's target label
@@ -273,10 +269,7 @@ class Queue:
             serverq.mark(self.conn, row["run_id"], "error", f"could not start the run: {exc}")
             return
         self.running[row["run_id"]] = child
-        serverq._write(self.conn, "UPDATE runs SET status='running', started_at=?, pid=?, "
-                       "proc=? WHERE run_id=? AND status='pending'",
-                       (time.time(), child.proc.pid, process_token(child.proc.pid),
-                        row["run_id"]))
+        serverq.start(self.conn, row["run_id"], child.proc.pid, process_token(child.proc.pid))
         threading.Thread(target=self._watch, args=(child, row), daemon=True).start()
 
     def _watch(self, child: Child, row: dict[str, Any]) -> None:
@@ -379,7 +372,7 @@ class Queue:
         (``interrupted``); queued runs stay queued, to start under their ids."""
         from barca.store.process import process_alive
         with self.lock:
-            rows = serverq.rows(self.conn, "status='running' AND request IS NOT NULL")
+            rows = serverq.running(self.conn, served_only=True)
             gone = [r["run_id"] for r in rows
                     if r["pid"] is None or not _alive(process_alive, self.conn, r)]
             for run_id in gone:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sqlite3
 from typing import Any
 
 from barca.core.errors import BarcaError, UsageError
+from barca.store.database import Connection
 
 STEP_LIMIT = 1000
 
@@ -47,7 +47,7 @@ def run_summary(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_detail(conn: sqlite3.Connection, row: dict[str, Any], limit: int | None
+def run_detail(conn: Connection, row: dict[str, Any], limit: int | None
                ) -> dict[str, Any]:
     """``GET /runs/{id}``: the row, the CLI's JSON outcome once finished, steps and logs."""
     out = run_summary(row)
@@ -64,7 +64,7 @@ def run_detail(conn: sqlite3.Connection, row: dict[str, Any], limit: int | None
     return out
 
 
-def steps_of(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[dict[str, Any]]:
+def steps_of(conn: Connection, run_id: str, after: int = 0) -> list[dict[str, Any]]:
     """The steps a run recorded (executed ones: a cache hit writes no row), in order."""
     from barca.store.serverq import run_steps
     return [{"seq": i, "node_id": a, "key": k or None, "status": s,
@@ -73,7 +73,7 @@ def steps_of(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[dict
             for i, a, k, s, e, err, t, n in run_steps(conn, run_id, after)]
 
 
-def logs_of(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[dict[str, Any]]:
+def logs_of(conn: Connection, run_id: str, after: int = 0) -> list[dict[str, Any]]:
     """What a run's steps printed, stdout and stderr, in the order it was recorded."""
     from barca.store.serverq import run_logs
     return [{"seq": i, "node_id": n, "stream": s, "ts": rfc3339(t), "line": line}

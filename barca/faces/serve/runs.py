@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,19 +16,20 @@ from barca.faces.serve import render
 from barca.faces.serve.queue import check_body
 from barca.faces.serve.render import error
 from barca.store import serverq
+from barca.store.database import Connection
 
 STATUSES = ("pending", "running", "success", "failed", "cancelled", "crashed", "error",
             "interrupted")
 TRIGGERS = ("api", "schedule", "manual", "client")
 
 
-def _read(server: Any) -> sqlite3.Connection:
+def _read(server: Any) -> Connection:
     if server.read_only and not server.db_path.exists():
         return serverq.connect(server.db_path, True)  # an empty store: nothing to show yet
     return serverq.connect(server.db_path, server.read_only)
 
 
-def _row(server: Any, conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
+def _row(server: Any, conn: Connection, run_id: str) -> dict[str, Any]:
     from barca.faces.serve.render import Answer
     got = serverq.row(conn, run_id)
     if got is None:
@@ -42,7 +42,7 @@ def working_on(server: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     conn = _read(server)
     try:
-        for r in serverq.rows(conn, "status='running'"):
+        for r in serverq.running(conn):
             for name in (r["target"] or "").split(","):
                 out[name] = r["run_id"]
     finally:
@@ -54,7 +54,6 @@ def history(server: Any, q: Any) -> dict[str, Any]:
     """``/history``: ``barca history --json``'s runs (with who triggered each), newest first,
     filtered; a filter value that cannot match is a 400."""
     from barca.faces.serve.render import Answer
-    where, args = ["1"], []
     status, trig = q.get("status"), q.get("triggered_by")
     try:
         if status is not None:
@@ -63,20 +62,11 @@ def history(server: Any, q: Any) -> dict[str, Any]:
             if status not in STATUSES:
                 raise UsageError(f"status='{status}' is not a run status.",
                                  f"Statuses: {', '.join(STATUSES)}.")
-            where.append("status=?")
-            args.append(status)
-        if trig is not None:
-            if trig not in TRIGGERS:
-                raise UsageError(f"triggered_by='{trig}' is not a trigger.",
-                                 f"Triggers: {', '.join(TRIGGERS)}.")
-            where.append("triggered_by=?")
-            args.append(trig)
-        if q.get("target"):
-            where.append("(',' || target || ',') LIKE ?")
-            args.append(f"%,{q['target'].rsplit(':', 1)[-1]},%")
-        if q.get("since"):
-            where.append("coalesce(started_at, queued_at) >= ?")
-            args.append(render.parse_time(q["since"]))
+        if trig is not None and trig not in TRIGGERS:
+            raise UsageError(f"triggered_by='{trig}' is not a trigger.",
+                             f"Triggers: {', '.join(TRIGGERS)}.")
+        target = q["target"].rsplit(":", 1)[-1] if q.get("target") else None
+        since = render.parse_time(q["since"]) if q.get("since") else None
         limit = q.get("limit", "20")
         if not limit.isdigit() or int(limit) < 1:
             raise UsageError(f"limit='{limit}' is not a positive whole number.",
@@ -85,8 +75,7 @@ def history(server: Any, q: Any) -> dict[str, Any]:
         raise Answer(400, render.envelope(exc)) from None
     conn = _read(server)
     try:
-        rows = serverq.rows(conn, " AND ".join(where) + " ORDER BY coalesce(started_at, "
-                            "queued_at) DESC LIMIT ?", (*args, int(limit)))
+        rows = serverq.recent(conn, int(limit), status, trig, target, since)
     finally:
         conn.close()
     return {"runs": [render.run_summary(r) for r in rows]}
@@ -146,9 +135,7 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
                                     f"Statuses: {', '.join(STATUSES)}; limit a number."))
         conn = _read(server)
         try:
-            where = "status=?" if status else "1"
-            rows = serverq.rows(conn, f"{where} ORDER BY coalesce(started_at, queued_at) DESC "
-                                "LIMIT ?", ((status,) if status else ()) + (int(limit),))
+            rows = serverq.recent(conn, int(limit), status or None)
             out = []
             for r in rows:
                 s = render.run_summary(r)
@@ -267,7 +254,7 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
     ]
 
 
-def _single_path(conn: sqlite3.Connection, row: dict[str, Any]) -> str | None:
+def _single_path(conn: Connection, row: dict[str, Any]) -> str | None:
     """The artifact of a successful run of one unpartitioned target: its step's run hash in
     the JSON outcome, its path in the store."""
     outcome = json.loads(row["outcome"]) if row.get("outcome") else None
@@ -282,7 +269,7 @@ def _single_path(conn: sqlite3.Connection, row: dict[str, Any]) -> str | None:
     return result_path(conn, steps[0]["id"], steps[0]["run_hash"])
 
 
-async def _events(server: Any, conn: sqlite3.Connection, run_id: str) -> AsyncIterator[str]:
+async def _events(server: Any, conn: Connection, run_id: str) -> AsyncIterator[str]:
     """The run's events from the database, from the first: replayed to every connection,
     live while it runs, closed after ``run_finished``."""
     n = 0
