@@ -12,7 +12,7 @@ The scheduler's interface (``barca.faces.serve.scheduler``)::
         def __init__(self, root: Path, nodes: list[dict],   # `barca list --json` node objects
                      tz: tzinfo,
                      submit: Callable[[dict], str | None],  # the queue's entry point
-                     in_flight: Callable[[str], bool],      # a run of this node pending/running
+                     in_flight: Callable[[str], str | None],  # a run of this node pending/running
                      enabled: bool, db_path: Path): ...
         def start(self) -> None            # a background thread
         def stop(self) -> None
@@ -24,7 +24,7 @@ The scheduler's interface (``barca.faces.serve.scheduler``)::
 
 ``submit(body)`` takes a ``POST /runs`` body plus ``triggered_by="schedule"``, ``scheduled_at``
 (RFC 3339 UTC) and ``schedule_id``, and returns the run id (None when refused).
-``in_flight(node_id)`` is True while a run of that node is pending or running, a CLI run on the
+``in_flight(node_id)`` is the id of a run of that node that is pending or running, a CLI run on the
 same ``.barca/`` included (a ``runs`` row with status ``running`` and a live pid). Both are
 methods of the server's queue object (``barca.faces.serve.queue.Queue``); the server calls
 ``run_finished`` when a run it started for a schedule ends.

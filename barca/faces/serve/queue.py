@@ -192,9 +192,10 @@ class Queue:
         self.wake.set()
         return run_id
 
-    def in_flight(self, node_id: str) -> bool:
-        """Whether a run of ``node_id`` is pending or running: queued here, running here, or
-        a command typed on this machine (a live ``running`` row)."""
+    def in_flight(self, node_id: str) -> str | None:
+        """The id of a run of ``node_id`` that is pending or running (queued here, running
+        here, or a command typed on this machine: a live ``running`` row), or None. The
+        scheduler names it in ``skipped_for``."""
         short = node_id.rsplit(":", 1)[-1]
         with self.lock:
             if not self.read_only:
@@ -206,8 +207,8 @@ class Queue:
             if targets is None:  # a CLI run: its row's target label
                 targets = (labels.get(run_id) or "all").split(",")
             if not targets or "all" in targets or node_id in targets or short in targets:
-                return True
-        return False
+                return str(run_id)
+        return None
 
     # ------------------------------------------------------------------ reads
     def position(self, run_id: str) -> int | None:
@@ -241,6 +242,8 @@ class Queue:
         """Whether the queue's thread is about to start ``run_id`` (first in line, a free
         slot): ``POST /runs`` answers ``running`` for it."""
         with self.lock:
+            if run_id in self.running:  # the queue's thread was quicker than this answer
+                return True
             if self.paused or self.draining or self.read_only:
                 return False
             free = self.max_runs - len(self.running)

@@ -152,9 +152,10 @@ class Scheduler:
     """The schedules of the nodes given, firing ``submit`` from a background thread.
 
     ``submit(request)`` queues a run and answers its id (None: refused, e.g. while draining);
-    ``in_flight(node_id)`` says whether a run of that node is pending or running (a run id,
-    True, or a falsy value); the server calls ``run_finished(schedule_id, ok)`` when a tick's
-    run ends. ``clock`` (epoch seconds) and ``log`` are replaceable for tests."""
+    ``in_flight(node_id)`` is the id of a run of that node that is pending or running (True
+    when a test's stand-in cannot tell which), else a falsy value; the server calls
+    ``run_finished(schedule_id, ok)`` when a tick's run ends. ``clock`` (epoch seconds) and
+    ``log`` are replaceable for tests."""
 
     def __init__(self, root: Path, nodes: list[dict[str, Any]], tz: dt.tzinfo,
                  submit: Callable[[dict[str, Any]], str | None],
