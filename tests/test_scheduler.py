@@ -299,6 +299,29 @@ def test_pause_and_resume_are_kept_across_a_restart(nodes: list[dict[str, Any]],
     assert entry(srv.scheduler(nodes, db, enabled=False), "daily")["paused"]  # read only
 
 
+def test_after_a_reset_the_schedules_start_over_in_the_new_database(
+        nodes: list[dict[str, Any]], tmp_path: Path) -> None:
+    """POST /state/reset moves metadata.db aside: what the scheduler keeps from then on goes
+    into the new file, not the one moved aside, and nothing of the old state is held."""
+    import sqlite3
+    srv = Server()
+    db = tmp_path / ".barca" / "metadata.db"
+    s = srv.scheduler(nodes, db)
+    s.pause("heartbeat", None)
+    aside = db.with_name("metadata.db.reset-1")
+    db.rename(aside)                               # as the queue's reset does
+    api.get("lone")                                # a new database
+    s.database_replaced()
+    assert not entry(s, "heartbeat")["paused"]
+    s.pause("feed", None)
+    def paused(path: Path) -> set[str]:
+        with sqlite3.connect(path) as conn:
+            return {r[0] for r in conn.execute("SELECT id FROM schedule_state WHERE paused=1")}
+    assert paused(db) == {"pipeline.py:feed"}
+    assert paused(aside) == {"pipeline.py:heartbeat"}
+    assert not entry(srv.scheduler(nodes, db), "heartbeat")["paused"]
+
+
 def test_a_tick_is_skipped_while_its_node_is_in_flight(nodes: list[dict[str, Any]],
                                                        tmp_path: Path) -> None:
     srv = Server()

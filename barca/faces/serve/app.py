@@ -153,6 +153,7 @@ def build(server: Any) -> Starlette:
         writable()
         try:
             moved = server.queue.reset(server.db_path)
+            server.scheduler.database_replaced()
         except RuntimeError:
             raise Answer(409, error("A run is pending or running: the metadata database stays.",
                                     "Wait for the runs (GET /queue) or cancel them, then "

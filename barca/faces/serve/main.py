@@ -50,6 +50,7 @@ class _Stopped:
     def resume(self, ident: str) -> dict[str, Any]:
         raise KeyError(ident)
     def run_finished(self, schedule_id: str, ok: bool) -> None: ...
+    def database_replaced(self) -> None: ...
 
 
 class Server:

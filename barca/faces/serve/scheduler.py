@@ -195,6 +195,18 @@ class Scheduler:
     def _save(self, s: _Schedule) -> None:
         self._db().save(s.id, {c: getattr(s, c) for c in COLUMNS})
 
+    def database_replaced(self) -> None:
+        """``POST /state/reset`` moved the metadata database aside: the connection still open
+        follows the old file, so it is closed (the next write opens the new one), and the
+        schedules start over with the new, empty state (no pause, no failures), as the queue
+        does."""
+        with self._lock:
+            if self._table is not None:
+                self._table.close()
+                self._table = None
+            self._schedules = {}
+        self.reload(self._nodes)
+
     # -- the schedule list
 
     def reload(self, nodes: list[dict[str, Any]]) -> None:
