@@ -126,3 +126,9 @@ def test_sql_errors_are_a_local_sqls(tmp_path: Path) -> None:
     cols, rows, total = query(doc, tables, "select run_id from barca.runs", 10, store, cache,
                               "u")
     assert (cols, rows, total) == (["run_id"], [("r1",)], 1)
+    # the columns a local barca.materializations has, whatever the route calls them
+    tables["materializations"] = [{"node_id": "p.py:a[k=x]", "node": "p.py:a",
+                                   "digest": "d" * 64, "size_bytes": 2}]
+    got = query(doc, tables, "select node, asset, sha256, size from barca.materializations",
+                None, store, cache, "u")[1]
+    assert got == [("p.py:a[k=x]", "p.py:a", "d" * 64, 2)]

@@ -17,6 +17,11 @@ from barca.engine.planner import Context
 from barca.queries.sql import _records, _sql_name, _sql_str, current_rows, identifiers
 
 TABLES = ("runs", "materializations")  # barca.<table>: the server's records
+# the routes' words for a few columns -> the column a local barca.<table> has: a query reads
+# the same names with or without a server
+LOCAL_NAMES = {"runs": {"steps_executed": "steps_run"},
+               "materializations": {"node_id": "node", "node": "asset", "digest": "sha256",
+                                    "size_bytes": "size", "elapsed_seconds": "elapsed"}}
 
 
 def views(ctx: Context, names: set[str] | None) -> dict[str, Any]:
@@ -42,10 +47,14 @@ def views(ctx: Context, names: set[str] | None) -> dict[str, Any]:
             missing.append(dict(head, problem=vs.problem or "no result yet",
                                 command=f"barca get {name}"))
             continue
-        out.append(dict(head, files=[
-            {"partition": key if node.partitioned else None, "path": row.path,
-             "format": row.format, "size_bytes": row.size, "digest": row.sha256,
-             "run_hash": row.run_hash} for key, row in vs.rows]))
+        fmts = {row.format for _, row in vs.rows}
+        out.append(dict(head, format=fmts.pop() if len(fmts) == 1 else None,
+                        run_hash=None if node.partitioned else vs.rows[0][1].run_hash,
+                        stale=False,  # a result that is not current is no view (missing)
+                        files=[{"partition": key if node.partitioned else None,
+                                "path": row.path, "format": row.format, "size_bytes": row.size,
+                                "digest": row.sha256, "run_hash": row.run_hash}
+                               for key, row in vs.rows]))
     return {"views": out, "missing": missing,
             "duplicates": [{"name": n, "ids": ids} for n, ids in sorted(by_name.items())
                            if len(ids) > 1],
@@ -81,7 +90,9 @@ def query(doc: dict[str, Any], tables: dict[str, list[dict[str, Any]]], sql: str
             con.execute("CREATE SCHEMA barca")
             for table in TABLES:
                 p = Path(tmp.name) / f"{table}.ndjson"
-                rows = tables.get(table) or []
+                rename = LOCAL_NAMES[table]
+                rows = [{rename.get(k, k): v for k, v in r.items()}
+                        for r in tables.get(table) or []]
                 p.write_text("".join(json.dumps(r) + "\n" for r in rows) or "{}\n")
                 con.execute(f"CREATE VIEW barca.{table} AS SELECT * FROM "
                             f"read_json({_sql_str(str(p))}, format='newline_delimited')")
