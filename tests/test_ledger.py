@@ -67,10 +67,10 @@ def test_a_post_is_checked_before_anything_is_read() -> None:
     # a store URI names the same object
     uri = dict(steps[0], path=f"file:///s/artifacts/p.py--a/{RH}.json")
     assert _row(server, run, uri)["path"] == row["path"]
-    for bad in ({**good, "steps": []}, {**good, "run": {**good["run"], "status": "failed"}},
+    for bad in ({**good, "steps": {}}, {**good, "run": {**good["run"], "status": "failed"}},
                 {**good, "steps": [{**good["steps"][0], "digest": "D" * 64}]},
                 {**good, "steps": [{**good["steps"][0], "size_bytes": -1}]},
-                {**good, "other": 1}):
+                {**good, "run": {**good["run"], "run_id": ""}}):
         with pytest.raises(Answer) as got:
             _check_post(json.loads(json.dumps(bad)), "")
         assert got.value.status == 400

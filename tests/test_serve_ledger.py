@@ -174,7 +174,7 @@ def test_ledger_lookup_answers_hits_with_path_and_digest(team) -> None:
     assert hit["exists"] is True and hit["path"] == path and hit["digest"] == digest
     assert hit["format"] == "json" and hit["size_bytes"] > 0
     assert miss == {"node_id": "pipeline.py:total", "run_hash": "0" * 64, "exists": False}
-    for body in ({}, {"hashes": 3}, {"hashes": [{"node_id": 1}]}, {"hashes": [], "x": 1}, b"{"):
+    for body in ({}, {"hashes": 3}, {"hashes": [{"node_id": 1}]}, [], b"{"):
         code, env, _ = team.srv.post("/ledger/lookup", body)
         assert code == 400 and env["code"] == 2 and env["error"], (body, env)
 
@@ -206,7 +206,7 @@ def test_ledger_runs_records_a_client_run(team) -> None:
     assert run["triggered_by"] == "client" and run["client_run_id"] == post["run"]["run_id"]
     assert run["status"] == "success" and [s["node_id"] for s in run["steps"]] == [
         "pipeline.py:fresh"]
-    hist = team.srv.get("/history?triggered_by=client")[1]["runs"]
+    hist = team.srv.get("/history?triggered_by=client&limit=100")[1]["runs"]
     assert hist[0]["run_id"] == doc["run_id"]
     # the ledger holds it now: a lookup hits, and the server's own get is a cache hit
     found = team.srv.post("/ledger/lookup", {"hashes": [
@@ -216,8 +216,13 @@ def test_ledger_runs_records_a_client_run(team) -> None:
     assert got.code == 0 and got.json()["steps"][0]["status"] == "cached", got.out
     # posted again (an answer lost on the way): the run it recorded, nothing twice
     code, again, _ = team.srv.post("/ledger/runs", post)
-    assert code == 201 and again["run_id"] == doc["run_id"]
-    assert len(team.srv.get("/history?triggered_by=client")[1]["runs"]) == 1
+    assert code == 201 and again["run_id"] == doc["run_id"] and again["recorded"] is False
+    assert _client_runs(team) == len(hist)
+    # fields it does not know are left out; a run of cache hits alone records the run
+    code, bare, _ = team.srv.post("/ledger/runs", {"run": dict(post["run"], run_id="hits",
+                                                               kind="get"), "steps": [],
+                                                   "client": "barca 0.30"})
+    assert code == 201 and team.srv.get(f"/runs/{bare['run_id']}")[1]["steps"] == []
 
 
 def _client_runs(team: Team) -> int:
@@ -255,9 +260,11 @@ def test_ledger_runs_409_when_an_object_is_missing_or_differs(team) -> None:
 def test_ledger_runs_400_on_a_bad_post(team) -> None:
     post = _laptop_post(team)
     step = post["steps"][0]
-    for body in ({}, {"run": post["run"]}, dict(post, extra=1),
+    for body in ({}, {"run": post["run"]}, {"run": post["run"], "steps": {}},
                  dict(post, run=dict(post["run"], status="failed")),
-                 dict(post, steps=[]), dict(post, steps=[dict(step, digest="xyz")]),
+                 dict(post, run=dict(post["run"], started_at="yesterday")),
+                 dict(post, steps=[dict(step, digest="xyz")]),
+                 dict(post, steps=[{k: v for k, v in step.items() if k != "path"}]),
                  dict(post, steps=[dict(step, status="failed")]),
                  dict(post, run={k: v for k, v in post["run"].items() if k != "run_id"}),
                  b"not json"):

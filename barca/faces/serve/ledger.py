@@ -62,7 +62,9 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
         q = request.query_params
         files = [f for v in q.getlist("files") for f in v.split(",") if f] or list(
             server.project.files)
-        names = {n for v in q.getlist("names") for n in v.split(",") if n} or None
+        # names=: only those views (none given: none); no names=: every view
+        names = ({n for v in q.getlist("names") for n in v.split(",") if n}
+                 if "names" in q else None)
         doc = call(api.sql_views, *files, names=names, settings=server.settings)
         return json_answer(request, dict(doc, store_uri=server.settings.remote_uri,
                                          env=server.settings.env or "default"))
@@ -95,11 +97,9 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
     async def lookup(request: Request) -> Response:
         example = '{"hashes": [{"node_id": "pipeline.py:report", "run_hash": "..."}]}'
         body = await _body(request, example)
-        hashes = body.get("hashes")
-        unknown = sorted(set(body) - {"hashes"})
-        if unknown or not isinstance(hashes, list):
-            raise _bad(f"Unknown field '{unknown[0]}' in the lookup." if unknown else
-                       "The lookup has no list 'hashes'.", f"Send {example}.")
+        hashes = body.get("hashes")  # other fields are ignored: a newer client may send more
+        if not isinstance(hashes, list):
+            raise _bad("The lookup has no list 'hashes'.", f"Send {example}.")
         if len(hashes) > LOOKUP_MAX:
             raise _bad(f"{len(hashes)} hashes in one lookup: at most {LOOKUP_MAX}.",
                        "Split the lookup.")
@@ -172,15 +172,13 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
 def _check_post(body: dict[str, Any], example: str) -> tuple[dict[str, Any],
                                                               list[dict[str, Any]]]:
     """The post's run and steps, every field's type checked (a 400 naming the first wrong)."""
+    # fields it does not know are left out (a newer client may send more); those it knows
+    # are checked
     run, steps = body.get("run"), body.get("steps")
-    unknown = sorted(set(body) - {"run", "steps"})
-    if unknown or not isinstance(run, dict) or not isinstance(steps, list):
-        raise _bad(f"Unknown field '{unknown[0]}' in the post." if unknown else
-                   "The post needs an object 'run' and a list 'steps'.", f"Send {example}.")
-    wrong = sorted(set(run) - RUN_KEYS)
-    if wrong:
-        raise _bad(f"Unknown field 'run.{wrong[0]}'.",
-                   f"Run fields: {', '.join(sorted(RUN_KEYS))}.")
+    if not isinstance(run, dict) or not isinstance(steps, list):
+        raise _bad("The post needs an object 'run' and a list 'steps'.", f"Send {example}.")
+    run = {k: v for k, v in run.items() if k in RUN_KEYS}
+    run.setdefault("target", "all")
     for key in ("run_id", "command", "target", "status"):
         if not isinstance(run.get(key), str) or not run[key]:
             raise _bad(f"run.{key} must be a non-empty string.", f"Send {example}.")
@@ -190,15 +188,10 @@ def _check_post(body: dict[str, Any], example: str) -> tuple[dict[str, Any],
     for key in ("started_at", "finished_at"):
         if run.get(key) is not None:
             run[key] = _time(run[key], f"run.{key}")
-    if not steps:
-        raise _bad("The post has no steps: nothing to record.", "Post the run's step rows.")
     for i, s in enumerate(steps):
         if not isinstance(s, dict):
             raise _bad(f"steps[{i}] is not an object.", f"Send {example}.")
-        wrong = sorted(set(s) - STEP_KEYS)
-        if wrong:
-            raise _bad(f"Unknown field 'steps[{i}].{wrong[0]}'.",
-                       f"Step fields: {', '.join(sorted(STEP_KEYS))}.")
+        steps[i] = s = {k: v for k, v in s.items() if k in STEP_KEYS}
         for key in ("node_id", "run_hash", "path", "digest"):
             if not isinstance(s.get(key), str) or not s[key]:
                 raise _bad(f"steps[{i}].{key} must be a non-empty string.",
