@@ -4,6 +4,7 @@
 (201, 409, 400, 403, 503), and ``barca sql --server`` / ``barca doctor --server``."""
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
 import sqlite3
@@ -218,6 +219,19 @@ def test_ledger_runs_records_a_client_run(team) -> None:
     code, again, _ = team.srv.post("/ledger/runs", post)
     assert code == 201 and again["run_id"] == doc["run_id"] and again["recorded"] is False
     assert _client_runs(team) == len(hist)
+    # other bytes for the same run hash (a function that is not deterministic), in the store
+    # too: the ledger keeps the record it holds and says so
+    other = b'{"made": "elsewhere"}'
+    digest = hashlib.sha256(other).hexdigest()
+    stem = team.store / step["path"].removeprefix(".barca/").rsplit(".", 1)[0]
+    Path(f"{stem}.{digest[:16]}.json").write_bytes(other)
+    twice = dict(post, run=dict(post["run"], run_id="twice"),
+                 steps=[dict(step, digest=digest, size_bytes=len(other))])
+    code, changed, _ = team.srv.post("/ledger/runs", twice)
+    assert code == 201 and changed["bytes_changed"] == ["pipeline.py:fresh"], changed
+    found = team.srv.post("/ledger/lookup", {"hashes": [
+        {"node_id": step["node_id"], "run_hash": step["run_hash"]}]})[1]["results"][0]
+    assert found["digest"] == step["digest"]
     # fields it does not know are left out; a run of cache hits alone records the run
     code, bare, _ = team.srv.post("/ledger/runs", {"run": dict(post["run"], run_id="hits",
                                                                kind="get"), "steps": [],
@@ -246,7 +260,8 @@ def test_ledger_runs_409_when_an_object_is_missing_or_differs(team) -> None:
         assert code == 409, (reason, env)
         assert env["reason"] == reason and env["code"] == 2 and "not-recorded" in env["error"]
     # the bytes in the store changed after the upload: refused as well
-    blob = next(p for p in team.store.rglob("*.json") if step["run_hash"] in p.name)
+    blob = next(p for p in team.store.rglob("*.json")
+                if p.name == f"{step['run_hash']}.{step['digest'][:16]}.json")
     saved = blob.read_bytes()
     try:
         blob.write_bytes(b'{"made": "tampered"}')
