@@ -142,6 +142,12 @@ def test_sql_views_name_each_views_current_result(team) -> None:
     assert [v["name"] for v in some["views"]] == ["src"]
     assert [m["name"] for m in some["missing"]] == ["never"]
     _etag(team.srv, "/sql/views")
+    # the project's files only: a client names no other code
+    code, one, _ = team.srv.get("/sql/views?files=pipeline.py&names=src")
+    assert code == 200 and [v["name"] for v in one["views"]] == ["src"]
+    for outside in ("/etc/passwd", "../x.py"):
+        code, env, _ = team.srv.get(f"/sql/views?files={outside}")
+        assert code == 400 and env["code"] == 2, env
 
 
 def test_materializations_filter_and_page(team) -> None:

@@ -60,8 +60,14 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
     def sql_views(request: Request) -> Response:
         from barca import api
         q = request.query_params
-        files = [f for v in q.getlist("files") for f in v.split(",") if f] or list(
-            server.project.files)
+        from pathlib import Path
+        root = Path(server.root).resolve()
+        given = [f for v in q.getlist("files") for f in v.split(",") if f]
+        for f in given:  # the project's own files only: a client names no other code
+            if f.startswith("-") or not (root / f).resolve().is_relative_to(root):
+                raise _bad(f"'{f}' is not a file of this project.",
+                           "Name pipeline files by their path in the project.")
+        files = [str((root / f).resolve()) for f in given] or list(server.project.files)
         # names=: only those views (none given: none); no names=: every view
         names = ({n for v in q.getlist("names") for n in v.split(",") if n}
                  if "names" in q else None)
