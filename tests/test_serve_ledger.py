@@ -421,3 +421,25 @@ def test_doctor_checks_the_server_too(team) -> None:
     down = team.here("doctor", "--server", "http://127.0.0.1:9", "--json")
     bad = {c["name"]: c for c in json.loads(down.out)["checks"] if not c["ok"]}
     assert down.code == 3 and "http://127.0.0.1:9" in bad["server"]["detail"]
+
+
+def test_doctor_names_a_failing_schedule(tmp_path) -> None:
+    proj = Project(tmp_path / "sched")
+    proj.path.mkdir()
+    proj.write("pipeline.py", """
+        from barca import Schedule, asset
+
+        @asset(freshness=Schedule("*/1 * * * * *", max_failures=1))
+        def flaky():
+            raise RuntimeError("down")
+        """)
+    env = {"BARCA_REMOTE_URI": f"file://{tmp_path / 'store'}", "BARCA_STORE_KEY": KEY}
+    with Served(proj.path, "--timezone", "utc", env=env) as srv:
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not any(
+                e.get("failing") for e in srv.get("/schedule")[1]):
+            time.sleep(0.3)
+        r = proj.barca("doctor", "--server", srv.url, "--json", env=env)
+        bad = {c["name"]: c for c in json.loads(r.out)["checks"] if not c["ok"]}
+        assert r.code == 3 and "pipeline.py:flaky" in bad["server scheduler"]["detail"], r.out
+        assert set(bad) == {"server scheduler"}, bad
