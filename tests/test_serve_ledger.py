@@ -342,6 +342,7 @@ def test_sql_with_a_server_queries_its_results_here(team) -> None:
     # the laptop computed none of them: every file came from the store, checked
     cache = team.laptop.path / ".barca/sql-cache"
     assert any(cache.rglob("*.parquet")) and any(cache.rglob("*.json"))
+    assert (team.laptop.path / ".barca/.gitignore").read_text() == "*\n"
     # barca's tables are the server's records
     runs = team.here("sql", "select count(*) as n from barca.runs", "--server", team.srv.url,
                      "--json")

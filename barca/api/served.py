@@ -260,6 +260,10 @@ def sql(server: Server, query: str, *files: str, limit: int | None = 100,
     assert set(tables) <= set(TABLES)
     store = Remote(theirs, key_file=settings.store_key_file)
     cache = settings.root / ".barca" / "sql-cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    ignore = settings.root / ".barca" / ".gitignore"
+    if not ignore.exists():  # a machine that never ran a step: .barca/ is barca's, not git's
+        ignore.write_text("*\n")
     columns, rows, total = run_query(doc, tables, query, limit, store, cache, server.url)
     return SqlResult(query, tuple(columns), tuple(tuple(r) for r in rows), total)
 
