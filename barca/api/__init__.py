@@ -407,6 +407,18 @@ def sql_result(query: str, *files: str, limit: int | None = 100,
         sess.close()
 
 
+def sql_views(*files: str, names: set[str] | None = None, settings: Settings | None = None,
+              **flags: Any) -> dict[str, Any]:
+    """Which result each ``barca sql`` view of ``names`` (None: all) reads: what ``barca serve``
+    answers on ``GET /sql/views`` (barca.queries.sqlviews)."""
+    from barca.queries.sqlviews import views
+    sess = Session(files, write=False, settings=settings_of(settings, **flags))
+    try:
+        return views(sess.ctx, names)
+    finally:
+        sess.close()
+
+
 def sql(query: str, *files: str, settings: Settings | None = None, **flags: Any) -> Any:
     """Query cached results with DuckDB; a pandas DataFrame of every row."""
     return sql_result(query, *files, limit=None, settings=settings, **flags).to_pandas()

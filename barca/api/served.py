@@ -216,3 +216,119 @@ def logs(server: Server, run_id: str | None = None, step: str | None = None,
     if stream is not None:
         lines = [x for x in lines if x.get("stream") == stream]
     return logs_from_json(run, lines, timestamps)
+
+
+# ---------------------------------------------------------------------------- sql and doctor
+
+def _same_store(a: str | None, b: str | None) -> bool:
+    return bool(a) and bool(b) and str(a).rstrip("/") == str(b).rstrip("/")
+
+
+def sql(server: Server, query: str, *files: str, limit: int | None = 100,
+        settings: Any = None) -> Any:
+    """``barca sql --server``: the views the server's ledger says (``GET /sql/views``), the
+    query run here with DuckDB over the store's copies of their results, each checked against
+    the digest the server recorded. The server never runs SQL. A SqlResult, as locally."""
+    from barca.core.settings import Settings
+    from barca.present.results import SqlResult
+    from barca.queries.sql import identifiers
+    from barca.queries.sqlviews import TABLES
+    from barca.queries.sqlviews import query as run_query
+    from barca.store.remote import Remote
+    settings = settings or Settings.resolve()
+    health = server.check()
+    theirs, ours = health.get("store_uri"), settings.remote_uri
+    if not theirs:
+        raise UsageError(f"The server {server.url} has no artifact store: its results cannot "
+                         "be read here.", "Start it with [remote] uri (or BARCA_REMOTE_URI) "
+                         "set, or query on the server's machine with --local there.")
+    if not _same_store(theirs, ours):
+        raise UsageError(f"The server {server.url} keeps its results in {theirs}, this "
+                         f"project in {ours or 'no store'}: they could not be read here.",
+                         f"Set [remote] uri (or BARCA_REMOTE_URI) to {theirs}, or run with "
+                         "--local.")
+    words = identifiers(query)
+    q: dict[str, Any] = {"names": ",".join(sorted(words)) or ","}
+    if files:
+        q["files"] = ",".join(files)
+    doc = server.get("/sql/views", **q)
+    tables: dict[str, list[dict[str, Any]]] = {}
+    if "barca" in words:
+        tables["runs"] = server.get("/history", limit=10_000).get("runs") or []
+        tables["materializations"] = server.get(
+            "/materializations", limit=10_000).get("materializations") or []
+    assert set(tables) <= set(TABLES)
+    store = Remote(theirs, key_file=settings.store_key_file)
+    cache = settings.root / ".barca" / "sql-cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    ignore = settings.root / ".barca" / ".gitignore"
+    if not ignore.exists():  # a machine that never ran a step: .barca/ is barca's, not git's
+        ignore.write_text("*\n")
+    columns, rows, total = run_query(doc, tables, query, limit, store, cache, server.url)
+    return SqlResult(query, tuple(columns), tuple(tuple(r) for r in rows), total)
+
+
+def server_checks(server: Server, settings: Any, version: str) -> list[Any]:
+    """``barca doctor --server``: the server's checks after this machine's -- reachable and
+    barca (the others are skipped when not), its API version, its store against this
+    project's, its health, the files it could not load, its schedules. Only reads: nothing
+    changes on the server. ``version``: this barca's."""
+    from barca.api.server import API_VERSION
+    from barca.core.errors import BarcaError, redact
+    from barca.queries.doctor import Check
+    try:
+        health = server.check()
+    except BarcaError as exc:
+        return [Check("server", False, exc.message, " ".join(exc.remediation.split()))]
+    out = [Check("server", True, f"{server.url} answers as barca")]
+    theirs = health.get("api_version")
+    out.append(Check("server version", True, f"barca {health.get('version')} (API "
+                     f"{theirs}), this machine barca {version}") if theirs == API_VERSION
+               else Check("server version", False, f"the server speaks API {theirs} (barca "
+                          f"{health.get('version')}), this barca API {API_VERSION} (barca "
+                          f"{version})", "Install the same barca version here and on "
+                          "the server."))
+    store, ours = health.get("store_uri"), settings.remote_uri
+    if _same_store(store, ours):
+        out.append(Check("server store", True, f"the server and this project share "
+                         f"{redact(str(store))} (server environment "
+                         f"{health.get('env') or 'default'})"))
+    else:
+        out.append(Check("server store", False, f"the server's store is "
+                         f"{redact(str(store)) if store else 'none'}, this project's "
+                         f"{redact(str(ours)) if ours else 'none'}: a result one records "
+                         "could not be read by the other", "Give both the same [remote] uri "
+                         "(or BARCA_REMOTE_URI)."))
+    problems = [p for p in (
+        "it is draining (shutting down)" if health.get("status") == "draining" else "",
+        f"its metadata database cannot be used: {health['metadata_error']}"
+        if health.get("metadata_error") else "") if p]
+    out.append(Check("server health", not problems, "; ".join(problems) or (
+        f"{health.get('status')}{', read-only' if health.get('read_only') else ''}"),
+        "Restart it once it has stopped; check its metadata database." if problems else ""))
+    errors = health.get("load_errors") or []
+    out.append(Check("server sources", not errors, "; ".join(
+        f"{e.get('file')}: {e.get('error')}" for e in errors) or "every deployed file loads",
+        "Fix those files on the server: their nodes are missing from everything it answers."
+        if errors else ""))
+    out.append(_schedules(server, health))
+    return out
+
+
+def _schedules(server: Server, health: dict[str, Any]) -> Any:
+    from barca.core.errors import BarcaError
+    from barca.queries.doctor import Check
+    try:
+        entries = server.get("/schedule")
+    except BarcaError as exc:
+        return Check("server scheduler", False, exc.message, exc.remediation)
+    entries = entries if isinstance(entries, list) else []
+    failing = [str(e.get("id")) for e in entries if e.get("failing")]
+    paused = [str(e.get("id")) for e in entries if e.get("paused")]
+    state = "running" if health.get("scheduler") == "running" else "not firing"
+    detail = (f"{state}; {len(entries)} schedule{'s' if len(entries) != 1 else ''}"
+              + (f", {len(paused)} paused ({', '.join(paused)})" if paused else "")
+              + (f", {len(failing)} failing ({', '.join(failing)})" if failing else ""))
+    return Check("server scheduler", not failing, detail,
+                 "Run `barca status --problems --server` for the error and fix it, then run "
+                 "the node with --server: a success resets the count." if failing else "")

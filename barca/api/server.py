@@ -29,6 +29,7 @@ from barca.core.errors import (
     UsageError,
 )
 
+API_VERSION = 1  # the HTTP API barca serve speaks and --server expects (GET /health)
 TOKEN_ENV = "BARCA_SERVER_TOKEN"
 RECONNECT_ENV = "BARCA_SERVER_RECONNECT"  # seconds a dropped event stream waits (default 60)
 _ERRORS = {1: StepFailed, 2: UsageError, 3: InfrastructureError, 130: Cancelled}

@@ -187,6 +187,12 @@ def _sql_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--limit", type=int, default=None, help="at most N rows (default 100)")
     s.add_argument("--all", action="store_true", help="every row")
     _output_flags(s)
+    _server_flags(s)  # the views from a server; the query still runs here
+
+
+def _doctor_flags(s: argparse.ArgumentParser) -> None:
+    _list_flags(s)
+    _server_flags(s)  # check a server too
 
 
 def _plan_flags(s: argparse.ArgumentParser) -> None:
@@ -273,7 +279,7 @@ _COMMAND_FLAGS: dict[str, tuple[str, Any]] = {
     "stats": ("a node's run count, durations, cache hit rate and recent runs", _stats_flags),
     "logs": ("what a run's steps printed", _logs_flags),
     "gc": ("evict cached results now, down to 80%% of the cache size limit", _gc_flags),
-    "doctor": ("check the project's health without running anything", _list_flags),
+    "doctor": ("check the project's health without running anything", _doctor_flags),
     "docs": ("the manual", _docs_flags),
     "serve": ("an HTTP API, a web UI and the schedules, for one project", _serve_flags),
     "version": ("the version", None),
@@ -406,7 +412,7 @@ def _dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
     if getattr(args, "server", None) is not None:
         from barca.faces import remote
         if remote.wanted(args):  # run on a barca serve: the same Outcome, from its answer
-            return remote.dispatch(args, on_event, load_values, s)
+            return remote.dispatch(args, on_event, load_values, s, default_sql_limit)
 
     if cmd not in ("list", "docs", "version"):
         from barca import api

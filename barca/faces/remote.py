@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from barca.faces.outcome import Outcome
 
 # the commands that run on a server with --server
-SERVER_COMMANDS = ("get", "run", "status", "list", "history", "stats", "logs")
+SERVER_COMMANDS = ("get", "run", "status", "list", "history", "stats", "logs", "sql", "doctor")
 
 # what follows a bare --server only when it is an address, never a target (`get --server
 # report` is the target report on the default server)
@@ -62,12 +62,13 @@ def _refuse(args: argparse.Namespace) -> None:
 
 
 def dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
-             settings: Settings) -> Outcome:
+             settings: Settings, sql_limit: int | None = 100) -> Outcome:
     """The command run on the server: the Outcome a local run gives."""
     from barca.api import served as remote
     from barca.faces.outcome import Outcome, split_target
-    _refuse(args)
     cmd = args.command
+    if cmd != "doctor":  # doctor checks this machine too, with its own --env
+        _refuse(args)
     srv = remote.Server.at(args.server, settings.root)
     if cmd in ("get", "run"):
         if args.as_type is not None:
@@ -94,6 +95,19 @@ def dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
     elif cmd == "logs":
         res = remote.logs(srv, args.run_id, step=args.step, stream=args.stream,
                           timestamps=args.timestamps)
+    elif cmd == "sql":  # the views from the server; the query runs here
+        limit = None if args.all else (args.limit if args.limit is not None else sql_limit)
+        res = remote.sql(srv, args.query, *args.args, limit=limit, settings=settings)
+    elif cmd == "doctor":  # this machine's checks, then the server's
+        from barca.core.errors import BarcaError
+        from barca.queries.doctor import Checkup, checkup
+        here = checkup(*args.args, env=args.env)
+        try:  # the project's store, to compare with the server's (doctor resolves no file)
+            mine = type(settings).resolve(settings.root, env=args.env)
+        except BarcaError:  # an invalid barca.toml: a finding of the checks above
+            mine = settings
+        from barca import __version__
+        res = Checkup(here.checks + tuple(remote.server_checks(srv, mine, __version__)))
     else:
         raise UsageError(f"`barca {cmd}` does not take --server.",
                          f"--server applies to: {', '.join(SERVER_COMMANDS)}.")

@@ -13,10 +13,11 @@ from typing import Any
 
 # columns ``runs`` gained for the server (Store._open adds them to an older database)
 RUN_COLUMNS = ("triggered_by TEXT", "scheduled_at TEXT", "schedule_id TEXT", "queued_at REAL",
-               "request TEXT", "outcome TEXT", "exit_code INTEGER")
+               "request TEXT", "outcome TEXT", "exit_code INTEGER", "client_run_id TEXT")
 ROW = ("run_id", "command", "target", "status", "started_at", "finished_at", "steps_run",
        "steps_cached", "steps_failed", "pool_size", "error", "pid", "triggered_by",
-       "scheduled_at", "schedule_id", "queued_at", "request", "outcome", "exit_code")
+       "scheduled_at", "schedule_id", "queued_at", "request", "outcome", "exit_code",
+       "client_run_id")
 FINISHED = ("success", "failed", "cancelled", "crashed", "error", "interrupted")
 
 

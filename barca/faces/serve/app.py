@@ -19,7 +19,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from barca.core.errors import BarcaError, UsageError
-from barca.faces.serve import graph, render, runs
+from barca.faces.serve import graph, ledger, render, runs
 from barca.faces.serve.render import Answer, error
 
 UI = Path(__file__).parent / "ui"
@@ -182,6 +182,7 @@ def build(server: Any) -> Starlette:
         Route("/schedule/{ident:path}/pause", schedule_switch, methods=["POST"]),
         Route("/schedule/{ident:path}/resume", schedule_switch, methods=["POST"]),
         *runs.routes(server, call, writable, json_answer),
+        *ledger.routes(server, call, writable, json_answer),  # server mode: laptops' records
         *graph.routes(server, call, files),  # the web UI's picture (barca graph's SVG)
         Mount("/ui", app=StaticFiles(directory=UI, html=True), name="ui"),
     ]

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from barca.api.server import API_VERSION  # one number, for the server and its clients
 from barca.core.errors import InfrastructureError, UsageError
 
-API_VERSION = 1
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 

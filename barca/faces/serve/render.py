@@ -37,7 +37,8 @@ def run_summary(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "run_id": row["run_id"], "status": row["status"], "command": row["command"],
         "target": row["target"], "files": (request or {}).get("files") or [],
-        "triggered_by": row.get("triggered_by"), "scheduled_at": row.get("scheduled_at"),
+        "triggered_by": row.get("triggered_by"), "client_run_id": row.get("client_run_id"),
+        "scheduled_at": row.get("scheduled_at"),
         "schedule_id": row.get("schedule_id"), "queued_at": rfc3339(row.get("queued_at")),
         "started_at": rfc3339(started), "finished_at": rfc3339(finished),
         "elapsed_seconds": round(finished - started, 4) if started and finished else None,
