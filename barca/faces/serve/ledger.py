@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from typing import Any
 
 from starlette.requests import Request
@@ -18,6 +17,7 @@ from barca.core.errors import UsageError
 from barca.faces.serve import render
 from barca.faces.serve.render import Answer, error
 from barca.store import ledger, serverq
+from barca.store.database import Connection
 
 MAT_LIMIT, MAT_MAX = 1000, 10_000
 LOOKUP_MAX = 10_000     # pairs in one lookup
@@ -43,7 +43,7 @@ async def _body(request: Request, example: str) -> dict[str, Any]:
     return body
 
 
-def _conn(server: Any) -> sqlite3.Connection:
+def _conn(server: Any) -> Connection:
     return serverq.connect(server.db_path, server.read_only)
 
 
