@@ -194,6 +194,8 @@ def _config(root: Path) -> Check:
 
 def _database(root: Path, prefix: str) -> Check:
     import sqlite3
+
+    from barca.store.schema import barca_030_error, from_barca_030
     db = root / prefix / "metadata.db"
     if not db.exists():
         return Check("metadata.db", True, "none yet (the first run makes it)")
@@ -201,6 +203,9 @@ def _database(root: Path, prefix: str) -> Check:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
         try:
             verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if from_barca_030(conn):
+                e = barca_030_error(root, db)
+                return Check("metadata.db", False, e.message, e.remediation)
             conn.execute("SELECT count(*) FROM materializations").fetchone()
         finally:
             conn.close()
