@@ -188,3 +188,17 @@ def test_a_store_written_by_barca_030_is_named_and_left_as_it_was(
         assert "computes the results again" in err.remediation
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before  # not a table added
     assert not (tmp_path / "imported.log").exists()
+
+
+def test_sample_is_in_the_shape_and_never_of_a_pickle(ran: Path) -> None:
+    """--sample N: the first N rows of a table or list, the first N entries of an object,
+    any other JSON value itself -- inside ``shape``, as barca 0.30.2 puts it; a pickle is
+    never opened."""
+    doc = _cli("status", "pipeline.py", "--sample", "1", "--fields", "id").to_json()
+    shapes = {n["id"].split(":")[1]: n["shape"] for n in doc["nodes"]}
+    assert shapes["table"]["sample"] == [{"a": 1, "b": 0.5}]
+    assert shapes["table"]["rows"] == 3
+    assert shapes["mapping"]["sample"] == {"a": 1}
+    assert shapes["records"]["sample"] == [{"i": 1, "s": "x"}]
+    assert shapes["text"]["sample"] == "hi"
+    assert shapes["model"] == {"type": "pipeline.Model"}   # no sample: never unpickled
