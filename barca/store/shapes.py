@@ -232,14 +232,15 @@ def _from_text(text: str) -> dict[str, Any]:
 
 def label(shape: Any) -> str:
     """The SHAPE cell of a table: ``3 rows x 2 cols``, ``dict (2 keys)``, ``list (3 items)``,
-    ``str``, ``p.Model``; ``-`` for none."""
+    ``str``, ``Model`` (a class by its name: JSON has its module); ``-`` for none."""
     s = decode(shape)
     if s is None:
         return "-"
     note = s.get("note")
     if isinstance(note, str) and note.startswith(LEGACY):
         return note[len(LEGACY):]     # the older barca's own words
-    t = str(s.get("type", "?"))
+    # a class by its own name, as the table always showed it (``Model``); JSON has the module
+    t = str(s.get("type", "?")).rsplit(".", 1)[-1]
     rows, cols = s.get("rows"), s.get("column_count", len(s.get("columns") or ()) or None)
     if t == "table":
         return f"{rows} rows x {cols or 0} cols"

@@ -191,14 +191,15 @@ function shapeLabel(s) {
   if (typeof s === "string") return s;     // a server of an older barca
   const legacy = "recorded by an older barca: ";
   if (typeof s.note === "string" && s.note.startsWith(legacy)) return s.note.slice(legacy.length);
+  const type = String(s.type ?? "?").split(".").pop();   // a class by its own name: Model
   const count = (n, one) => `${n} ${one}${n === 1 ? "" : "s"}`;
   const cols = s.column_count ?? (s.columns || []).length;
   const keys = s.key_count ?? (s.keys ? s.keys.length : null);
   if (s.type === "table") return `${s.rows} rows x ${cols} cols`;
   if (s.type === "list" && s.rows != null) return `list (${count(s.rows, "item")})`;
-  if (s.rows != null) return cols ? `${s.type} (${s.rows} rows x ${cols} cols)` : `${s.type} (${s.rows} rows)`;
-  if (keys != null) return `${s.type} (${count(keys, "key")})`;
-  return String(s.type ?? "?");
+  if (s.rows != null) return cols ? `${type} (${s.rows} rows x ${cols} cols)` : `${type} (${s.rows} rows)`;
+  if (keys != null) return `${type} (${count(keys, "key")})`;
+  return type;
 }
 
 async function drawStatus() {
