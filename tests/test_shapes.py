@@ -202,3 +202,30 @@ def test_sample_is_in_the_shape_and_never_of_a_pickle(ran: Path) -> None:
     assert shapes["records"]["sample"] == [{"i": 1, "s": "x"}]
     assert shapes["text"]["sample"] == "hi"
     assert shapes["model"] == {"type": "pipeline.Model"}   # no sample: never unpickled
+
+
+def test_describe_and_label_without_a_run() -> None:
+    """The words of each case barca 0.30.2 has (JSON types as Python names, ``null``; a list
+    of objects' column types in the order seen, null last), the caps, and the table's cells."""
+    from collections import OrderedDict
+
+    from barca.store import shapes
+    d = shapes.describe
+    assert [d(v, "json") for v in (3, 2.5, True, None, (1, 2), [])] == [
+        {"type": "int"}, {"type": "float"}, {"type": "bool"}, {"type": "null"},
+        {"type": "list", "rows": 2}, {"type": "list", "rows": 0}]
+    assert d([{"a": None}, {"a": True, "b": 1}, 5], "json") == {"type": "list", "rows": 3}
+    assert d([{"a": None}, {"a": True}], "json")["columns"] == [
+        {"name": "a", "type": "bool | null"}]
+    assert d({1, 2}, "pickle") == {"type": "set"}
+    assert d(OrderedDict(a=1), "pickle") == {"type": "collections.OrderedDict", "keys": ["a"]}
+    assert d({(1, 2): "x"}, "pickle") == {"type": "dict", "key_count": 1}
+    wide = d([{f"c{i}": i for i in range(600)}], "json")
+    assert len(wide["columns"]) == shapes.MAX_COLUMNS and wide["column_count"] == 600
+    label = shapes.label
+    assert [label(x) for x in (None, "-", {"type": "table", "rows": 1, "columns": [{}]},
+                               {"type": "p.Outer.Inner"}, {"type": "dict", "keys": ["a"]},
+                               {"type": "list", "rows": 1}, "dict (2 keys)", "Thing")] == [
+        "-", "-", "1 rows x 1 cols", "Inner", "dict (1 key)", "list (1 item)",
+        "dict (2 keys)", "Thing"]
+    assert shapes.decode(shapes.encode({"type": "str"})) == {"type": "str"}

@@ -29,6 +29,15 @@ MAX_COLUMNS = 500
 LEGACY = "recorded by an older barca: "   # the note of a shape read from a text row
 
 _JSON_NAMES = {bool: "bool", int: "int", float: "float", str: "str", type(None): "null"}
+_JSON_TYPES: dict[type, str] = {**_JSON_NAMES, dict: "dict", list: "list", tuple: "list"}
+
+
+def _json_type_of(t: type) -> str:
+    """The JSON type of a value of class ``t`` (a subclass: its base's JSON word)."""
+    for base, name in (*_JSON_NAMES.items(), (dict, "dict"), (list, "list"), (tuple, "list")):
+        if issubclass(t, base):
+            return name
+    return t.__name__
 
 
 def _json_type(v: Any) -> str:
@@ -67,21 +76,26 @@ def _columns(cols: list[dict[str, str]]) -> dict[str, Any]:
 
 def _record_columns(rows: Any) -> dict[str, Any]:
     """The columns of a JSON list whose items are all objects: each key (in the order first
-    seen) with the types its values have (``int | null``); nothing for any other list."""
-    seen: dict[str, list[str]] = {}
+    seen) with the types its values have (``int | null``); nothing for any other list. Every
+    row is read (a type seen once counts), by the types' identity: a million rows cost about
+    as much as writing them."""
+    seen: dict[Any, dict[type, None]] = {}
     for row in rows:
         if not isinstance(row, dict):
             return {}
         for k, v in row.items():
-            types = seen.setdefault(str(k), [])
-            t = _json_type(v)
-            if t not in types:
-                types.append(t)
+            types = seen.get(k)
+            if types is None:
+                types = seen[k] = {}
+            types[type(v)] = None
     if not seen:
         return {}
-    # types in the order seen, null last (``str | null``: a column that is sometimes missing)
-    return _columns([{"name": k, "type": " | ".join(sorted(ts, key=lambda t: t == "null"))}
-                     for k, ts in seen.items()])
+    cols = []
+    for k, ts in seen.items():
+        names = list(dict.fromkeys(_JSON_TYPES.get(t) or _json_type_of(t) for t in ts))
+        names.sort(key=lambda n: n == "null")  # null last: ``str | null``, a key sometimes unset
+        cols.append({"name": str(k), "type": " | ".join(names)})
+    return _columns(cols)
 
 
 def type_name(value: Any) -> str:
