@@ -229,3 +229,17 @@ def test_describe_and_label_without_a_run() -> None:
         "-", "-", "1 rows x 1 cols", "Inner", "dict (1 key)", "list (1 item)",
         "dict (2 keys)", "Thing"]
     assert shapes.decode(shapes.encode({"type": "str"})) == {"type": "str"}
+
+
+def test_a_result_adopted_from_disk_has_its_shape_read_from_the_file(ran: Path) -> None:
+    """metadata.db rebuilt (moved aside): the results on disk are adopted, and a JSON or
+    parquet file's shape is read from it then; a pickle is not unpickled for it."""
+    import barca
+    for f in (ran / ".barca").glob("metadata.db*"):
+        f.unlink()
+    barca.get("pipeline.py")
+    shapes = _shapes(_cli("status", "pipeline.py", "--json").to_json())
+    assert shapes["table"] == {"type": "table", "rows": 3, "columns": [
+        {"name": "a", "type": "int64"}, {"name": "b", "type": "double"}]}
+    assert shapes["mapping"] == {"type": "dict", "keys": ["a", "b"]}
+    assert shapes["model"] is None

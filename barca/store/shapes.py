@@ -17,6 +17,7 @@ well as that text allows (``decode``); ``label`` is the short text a table shows
 from __future__ import annotations
 
 import json
+import os
 from itertools import islice
 from typing import Any
 
@@ -176,10 +177,9 @@ def table(value: Any, k: str, path: str | None = None) -> dict[str, Any]:
     the table in memory -- for a csv, whose text has no types, the types the step produced."""
     from barca.store import frames
     if path is not None and frames.installed("pyarrow"):
-        import pyarrow.parquet as pq
-        meta = pq.read_metadata(path)
-        cols = [{"name": f.name, "type": str(f.type)} for f in meta.schema.to_arrow_schema()]
-        return {"type": "table", "rows": meta.num_rows, **_columns(cols)}
+        got = of_file(path, "parquet")
+        if got is not None:
+            return got
     if k == "pyarrow":
         rows, cols = value.num_rows, _arrow_columns(value.schema)
     elif k == "pandas":
@@ -205,6 +205,27 @@ def table(value: Any, k: str, path: str | None = None) -> dict[str, Any]:
 
 def _arrow_columns(schema: Any) -> list[dict[str, str]]:
     return [{"name": f.name, "type": str(f.type)} for f in schema]
+
+
+MAX_JSON_READ = 64 << 20   # an adopted JSON file larger than this is not read for its shape
+
+
+def of_file(path: Any, fmt: str | None) -> dict[str, Any] | None:
+    """The shape of a result found on disk with no record (adopted, after metadata.db was
+    rebuilt): a JSON file's value, a parquet file's footer. None for a pickle (never
+    unpickled), a csv, a JSON file past MAX_JSON_READ, or what cannot be read."""
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+            meta = pq.read_metadata(path)
+            cols = [{"name": f.name, "type": str(f.type)} for f in meta.schema.to_arrow_schema()]
+            return {"type": "table", "rows": meta.num_rows, **_columns(cols)}
+        if fmt == "json" and os.path.getsize(path) <= MAX_JSON_READ:
+            with open(path, encoding="utf-8") as f:
+                return describe(json.load(f), "json")
+    except Exception:  # noqa: BLE001 - no shape rather than no adoption
+        return None
+    return None
 
 
 # ---------------------------------------------------------------------------- reading back
