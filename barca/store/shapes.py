@@ -43,16 +43,7 @@ def _json_type_of(t: type) -> str:
 
 def _json_type(v: Any) -> str:
     """A JSON value's type in the words Python gives it (``null`` for None: the JSON word)."""
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, dict):
-        return "dict"
-    if isinstance(v, (list, tuple)):
-        return "list"
-    for t, name in _JSON_NAMES.items():
-        if isinstance(v, t):
-            return name
-    return type(v).__name__
+    return _JSON_TYPES.get(type(v)) or _json_type_of(type(v))
 
 
 def _keys(value: dict[Any, Any]) -> dict[str, Any]:
@@ -218,7 +209,7 @@ def of_file(path: Any, fmt: str | None) -> dict[str, Any] | None:
         if fmt == "parquet":
             import pyarrow.parquet as pq
             meta = pq.read_metadata(path)
-            cols = [{"name": f.name, "type": str(f.type)} for f in meta.schema.to_arrow_schema()]
+            cols = _arrow_columns(meta.schema.to_arrow_schema())
             return {"type": "table", "rows": meta.num_rows, **_columns(cols)}
         if fmt == "json" and os.path.getsize(path) <= MAX_JSON_READ:
             with open(path, encoding="utf-8") as f:
