@@ -238,7 +238,9 @@ def test_status_json_shape_targets_limit_and_fields(tmp_path, monkeypatch) -> No
     assert bad.value.code == 2 and "'colour'" in bad.value.message
     assert "last_bytes_change" in bad.value.remediation and "schedule" in bad.value.remediation
     sampled = _cli("status", "other", "pipeline.py", "--sample", "2").to_json()
-    assert sampled["nodes"][0]["sample"] == [{"i": 0}, {"i": 1}]
+    # in the node's shape, as barca 0.30.2 puts it (#29 item 17)
+    assert sampled["nodes"][0]["shape"]["sample"] == [{"i": 0}, {"i": 1}]
+    assert sampled["nodes"][0]["shape"]["rows"] == 5
 
 
 def test_status_upstream_stale_filters_and_dry_run_agree(tmp_path, monkeypatch) -> None:

@@ -94,6 +94,9 @@ def test_get_from_the_ui_runs_and_shows_its_logs(server) -> None:
             expect(rows).to_have_count(len(NAMES), timeout=10_000)
             expect(page.locator('#status-table tr[data-node="pipeline.py:total"]')
                    ).to_contain_text("cached")
+            # its shape, in the words of the CLI's table (#29 item 17)
+            expect(page.locator('#status-table tr[data-node="pipeline.py:numbers"] td').nth(5)
+                   ).to_have_text("list (3 items)")
             # a dry run: the plan, nothing queued
             page.select_option("#target", "pipeline.py:boom")
             page.click("#act-dry")

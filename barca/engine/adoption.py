@@ -60,6 +60,7 @@ class Adoption:
 def adopted_row(root: Any, nid: NodeId, s: StepState, run_id: str) -> dict[str, Any] | None:
     """The row recording an adopted artifact (its SHA-256 read now, in blocks), or None if it
     is gone."""
+    from barca.store import shapes
     from barca.store.artifacts import file_sha256
     where = root / (s.path or "")
     try:
@@ -71,7 +72,8 @@ def adopted_row(root: Any, nid: NodeId, s: StepState, run_id: str) -> dict[str, 
         "path": s.path, "format": s.format, "size": size, "sha256": s.sha256,
         "parts": json.dumps(s.parts, sort_keys=True) if s.parts else None,
         "status": "success", "error": None, "traceback": None, "elapsed": 0.0,
-        "run_id": run_id, "created_at": time.time(), "shape": None, "value_hash": None}
+        "run_id": run_id, "created_at": time.time(),
+        "shape": shapes.encode(shapes.of_file(where, s.format)), "value_hash": None}
 
 
 def open_remote(settings: Any, warn: Any) -> Any:

@@ -26,6 +26,7 @@ from barca.present.results import (
     StepSummary,
 )
 from barca.present.statsreport import RUN_FIELDS, StatsReport
+from barca.store import shapes
 
 
 def _rest(entry: dict[str, Any], known: tuple[str, ...]) -> dict[str, Any] | None:
@@ -72,12 +73,11 @@ def status_from_json(doc: dict[str, Any]) -> StatusReport:
         cache = n.get("cache") or {}
         inputs = tuple(n.get("inputs") or ())
         state = cache.get("state", "unknown")
-        shape = n.get("shape")
         rows.append(StatusRow(
             n["id"], n.get("kind", ""), state if state in _STATES else "unknown",
             cache.get("reason", ""), cache.get("detail", ""),
             _last_run(n.get("last_materialization")),
-            shape if isinstance(shape, str) and shape else "-", tuple(n.get("deps") or inputs),
+            shapes.decode(n.get("shape")), tuple(n.get("deps") or inputs),
             inputs, n.get("partitions"), n.get("last_materialization"),
             _rest(n, _STATUS_KEYS)))
     return StatusReport(tuple(rows), targets=tuple(doc.get("targets") or ()),

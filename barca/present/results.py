@@ -13,6 +13,7 @@ from barca.core.render import cell_label, plural, short_names, text_table
 from barca.core.types import short_name
 from barca.present.display import _Displayable  # noqa: F401 - shared by every result object
 from barca.present.plans import PhasePlan, Plan, PlanRow  # noqa: F401 - their old home
+from barca.store import shapes
 
 # ---------------------------------------------------------------------------- listing
 
@@ -66,7 +67,8 @@ class StatusRow(Record):
     reason: str
     detail: str                # the WHY cell
     last_run: str
-    shape: str
+    shape: dict[str, Any] | str | None  # the object status --json shows (store.shapes); a
+    # str is an older barca's short text, or "-" for none (tolerated where rows are built by hand)
     deps: tuple[str, ...]
     inputs: tuple[str, ...]
     partitions: dict[str, Any] | None
@@ -123,7 +125,7 @@ class StatusReport(_Displayable, Record):
         if r.partitions is not None:  # as a step: no key when the node has no partitions
             node["partitions"] = r.partitions
         node["last_materialization"] = r.last_materialization
-        node["shape"] = None if r.shape == "-" else r.shape
+        node["shape"] = shapes.decode(r.shape)
         node.update(r.extra or {})  # last_bytes_change, env; undeclared_env, schedule if any
         if self.fields is not None:
             return {k: node[k] for k in self.fields if k in node}
@@ -155,7 +157,7 @@ class StatusReport(_Displayable, Record):
                 "every node)")
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
-        rows = [[r.name, r.kind, cell_label(r.state), r.detail, r.last_run, r.shape,
+        rows = [[r.name, r.kind, cell_label(r.state), r.detail, r.last_run, shapes.label(r.shape),
                  ", ".join(short_name(d) for d in r.deps) or "-"] for r in self._shown()]
         summary = self.summary_line()
         for extra in (self._cut_note(), self.note):

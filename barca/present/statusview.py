@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import csv
 import json
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from barca.core.errors import UsageError
 from barca.core.types import short_name
 from barca.present.results import SUMMARY_ORDER, StatusReport, StatusRow
+from barca.store import shapes
 
 FIELDS = ("id", "name", "kind", "inputs", "partitioned", "cache", "partitions",
           "last_materialization", "last_bytes_change", "shape", "env", "undeclared_env",
@@ -90,32 +92,39 @@ def narrow(report: StatusReport, state: str | None = None, problems: bool = Fals
             raise UsageError(f"--sample {samples}: a sample is 0 or more rows.",
                              "Write --sample 5.")
         rows = tuple(_with_sample(r, report.root, samples) for r in rows)
-        keep = keep if keep is None or "sample" in keep else (*keep, "sample")
+        keep = keep if keep is None or "shape" in keep else (*keep, "shape")  # the sample's
     return StatusReport(rows, report.targets, report.root, report.summary(), total, keep,
                         filt or None, table_limit, report.note)
 
 
 def _with_sample(r: StatusRow, root: str, n: int) -> StatusRow:
+    """The node's shape with ``sample`` in it (as barca 0.30.2 puts it), when its result is
+    one that can be sampled; a node without a recorded shape gets one holding the sample."""
     lm = r.last_materialization or {}
     if lm.get("status") != "success":
         return r
+    got = sample(root, lm.get("path"), lm.get("format"), n)
+    if got is None:
+        return r
     fields = {f: getattr(r, f) for f in StatusRow.__slots__}
-    fields["extra"] = dict(r.extra or {}, sample=sample(root, lm.get("path"), lm.get("format"),
-                                                        n))
+    fields["shape"] = dict(shapes.decode(r.shape) or {}, sample=got)
     return StatusRow(**fields)
 
 
-def sample(root: str, path: str | None, fmt: str | None, n: int) -> list[Any] | None:
+def sample(root: str, path: str | None, fmt: str | None, n: int) -> Any:
     """``--sample N``: up to ``n`` rows of a json, parquet or csv result (a JSON list's first
-    items, a JSON object whole), JSON-safe. None for any other format: a pickle is never
-    opened (unpickling runs code), nor is what cannot be read."""
+    items, a JSON object's first n entries, any other JSON value itself), JSON-safe. None for
+    any other format: a pickle is never opened (unpickling runs code), nor is what cannot be
+    read."""
     if not path or n <= 0 or fmt not in ("json", "parquet", "csv"):
         return None
     file = Path(root) / path
     try:
         if fmt == "json":
             value = json.loads(file.read_text(encoding="utf-8"))
-            return value[:n] if isinstance(value, list) else [value]
+            if isinstance(value, dict):
+                return dict(islice(value.items(), n))
+            return value[:n] if isinstance(value, list) else value
         if fmt == "csv":
             with file.open(newline="", encoding="utf-8") as f:
                 return [row for _, row in zip(range(n), csv.DictReader(f), strict=False)]
@@ -123,9 +132,15 @@ def sample(root: str, path: str | None, fmt: str | None, n: int) -> list[Any] | 
         batches = pq.ParquetFile(file).iter_batches(batch_size=n)
         first = next(batches, None)
         rows = [] if first is None else first.slice(0, n).to_pylist()
-        return json.loads(json.dumps(rows, default=str))  # dates, decimals: as text
+        return json.loads(json.dumps(rows, default=_text))  # dates, decimals: as text
     except (OSError, ValueError, ImportError):
         return None
+
+
+def _text(v: Any) -> str:
+    """A value JSON has no type for: a date or time in ISO 8601, anything else as str()."""
+    iso = getattr(v, "isoformat", None)
+    return iso() if callable(iso) else str(v)
 
 
 def other_envs(report: StatusReport, env: str | None, where: str) -> StatusReport:

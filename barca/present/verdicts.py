@@ -11,6 +11,7 @@ from barca.engine.planner import Context, NodeState
 from barca.engine.states import StepState
 from barca.model.topology import Graph
 from barca.present.results import PlanRow, RunResult, StatusRow, StepSummary
+from barca.store import shapes
 from barca.store.metadata import Row
 
 
@@ -162,13 +163,13 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
         if first.reason == "failed":
             detail = first.detail
     if last is None:
-        last_run, shape, lm = "-", "-", None
+        last_run, shape, lm = "-", None, None
     elif last.status == "success":
         last_run = f"success {_when(last.created_at)} {last.elapsed or 0:.2f}s"
-        shape = last.shape or "-"
+        shape = shapes.decode(last.shape)   # recorded when written: no file is opened
         lm = _materialization(last)
     else:
-        last_run, shape, lm = f"failed {_when(last.created_at)}", "-", _materialization(last)
+        last_run, shape, lm = f"failed {_when(last.created_at)}", None, _materialization(last)
     deps = tuple(graph.upstream[ns.node])
     extra: dict[str, Any] = {"last_bytes_change": _bytes_changed(ctx, last), "env": list(m.env)}
     undeclared = sorted(set(m.env_reads) - set(m.env))

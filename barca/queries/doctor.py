@@ -193,10 +193,14 @@ def _config(root: Path) -> Check:
 
 
 def _database(root: Path, prefix: str) -> Check:
-    from barca.store.database import quick_check
+    from barca.store.database import made_by_barca_030, quick_check
+    from barca.store.schema import barca_030_error
     db = root / prefix / "metadata.db"
     if not db.exists():
         return Check("metadata.db", True, "none yet (the first run makes it)")
+    if made_by_barca_030(db):
+        e = barca_030_error(root, db)
+        return Check("metadata.db", False, e.message, e.remediation)
     verdict = quick_check(db)
     if verdict != "ok":
         return Check("metadata.db", False, f"{db.relative_to(root)} fails PRAGMA quick_check: "

@@ -12,6 +12,7 @@ from typing import Any
 from barca.core.root import store_prefix, valid_env_name  # noqa: F401 - re-exported
 from barca.core.types import parse_key
 from barca.identity.hashing import is_json_value
+from barca.store import shapes
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _PLAIN = re.compile(r"[A-Za-z0-9._-]{1,48}")
@@ -76,10 +77,11 @@ def serialize(value: Any, fmt: str) -> bytes:
     return pickle.dumps(value, protocol=5)
 
 
-def write_table(value: Any, fmt: str, folder: Path) -> tuple[str, str, str | None, str]:
+def write_table(value: Any, fmt: str, folder: Path) -> tuple[str, str, str | None, str | None]:
     """Write ``value`` into a temp file in ``folder`` as a table (``fmt`` parquet or csv):
-    (temp path, format, warning, shape). parquet that cannot hold the value falls back to pickle
-    with a warning; csv on a value that is not a table is an error, and leaves no file behind."""
+    (temp path, format, warning, shape as the ``shape`` column keeps it). parquet that cannot
+    hold the value falls back to pickle with a warning; csv on a value that is not a table is
+    an error, and leaves no file behind."""
     import tempfile
 
     from barca.store import frames
@@ -95,7 +97,8 @@ def write_table(value: Any, fmt: str, folder: Path) -> tuple[str, str, str | Non
             why = f"parquet cannot hold a {type(value).__name__}"
         else:
             try:
-                return tmp, fmt, None, frames.write(value, fmt, Path(tmp))
+                frames.write(value, fmt, Path(tmp))
+                return tmp, fmt, None, shapes.encode(shapes.written(value, fmt, tmp))
             except Exception as exc:
                 if fmt == "csv":
                     raise TypeError(f'serializer="csv" could not write this table: '
@@ -103,7 +106,7 @@ def write_table(value: Any, fmt: str, folder: Path) -> tuple[str, str, str | Non
                 why = (f"parquet cannot hold this {type(value).__name__} "
                        f"({type(exc).__name__}: {exc})")
         Path(tmp).write_bytes(serialize(value, "pickle"))
-        return tmp, "pickle", f"{why}; stored as pickle", shape(value)
+        return tmp, "pickle", f"{why}; stored as pickle", shape(value, "pickle")
     except BaseException:
         discard(tmp)
         raise
@@ -259,15 +262,10 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def shape(value: Any) -> str:
-    """What one artifact looks like: ``dict (3 keys)``, ``str``, ``3 rows x 2 cols``."""
-    t = type(value)
-    if t is dict:
-        return f"dict ({len(value)} key{'s' if len(value) != 1 else ''})"
-    if t is list:
-        return f"list ({len(value)} item{'s' if len(value) != 1 else ''})"
-    s = getattr(value, "shape", None)
-    if isinstance(s, tuple) and len(s) == 2:
-        return f"{s[0]} rows x {s[1]} cols"
-    from barca.store import frames
-    return frames.shape(value) or t.__name__
+def shape(value: Any, fmt: str) -> str | None:
+    """What one artifact looks like, as the ``shape`` column keeps it (JSON text, described
+    now, from the value: ``status`` never opens the file nor unpickles it; store.shapes)."""
+    try:
+        return shapes.encode(shapes.describe(value, fmt))
+    except Exception:  # noqa: BLE001 - a value that will not say its size: no shape, no failure
+        return None

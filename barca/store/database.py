@@ -24,3 +24,17 @@ def quick_check(db: Path) -> str:
     except sqlite3.DatabaseError as exc:
         verdict = str(exc)
     return " ".join(str(verdict).split())  # quick_check reports over several lines
+
+
+def made_by_barca_030(db: Path) -> bool:
+    """Whether the file is the database of barca 0.30 (the Rust original), read without
+    writing: ``doctor`` names it as such rather than as a broken file."""
+    from barca.store.schema import from_barca_030
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            return from_barca_030(conn)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return False

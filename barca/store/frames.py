@@ -80,35 +80,32 @@ NAMES = {"pandas": "pd.DataFrame", "polars": "pl.DataFrame", "lazy": "pl.LazyFra
 
 # ---------------------------------------------------------------------------- writers
 
-def write(value: Any, fmt: str, path: Path) -> str:
-    """Write a table (settled) to ``path`` as parquet or csv; its shape, ``N rows x M cols``."""
+def write(value: Any, fmt: str, path: Path) -> None:
+    """Write a table (settled) to ``path`` as parquet or csv (its shape: store.shapes)."""
     k = kind(value)
     target = str(path)
     if k == "duckdb":
-        return _write_relation(value, fmt, target)
+        _write_relation(value, fmt, target)
+        return
     if k == "polars":
         if fmt == "parquet":
             value.write_parquet(target, metadata={WRITER: "polars"})
         else:
             value.write_csv(target)
-        rows, cols = value.shape
     elif k == "pandas":
         if fmt == "parquet":
             import pyarrow as pa
             _write_arrow(pa.Table.from_pandas(value), "pandas", target)
         else:
             value.to_csv(target, index=False)
-        rows, cols = value.shape
     elif k == "pyarrow":
         if fmt == "parquet":
             _write_arrow(value, "pyarrow", target)
         else:
             import pyarrow.csv as pcsv
             pcsv.write_csv(value, target)
-        rows, cols = value.num_rows, value.num_columns
     else:
         raise TypeError(f"a {type(value).__name__} is not a table")
-    return table_shape(rows, cols)
 
 
 def _write_arrow(table: Any, writer: str, target: str) -> None:
@@ -118,24 +115,12 @@ def _write_arrow(table: Any, writer: str, target: str) -> None:
     pq.write_table(table.replace_schema_metadata(meta), target)
 
 
-def _write_relation(rel: Any, fmt: str, target: str) -> str:
+def _write_relation(rel: Any, fmt: str, target: str) -> None:
     """A duckdb relation is executed straight into the file (never held in memory whole)."""
     quoted = "'" + target.replace("'", "''") + "'"
     options = (f"FORMAT parquet, KV_METADATA {{'{WRITER}': 'duckdb'}}" if fmt == "parquet"
                else "FORMAT csv, HEADER true")
     rel.query("barca_value", f"COPY (SELECT * FROM barca_value) TO {quoted} ({options})")
-    reader = "read_parquet" if fmt == "parquet" else "read_csv_auto"
-    import duckdb
-    con = duckdb.connect()
-    try:
-        rows = con.sql(f"SELECT count(*) FROM {reader}({quoted})").fetchall()[0][0]
-    finally:
-        con.close()
-    return table_shape(rows, len(rel.columns))
-
-
-def table_shape(rows: int, cols: int) -> str:
-    return f"{rows} rows x {cols} cols"
 
 
 # ---------------------------------------------------------------------------- readers
@@ -315,16 +300,3 @@ def to_rows(value: Any) -> list[dict[str, Any]]:
     if k == "duckdb":
         return to_arrow(value).to_pylist()
     raise TypeError(type(value).__name__)
-
-
-def shape(value: Any) -> str | None:
-    """``N rows x M cols`` for a table held in memory, else None."""
-    k = kind(value)
-    if k in ("pandas", "polars"):
-        value = settle(value)
-        return table_shape(*value.shape)
-    if k == "pyarrow":
-        return table_shape(value.num_rows, value.num_columns)
-    if k == "duckdb":
-        return table_shape(*value.shape)
-    return None

@@ -13,7 +13,7 @@ from typing import Any
 from barca.core.errors import InfrastructureError
 from barca.store.process import process_token
 from barca.store.rows import Row, Snapshot  # the records it returns (re-exported here)
-from barca.store.schema import SCHEMA  # noqa: F401 (re-exported)
+from barca.store.schema import SCHEMA, barca_030_error, from_barca_030  # noqa: F401
 from barca.store.serverq import RUN_COLUMNS
 
 COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "sha256", "parts",
@@ -45,6 +45,7 @@ class Store:
             self.conn = sqlite3.connect(self.db_path, timeout=wait, isolation_level=None,
                                         check_same_thread=False)
             self.conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
+            self._not_rust_barca()  # before anything is written into it
             # per connection: WAL syncs at checkpoints, not at each commit (nor a kernel's ask)
             self.conn.execute("PRAGMA synchronous=NORMAL")
             if create:
@@ -102,6 +103,14 @@ class Store:
         except sqlite3.OperationalError as exc:
             if "duplicate column" not in str(exc):
                 raise
+
+    def _not_rust_barca(self) -> None:
+        """A database barca 0.30 wrote is neither read nor changed (see ``from_barca_030``)."""
+        assert self.conn is not None
+        if from_barca_030(self.conn):
+            self.conn.close()
+            self.conn = None
+            raise barca_030_error(self.root, self.db_path)
 
     def _db_error(self, exc: Exception) -> InfrastructureError:
         text = str(exc)

@@ -2,6 +2,11 @@
 columns added since are added by ``Store``'s migration."""
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
+from barca.core.errors import InfrastructureError
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, command TEXT, target TEXT, status TEXT,
@@ -37,3 +42,22 @@ INSERT INTO generation (n) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM generation);
     "BEGIN UPDATE generation SET n = n + 1; END;\n"
     for table in ("materializations", "snapshots", "evictions", "definitions")
     for op in ("INSERT", "UPDATE", "DELETE"))
+
+
+def from_barca_030(conn: sqlite3.Connection) -> bool:
+    """A metadata database barca 0.30 (the Rust original) wrote: its materializations say
+    ``node_id`` where ours say ``node``. A user coming from it is told so, and what to do,
+    rather than "no such column"."""
+    cols = {r[1] for r in conn.execute("PRAGMA table_info(materializations)")}
+    return "node_id" in cols and "node" not in cols
+
+
+def barca_030_error(root: Path, db_path: Path) -> InfrastructureError:
+    old = root / ".barca"
+    return InfrastructureError(
+        f"{db_path} was written by barca 0.30 (the Rust original); this barca keeps its "
+        f"records differently and cannot read it. Nothing was run and the file was not "
+        f"changed.",
+        f"Move the old store aside, then run again: mv {old} {old}-0.30 -- this barca starts "
+        f"a new .barca/ and computes the results again (0.30's results are not reused); the "
+        f"moved folder stays as it was for barca 0.30.", path=str(db_path))

@@ -305,7 +305,7 @@ class Worker:
         rec.sha256 = sha
         if data is not None:
             rec.size = len(data)
-            rec.shape = artifacts.shape(value)
+            rec.shape = artifacts.shape(value, fmt)
         else:
             rec.size = (self.root / rel).stat().st_size
         written = frames.kind(value) if fmt in frames.TABLE_FORMATS else None

@@ -184,6 +184,24 @@ function colourOf(id) {
 
 // ------------------------------------------------------------------ status
 
+// The SHAPE cell of `barca status`'s table, from the JSON's shape object (store/shapes.py
+// `label` says the same words): "3 rows x 2 cols", "dict (2 keys)", "list (3 items)", "str".
+function shapeLabel(s) {
+  if (!s) return "-";
+  if (typeof s === "string") return s;     // a server of an older barca
+  const legacy = "recorded by an older barca: ";
+  if (typeof s.note === "string" && s.note.startsWith(legacy)) return s.note.slice(legacy.length);
+  const type = String(s.type ?? "?").split(".").pop();   // a class by its own name: Model
+  const count = (n, one) => `${n} ${one}${n === 1 ? "" : "s"}`;
+  const cols = s.column_count ?? (s.columns || []).length;
+  const keys = s.key_count ?? (s.keys ? s.keys.length : null);
+  if (s.type === "table") return `${s.rows} rows x ${cols} cols`;
+  if (s.type === "list" && s.rows != null) return `list (${count(s.rows, "item")})`;
+  if (s.rows != null) return cols ? `${type} (${s.rows} rows x ${cols} cols)` : `${type} (${s.rows} rows)`;
+  if (keys != null) return `${type} (${count(keys, "key")})`;
+  return type;
+}
+
 async function drawStatus() {
   if (!$("#graph svg")) await drawGraph();   // the colours come from the picture
   const body = await json("nodes");
@@ -198,7 +216,8 @@ async function drawStatus() {
       el("td", { text: n.kind }),
       el("td", {}, state),
       el("td", { class: "why", text: (n.cache.detail || "").split("\n")[0] }),
-      el("td", { class: "nowrap", text: last }));
+      el("td", { class: "nowrap", text: last }),
+      el("td", { class: "nowrap", text: shapeLabel(n.shape) }));
     if (n.id === ui.selected) row.classList.add("current");
     return row;
   }));
