@@ -359,7 +359,8 @@ class Remote:
         could be swapped between a check and the open."""
         full = self._full(source)
         if not self.local:
-            try:
+            try:  # asked of the store itself, not of a listing cached earlier in the command:
+                self.fs.invalidate_cache(full)  # another machine may have written since
                 return self.fs.open(full, "rb")
             except Exception:  # absent, or unreadable: not in the store
                 return None
