@@ -82,6 +82,11 @@ def test_the_store_mirrors_the_local_artifacts(tmp_path: Path, monkeypatch) -> N
         assert body["path"] == f"artifacts/{p}" and body["sha256"] == hashlib.sha256(
             local[p]).hexdigest()
     assert sorted(os.listdir(store)) == [".barca-store", "artifacts"]
+    # an environment's results: .barca/envs/NAME/artifacts/... at envs/NAME/artifacts/...
+    assert barca.get("v", "pipeline.py", env="dev", remote_uri=f"file://{store}") == {"v": 1}
+    dev = _files(tmp_path / ".barca" / "envs" / "dev" / "artifacts")
+    assert len(dev) == 1 and dev == {p: b for p, b in _files(
+        store / "envs" / "dev" / "artifacts").items() if not p.endswith(manifest.SUFFIX)}
 
 
 REL = ".barca/artifacts/pipeline.py--v/" + "a" * 64 + ".json"
