@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from test_remote import s3_server  # noqa: F401 - the moto server fixture
 
 from barca.store import manifest
 from barca.store.remote import Remote
@@ -310,3 +311,38 @@ def test_writers_repairing_at_once_end_with_one_good_pair(tmp_path: Path) -> Non
     assert errors == []
     assert set(seen) <= set(values)
     _check_store(tmp_path / "store", rels, values)
+
+
+@pytest.mark.slow
+def test_threads_racing_on_an_s3_store_leave_one_good_pair(tmp_path: Path, monkeypatch,
+                                                           request) -> None:
+    """The same race against a real S3 API (moto's server): conditional PUTs decide it."""
+    server = request.getfixturevalue("s3_server")
+    for name, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": server}.items():
+        monkeypatch.setenv(name, value)
+    uri = "s3://barca-race/store"
+    Remote(uri).check()
+    values = [json.dumps({"w": i, "pad": str(i) * 200000}).encode() for i in range(2)]
+    rels, errors = _rels(12), []
+    barrier = threading.Barrier(3)
+    threads = [threading.Thread(target=_race, args=(uri, rels, values, barrier, i, errors))
+               for i in range(2)]
+    threads.append(threading.Thread(target=_read, args=(uri, rels, values, barrier,
+                                                        str(tmp_path / "r"), errors)))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert errors == []
+    fs = Remote(uri).fs
+    fs.invalidate_cache()
+    names = set()
+    for rel in rels:
+        path = rel.removeprefix(".barca/")
+        data = bytes(fs.cat_file(f"barca-race/store/{path}"))
+        body = manifest.read(bytes(fs.cat_file(f"barca-race/store/{path}.manifest")), path, None)
+        assert data in values and manifest.matches(body, data)
+        names |= {p.rsplit("/", 1)[-1] for p in fs.ls(f"barca-race/store/{path.rsplit('/', 1)[0]}",
+                                                       detail=False)}
+    assert names == {n for rel in rels for n in (Path(rel).name, Path(rel).name + ".manifest")}
