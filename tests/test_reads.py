@@ -84,7 +84,7 @@ def test_a_tampered_store_copy_never_reaches_a_lazy_reader(tmp_path: Path, key: 
     assert run(a, store, "wide", key).code == 0
     [local] = (a.path / ".barca/artifacts/pipeline.py--wide").glob("*.parquet")
     local.unlink()  # this machine no longer has it: the store's copy is read
-    [blob] = (tmp_path / "store/artifacts/pipeline.py--wide").glob("*.*.parquet")
+    [blob] = (tmp_path / "store/artifacts/pipeline.py--wide").glob("*.parquet")
     subprocess.run([sys.executable, "-c", POISON, str(blob)], check=True)  # same name
     r = run(a, store, reader, key)
     assert r.code == 0, r.err

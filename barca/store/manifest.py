@@ -1,7 +1,8 @@
 """Manifests: what a result in the shared store should be. One small JSON file per result
-(``<run hash>.<ext>.manifest`` next to its bytes): the path, node, key, run hash, format, size
-and SHA-256 of the bytes, and, with a shared secret (``BARCA_STORE_KEY``), an HMAC-SHA256 over
-all of them. A result is in the store only through a manifest that verifies."""
+(``<run hash>.<ext>.manifest`` beside its bytes ``<run hash>.<ext>``): the path, node, key,
+run hash, format, size and SHA-256 of the bytes, and, with a shared secret
+(``BARCA_STORE_KEY``), an HMAC-SHA256 over all of them. A result is in the store only through
+a manifest that verifies."""
 from __future__ import annotations
 
 import hashlib
@@ -25,9 +26,9 @@ class Rejected(Exception):
 
 
 def blob_path(path: str, sha256: str) -> str:
-    """Where the bytes of ``artifacts/<dir>/<run hash>.<ext>`` with this digest live: named by
-    their content, so two machines racing on one run hash never overwrite each other's bytes,
-    and a manifest always names complete bytes."""
+    """Where a store of the earlier layout (before results were kept at their local name) put
+    the bytes of ``artifacts/<dir>/<run hash>.<ext>`` with this digest: still read, so an
+    upgrade loses nothing."""
     stem, ext = path.rsplit(".", 1)
     return f"{stem}.{sha256[:16]}.{ext}"
 

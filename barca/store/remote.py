@@ -4,7 +4,6 @@
 read-through cache: a cached result whose local file is missing is fetched, not recomputed."""
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 from collections.abc import Callable
@@ -18,6 +17,8 @@ ENV = "BARCA_REMOTE_URI"
 PREFIX = ".barca/"
 _TOO_LONG = "is longer than recorded"
 MANIFEST_MAX = 1 << 16  # bytes: a manifest is far smaller; a larger one is not read
+_REPAIRS = 6           # rounds of repair when machines keep replacing a result at once
+_SETTLE_SECONDS = 2.0  # how long bytes without a manifest may be another machine's upload
 
 
 def open_store(settings: Any, on_note: Callable[[str], None] | None = None) -> Remote | None:
@@ -60,6 +61,7 @@ class Remote:
         self.warned_pickles = False
         self.warned_unsigned = False
         self._rejected: set[str] = set()
+        self.settle_seconds = _SETTLE_SECONDS
 
     def _path(self, rel: str) -> str:
         """A local relative path (``.barca/artifacts/...``) as a path in the store."""
@@ -85,12 +87,14 @@ class Remote:
 
     # ------------------------------------------------------------------ writing
     def upload(self, root: Path, rel: str, node: str, key: str, data: bytes | None = None) -> None:
-        """Copy one result to the store: its bytes under a name of their own (their digest),
-        then its manifest, which makes it visible. The first manifest written wins; a machine
-        that lost the race removes its bytes, so the store keeps one copy and one manifest. A
-        manifest that does not verify (or whose bytes are bad) is replaced. Without ``data``
-        the result's file is hashed and copied in blocks: a table larger than memory uploads
-        too."""
+        """Copy one result to the store, at its local relative path, then its manifest beside
+        it, which makes it visible. The bytes are created only where nothing is (so a machine
+        racing on the same run hash with other bytes never replaces the winner's), the manifest
+        likewise: the first complete pair wins and the loser writes nothing more. What is not
+        a good pair (bytes without a manifest: an upload cut short; a manifest its bytes do not
+        match, or not signed with the key) is replaced by this result, and checked again until
+        the store holds one manifest its bytes match. Without ``data`` the result's file is
+        hashed and copied in blocks: a table larger than memory uploads too."""
         from barca.store.artifacts import EXT, file_sha256
         source: bytes | Path
         if data is None:
@@ -101,24 +105,88 @@ class Remote:
         path = self._path(rel)
         fmt = next((f for f, e in EXT.items() if path.endswith("." + e)), "pickle")
         raw = manifest.make(path, node, key, fmt, size, digest, self.secret)
-        blob = self._full(manifest.blob_path(path, digest))
-        target = self._full(path + manifest.SUFFIX)
-        self._write(blob, source)
-        if self._create(target, raw):
-            return
-        raw_current = self._cat(path + manifest.SUFFIX)
-        try:  # a manifest is there already: another machine's copy of the same step, or bad
-            current = (manifest.read(raw_current, path, self.secret)
-                       if raw_current is not None else None)
+        mpath = path + manifest.SUFFIX
+        for attempt in range(_REPAIRS):
+            current = self._cat(mpath)
+            body = self._checked(current, path)
+            if body is not None:
+                held = self._holds(path, body)
+                if held == "old" and body["sha256"] == digest:
+                    # a store of the earlier layout holding this very result: copied to its
+                    # name now too, so the store mirrors .barca/ (the old copy stays readable)
+                    self._create(path, source)
+                if held:  # a good pair: this result, or another machine's that won
+                    return
+            if attempt == 0:
+                if self._create(path, source) or self._same(path, digest, size):
+                    # these bytes are at the result's name: their manifest makes them visible
+                    if current is None:
+                        if self._create(mpath, raw):
+                            return
+                    else:  # a manifest that does not describe them: replaced
+                        self._write(self._full(mpath), raw)
+                    continue  # checked again: another machine may have written meanwhile
+                if current is None and self._settles(path, mpath):
+                    return  # another machine's bytes, whose manifest came: it won
+            else:  # two machines repairing at once: one of them goes first
+                import random
+                import time
+                time.sleep(random.uniform(0.0, 0.02 * attempt))
+            self._write(self._full(path), source)
+            self._write(self._full(mpath), raw)
+        body = self._checked(self._cat(mpath), path)
+        if body is None or not self._holds(path, body):
+            raise OSError(f"the store's copy of {rel} kept changing while it was written")
+
+    def _checked(self, raw: bytes | None, path: str) -> dict[str, Any] | None:
+        try:
+            return manifest.read(raw, path, self.secret) if raw is not None else None
         except manifest.Rejected:
-            current = None
-        if current is not None and current["sha256"] == digest:
-            return
-        if current is not None and self._intact(path, current) is not None:
-            with contextlib.suppress(Exception):  # an orphan copy, never named by a manifest
-                self.fs.rm_file(blob)
-            return
-        self._write(target, raw)
+            return None
+
+    def _holds(self, path: str, body: dict[str, Any]) -> str | None:
+        """Whether the store has the bytes this manifest names: at the result's own name
+        (``"path"``), under the earlier layout's digest name (``"old"``), or not (None)."""
+        if self._digest(path, body["size"]) == (body["sha256"], body["size"]):
+            return "path"
+        old = manifest.blob_path(path, body["sha256"])
+        return "old" if self._digest(old, body["size"]) == (body["sha256"], body["size"]) \
+            else None
+
+    def _same(self, path: str, digest: str, size: int) -> bool:
+        return self._digest(path, size) == (digest, size)
+
+    def _digest(self, source: str, limit: int) -> tuple[str, int] | None:
+        """(SHA-256, size) of a file of the store, read in blocks and never past ``limit``
+        plus one byte; None when absent, unreadable or not a regular file."""
+        f = self._open(source)
+        if f is None or isinstance(f, str):
+            return None
+        h, length = hashlib.sha256(), 0
+        try:
+            with f:
+                while chunk := f.read(min(1 << 20, limit + 1 - length)):
+                    h.update(chunk)
+                    length += len(chunk)
+                    if length > limit:
+                        break
+        except Exception:
+            return None
+        return h.hexdigest(), length
+
+    def _settles(self, path: str, mpath: str) -> bool:
+        """Other bytes at the result's name and no manifest: another machine between its
+        bytes and its manifest, or an upload cut short. True when a manifest its bytes match
+        appears within a short wait (that machine won); False: the upload was cut short."""
+        import time
+        end = time.monotonic() + self.settle_seconds
+        while time.monotonic() < end:
+            time.sleep(0.02 if self.local else 0.2)
+            raw = self._cat(mpath)
+            if raw is not None:
+                body = self._checked(raw, path)
+                return body is not None and self._holds(path, body) is not None
+        return False
 
     def _write(self, target: str, source: bytes | Path) -> None:
         """Readers see all of it or nothing: a rename here, a single PUT (or a multipart upload,
@@ -133,17 +201,25 @@ class Remote:
         else:
             self.fs.put_file(str(source), target)
 
-    def _create(self, target: str, data: bytes) -> bool:
-        """Write ``target`` only if nothing is there (False if something is), atomically: a
-        hard link of a complete temp file here, a conditional PUT (If-None-Match) on S3."""
+    def _create(self, path: str, source: bytes | Path) -> bool:
+        """Write ``path`` (of the store) only if nothing is there (False if something is),
+        atomically: a hard link of a complete temp file here, a conditional PUT
+        (If-None-Match) on S3. ``source``: the bytes, or a file copied in blocks."""
+        target = self._full(path)
         if self.local:
+            import shutil
             import tempfile
+
+            from barca.store.artifacts import file_mode
             Path(target).parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=Path(target).parent, prefix=".tmp-")
             try:
                 with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                from barca.store.artifacts import file_mode
+                    if isinstance(source, bytes):
+                        f.write(source)
+                    else:
+                        with open(source, "rb") as src:
+                            shutil.copyfileobj(src, f, 1 << 20)
                 os.chmod(tmp, file_mode())  # other machines of the team read it
                 os.link(tmp, target)
                 return True
@@ -151,8 +227,12 @@ class Remote:
                 return False
             finally:
                 os.unlink(tmp)
+        self.fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
         try:
-            self.fs.pipe_file(target, data, mode="create")
+            if isinstance(source, bytes):
+                self.fs.pipe_file(target, source, mode="create")
+            else:
+                self.fs.put_file(str(source), target, mode="create")
             return True
         except FileExistsError:
             return False
@@ -160,7 +240,7 @@ class Remote:
             pass  # a store without conditional writes: check, then write (a narrow race)
         if self.fs.exists(target):
             return False
-        self.fs.pipe_file(target, data)
+        self._write(target, source)
         return True
 
     # ------------------------------------------------------------------ reading
@@ -184,34 +264,35 @@ class Remote:
     def _download(self, dest: Path, rel: str, sha256: str | None) -> int | None:
         path = self._path(rel)
         body: dict[str, Any] | None = None
-        if sha256:  # the bytes under their digest; a store written before manifests: their name
-            sources, size = [manifest.blob_path(path, sha256), path], self._size_of(path, sha256)
-            why = "did not match the SHA-256 recorded here"
+        if sha256:  # this machine's own record: the store's manifest is not needed
+            size, why = self._size_of(path, sha256), "did not match the SHA-256 recorded here"
         else:
             body = self._manifest(rel, path)
             if body is None:
                 return None
-            sha256, size = body["sha256"], body["size"]
-            sources, why = [manifest.blob_path(path, sha256)], "did not match its manifest"
+            sha256, size, why = body["sha256"], body["size"], "did not match its manifest"
         from barca.store.artifacts import commit, discard
-        for source in sources:
+        bad: str | None = None
+        # the result's own name; then the name a store of the earlier layout gave its bytes
+        # (their digest), so a store written before this layout still serves what it holds
+        for source in (path, manifest.blob_path(path, sha256)):
             got = self._stream(source, dest, size)
             if got is None:
                 continue  # not in the store under this name
             if isinstance(got, str):  # not a regular file, or longer than it should be
-                self._reject(rel, why if got == _TOO_LONG else got)
-                return None
+                bad = bad or (why if got == _TOO_LONG else got)
+                continue
             tmp, digest, length = got
             if digest != sha256 or (size is not None and length != size):
-                discard(tmp)
-                self._reject(rel, why)
-                return None
+                discard(tmp)  # other bytes (another machine's, or damaged): never a value
+                bad = bad or why
+                continue
             if body is not None and self.secret is None:
                 self._unsigned(body["format"])
             commit(tmp, dest)
             return length
-        if body is not None:  # a manifest naming bytes the store does not have
-            self._reject(rel, why)
+        if bad is not None or body is not None:  # or a manifest naming bytes not there
+            self._reject(rel, bad or why)
         return None
 
     def _size_of(self, path: str, sha256: str) -> int | None:
@@ -278,7 +359,8 @@ class Remote:
         could be swapped between a check and the open."""
         full = self._full(source)
         if not self.local:
-            try:
+            try:  # asked of the store itself, not of a listing cached earlier in the command:
+                self.fs.invalidate_cache(full)  # another machine may have written since
                 return self.fs.open(full, "rb")
             except Exception:  # absent, or unreadable: not in the store
                 return None
@@ -313,10 +395,6 @@ class Remote:
             self._reject(rel, f"is not signed with {manifest.KEY_ENV}" if exc.unsigned
                          else "did not match its manifest")
             return None
-
-    def _intact(self, path: str, body: dict[str, Any]) -> bytes | None:
-        data = self._cat(manifest.blob_path(path, body["sha256"]), body["size"])
-        return data if data is not None and manifest.matches(body, data) else None
 
     def _cat(self, path: str, limit: int = MANIFEST_MAX) -> bytes | None:
         """A small file of the store, whole; None when absent, unreadable, not a regular file
