@@ -205,15 +205,12 @@ def _resolved(cls: type[Settings], project: bool, flags: dict[str, Any]) -> Sett
     root search looks at, so it is kept under the first three and given again only while each
     of those files has the stamp it had (absent stays absent): the same syscalls as the
     search itself, none of the work after them."""
-    here = os.getcwd()  # POSIX: the physical path already (no symlink, normalized)
-    raw = getattr(os.environ, "_data", None)  # os.environ's own bytes: read 9 times per call
-    envs = (tuple(map(raw.get, _VARS_B)) if os.name == "posix" and isinstance(raw, dict)
-            else tuple(map(os.environ.get, _VARS)))
     try:
-        key = (here, project, envs, tuple(sorted(flags.items())))
+        key = _ask(project, flags)
         got = _RESOLVED.get(key)
     except TypeError:  # a flag that is a list (include=[...]): not kept
         return cls._resolve(None, None, project, flags)
+    here = key[0]
     if got is not None and all(_toml_stamp(p) == s for p, s in got[1]):
         return got[0]
     checks: list[tuple[str, Any]] = []
@@ -228,11 +225,23 @@ def _resolved(cls: type[Settings], project: bool, flags: dict[str, Any]) -> Sett
     settings = cls._resolve(None, None, project, flags)
     found = d if checks[-1][1] is not None else here
     young = checks[-1][1] is not None and _young(checks[-1][1])
-    if os.name == "posix" and str(settings.root) == found and not young:  # else: asked again
+    if (os.name == "posix" and str(settings.root) == found and not young
+            and _ask(project, flags) == key):  # else (or changed meanwhile): asked again
         if len(_RESOLVED) > 64:
             _RESOLVED.clear()
         _RESOLVED[key] = (settings, tuple(checks))
     return settings
+
+
+def _ask(project: bool, flags: dict[str, Any]) -> tuple[Any, ...]:
+    """What a resolve from the working folder is a function of, but for the files it reads."""
+    here = os.getcwd()  # POSIX: the physical path already (no symlink, normalized)
+    raw = getattr(os.environ, "_data", None)  # os.environ's own bytes: read 9 times per call
+    envs = (tuple(map(raw.get, _VARS_B)) if os.name == "posix" and isinstance(raw, dict)
+            else tuple(map(os.environ.get, _VARS)))
+    key = (here, project, envs, tuple(sorted(flags.items())))
+    hash(key)  # TypeError for a flag that is a list
+    return key
 
 
 def _toml_stamp(path: str) -> tuple[int, ...] | None:
