@@ -8,9 +8,9 @@ apply to that call alone."""
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from barca.api import warm
@@ -324,7 +324,21 @@ def history(*args: Any, **kwargs: Any) -> Any:
 
 
 def looks_like_file(arg: str) -> bool:
-    return arg.endswith(".py") or Path(arg).is_dir() or Path(arg).is_file()
+    """A ``.py`` name, or an existing file or folder (``Path.is_dir() or Path.is_file()``, with
+    one ``stat``: a kernel asks this at every ``%barca get``)."""
+    if arg.endswith(".py"):
+        return True
+    import errno
+    import stat
+    try:  # the path as pathlib reads it: "" is ".", a trailing "/" is dropped
+        mode = os.stat(arg.rstrip("/") or ("/" if arg.startswith("/") else ".")).st_mode
+    except ValueError:  # an embedded NUL: no such file
+        return False
+    except OSError as exc:  # as pathlib: only "no such file" is an answer
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            return False
+        raise
+    return stat.S_ISDIR(mode) or stat.S_ISREG(mode)
 
 
 def status(target: str | None = None, *files: str, settings: Settings | None = None,

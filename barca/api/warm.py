@@ -35,6 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from barca.core import events as ev
+from barca.engine.integrity import read_digest
+from barca.engine.runner import new_run_id
+from barca.present.outputs import node_output
 
 keeping = True  # False in a process that runs one command (the CLI): nothing to keep for
 RACY_NS = 2_000_000_000  # a stamp younger than this at the command's start is not trusted
@@ -77,9 +80,10 @@ class _Entry:
             setattr(self, k, v)
 
     def holds(self) -> bool:
-        """The stamps and the store's generation are what they were. A folder whose stamp moved
-        but whose listing did not (a notebook saved beside the pipeline: a hidden temporary
-        file renamed over it) still holds; its new stamp is kept once it is old enough."""
+        """The store and the stamps are what they were (the store's generation is checked when
+        the served run is recorded, under the write lock). A folder whose stamp moved but whose
+        listing did not (a notebook saved beside the pipeline: a hidden temporary file renamed
+        over it) still holds; its new stamp is kept once it is old enough."""
         if _db_id(self.store) != self.db:  # the store was removed, or made anew
             return False
         for i, (p, s, digest) in enumerate(self.stamps):
@@ -93,7 +97,7 @@ class _Entry:
                 return False
             if now[4] < time.time_ns() - RACY_NS:
                 self.stamps[i] = (p, now, digest)
-        return self.store.generation() == self.generation
+        return True
 
 
 def _db_id(store: Any) -> tuple[int, int] | None:
@@ -157,7 +161,6 @@ class Ask:
     def _serve(self, entry: _Entry, on_event: ev.EventCallback, start: float) -> Any:
         if not entry.holds():
             return None
-        from barca.engine.integrity import read_digest
         root = str(entry.graph.root)
         small: dict[str, bytes] = {}
         for path, sha in entry.verify:  # a deleted or corrupt target: the normal path repairs
@@ -169,21 +172,22 @@ class Ask:
                 return None
             if data is not None:
                 small[path] = data
-        from barca.engine.runner import new_run_id
-        from barca.present.outputs import node_output
-        from barca.store.cachelimit import reads_write
         res = entry.result
         # the values first: one that cannot be read leaves no run behind (the normal path runs)
         outputs = tuple(node_output(entry.graph, self.settings, entry.prefix, ns,
                                     self.key[-1], small) for ns in entry.targets)
+        from barca.store.cachelimit import reads_write  # not on the CLI's import path
         run_id = new_run_id()
-        entry.store.served_run(run_id, res.command, entry.label, entry.pool_size, entry.cached,
-                               [reads_write(entry.reads)] if entry.reads else [])
+        # recorded only if no writer moved the store since the entry was kept; else the normal
+        # path (which a moved store may well need)
+        if not entry.store.served_run(entry.generation, run_id, res.command, entry.label,
+                                      entry.pool_size, entry.cached,
+                                      [reads_write(entry.reads)] if entry.reads else []):
+            return None
         for e in entry.events:
             on_event(e)
-        return type(res)(*(
-            {"run_id": run_id, "elapsed": time.perf_counter() - start, "outputs": outputs
-             }.get(f, getattr(res, f)) for f in type(res).__slots__))
+        now = {"run_id": run_id, "elapsed": time.perf_counter() - start, "outputs": outputs}
+        return type(res)(*(now[f] if f in now else getattr(res, f) for f in type(res).__slots__))
 
     # ------------------------------------------------------------------ keeping
     def keep(self, ctx: Any, runner: Any, label: str, result: Any) -> None:

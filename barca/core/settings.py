@@ -7,6 +7,7 @@ module looks a setting up again, and nothing is written into ``os.environ``."""
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -34,16 +35,28 @@ _FILES: dict[Path, tuple[tuple[int, ...], dict[str, dict[str, Any]]]] = {}
 
 def project_file(root: Path) -> dict[str, dict[str, Any]]:
     """``root/barca.toml``, checked; read again only when the file changes (its inode, size,
-    mtime or ctime: an edit that keeps the mtime still moves the ctime)."""
+    mtime or ctime: an edit that keeps the mtime still moves the ctime), and while it is
+    younger than ``RACY_NS``."""
     from barca.core.config import FILE, load
     from barca.core.root import stamp
     now = stamp(root / FILE)
     if now is None:
         return {}
     got = _FILES.get(root)
-    if got is None or got[0] != now:
+    if got is None or got[0] != now or _young(now):
         got = _FILES[root] = (now, load(root))
     return got[1]
+
+
+# A file rewritten with the same size within the filesystem clock's resolution (a second on
+# some) keeps its stamp; its ctime is then that recent, so a stamp younger than this is no
+# proof of anything (as git treats its index, and barca.api.warm its stamps).
+RACY_NS = 2_000_000_000
+
+
+def _young(stamp: tuple[int, ...]) -> bool:
+    import time
+    return stamp[-1] >= time.time_ns() - RACY_NS  # the ctime, last in every stamp here
 
 
 def value(name: str, root: Path | None = None, flag: Any = None,
@@ -124,6 +137,13 @@ class Settings(Record):
         if unknown:
             raise TypeError(f"unknown setting(s): {', '.join(sorted(unknown))} "
                             f"(settings: {', '.join(SOURCES)})")
+        if root is None and environ is None:
+            return _resolved(cls, project, flags)
+        return cls._resolve(root, environ, project, flags)
+
+    @classmethod
+    def _resolve(cls, root: Path | None, environ: Mapping[str, str] | None, project: bool,
+                 flags: dict[str, Any]) -> Settings:
         env = os.environ if environ is None else environ
         if root is None:
             from barca.core.root import find_root
@@ -171,6 +191,68 @@ class Settings(Record):
         fields = {f: getattr(self, f) for f in self.__slots__}
         fields.update(given, _origin={**self._origin, **dict.fromkeys(given, "flag")})
         return Settings(**fields)
+
+
+_VARS = tuple(sorted({v for v, _, _ in SOURCES.values() if v} | {"BARCA_REMOTE"}))
+_VARS_B = tuple(v.encode() for v in _VARS)
+_RESOLVED: dict[Any, tuple[Settings, tuple[tuple[str, Any], ...]]] = {}
+
+
+def _resolved(cls: type[Settings], project: bool, flags: dict[str, Any]) -> Settings:
+    """``Settings.resolve()`` from the working folder and ``os.environ``, remembered per process
+    (a kernel resolves the same settings at every cell). The answer is a function of the
+    working folder, the variables of ``SOURCES``, the flags and the ``barca.toml`` files the
+    root search looks at, so it is kept under the first three and given again only while each
+    of those files has the stamp it had (absent stays absent): the same syscalls as the
+    search itself, none of the work after them."""
+    try:
+        key = _ask(project, flags)
+        got = _RESOLVED.get(key)
+    except TypeError:  # a flag that is a list (include=[...]): not kept
+        return cls._resolve(None, None, project, flags)
+    here = key[0]
+    if got is not None and all(_toml_stamp(p) == s for p, s in got[1]):
+        return got[0]
+    checks: list[tuple[str, Any]] = []
+    d = here
+    while True:  # the files the root search stats, stamped before they are read
+        p = os.path.join(d, "barca.toml")
+        checks.append((p, _toml_stamp(p)))
+        up = os.path.dirname(d)
+        if checks[-1][1] is not None or up == d:
+            break
+        d = up
+    settings = cls._resolve(None, None, project, flags)
+    found = d if checks[-1][1] is not None else here
+    young = checks[-1][1] is not None and _young(checks[-1][1])
+    if (os.name == "posix" and str(settings.root) == found and not young
+            and _ask(project, flags) == key):  # else (or changed meanwhile): asked again
+        if len(_RESOLVED) > 64:
+            _RESOLVED.clear()
+        _RESOLVED[key] = (settings, tuple(checks))
+    return settings
+
+
+def _ask(project: bool, flags: dict[str, Any]) -> tuple[Any, ...]:
+    """What a resolve from the working folder is a function of, but for the files it reads."""
+    here = os.getcwd()  # POSIX: the physical path already (no symlink, normalized)
+    raw = getattr(os.environ, "_data", None)  # os.environ's own bytes: read 9 times per call
+    envs = (tuple(map(raw.get, _VARS_B)) if os.name == "posix" and isinstance(raw, dict)
+            else tuple(map(os.environ.get, _VARS)))
+    key = (here, project, envs, tuple(sorted(flags.items())))
+    hash(key)  # TypeError for a flag that is a list
+    return key
+
+
+def _toml_stamp(path: str) -> tuple[int, ...] | None:
+    """A ``barca.toml`` as the root search and ``project_file`` see it: None unless a file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def settings_of(settings: Settings | None = None, **flags: Any) -> Settings:

@@ -387,7 +387,12 @@ class Store:
     # queued begins under its id, keeping its trigger; a finished run is never reopened
     _END_RUN = ("UPDATE runs SET status=?, finished_at=?, steps_run=?, steps_cached=?, "
                 "steps_failed=?, error=? WHERE run_id=?")
-    # a served run is begun and finished in one transaction: no process to record
+    # a served run: the row _BEGIN_RUN then _END_RUN make, in one statement (no process to
+    # record; a new id, so no queued run to take over)
+    _SERVED_RUN = ("INSERT INTO runs (run_id, command, target, status, started_at, finished_at, "
+                   "steps_run, steps_cached, steps_failed, pool_size, error, pid, proc, "
+                   "triggered_by) VALUES (?, ?, ?, 'success', ?, ?, 0, ?, 0, ?, NULL, NULL, NULL, "
+                   "'manual')")
 
     def adopt(self, new: str, olds: Callable[[str], bool],
               definition: Callable[[], dict[str, str]]) -> list[str]:
@@ -461,15 +466,15 @@ class Store:
                 error: str | None = None) -> None:
         self._write(self._END_RUN, [(status, time.time(), run, cached, failed, error, run_id)])
 
-    def served_run(self, run_id: str, command: str, target: str, pool_size: int, cached: int,
-                   also: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+    def served_run(self, generation: int, run_id: str, command: str, target: str,
+                   pool_size: int, cached: int,
+                   also: list[tuple[str, list[tuple[Any, ...]]]]) -> bool:
         """A run served whole from what a process kept (barca.api.warm): begun and finished, with
-        ``also`` (what it read), in one transaction."""
+        ``also`` (what it read), in one transaction -- only while the store's generation is
+        still ``generation`` (read under the write lock): False, nothing written, if moved."""
         now = time.time()
-        self._write_all([(self._BEGIN_RUN, [(run_id, command, target, now, pool_size, None,
-                                              None)]),
-                         (self._END_RUN, [("success", now, 0, cached, 0, None, run_id)]),
-                         *also])
+        return self._write_all([(self._SERVED_RUN, [(run_id, command, target, now, now, cached,
+                                                      pool_size)]), *also], generation)
 
     def record(self, rows: Iterable[dict[str, Any]],
                lines: Sequence[tuple[str, str, str, float, str, str]] = (),
@@ -495,10 +500,17 @@ class Store:
     def _write(self, sql: str, values: list[tuple[Any, ...]]) -> None:
         self._write_all([(sql, values)])
 
-    def _write_all(self, writes: Sequence[tuple[str, Iterable[tuple[Any, ...]]]]) -> None:
+    def _write_all(self, writes: Sequence[tuple[str, Iterable[tuple[Any, ...]]]],
+                   generation: int | None = None) -> bool:
+        """The writes in one transaction; with ``generation``, only if the store is still at it
+        (False: nothing written)."""
         assert self.conn is not None
         try:
             self.conn.execute("BEGIN IMMEDIATE")
+            if generation is not None and self.conn.execute(
+                    "SELECT n FROM generation").fetchone() != (generation,):
+                self.conn.execute("ROLLBACK")
+                return False
             for sql, values in writes:
                 self.conn.executemany(sql, values)
             self.conn.execute("COMMIT")
@@ -506,3 +518,4 @@ class Store:
             with contextlib.suppress(sqlite3.DatabaseError):
                 self.conn.execute("ROLLBACK")
             raise self._db_error(exc) from None
+        return True

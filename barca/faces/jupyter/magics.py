@@ -108,9 +108,23 @@ def _say_scope(args: Any) -> None:
               f"%barca {args.command} pipeline.py")
 
 
+_SPLIT: dict[str, tuple[str, ...]] = {}
+
+
 def _split(line: str) -> list[str]:
     """The line's arguments, split as a shell would; a ``{...}`` reference is never split, even
-    when the expression inside it has spaces."""
+    when the expression inside it has spaces. A line split before is not split again (a
+    kernel runs the same line many times; the split depends on nothing else)."""
+    got = _SPLIT.get(line)
+    if got is None:
+        got = tuple(_split_new(line))
+        if len(_SPLIT) > 256:
+            _SPLIT.clear()
+        _SPLIT[line] = got
+    return list(got)
+
+
+def _split_new(line: str) -> list[str]:
     import re
     refs: list[str] = []
 
