@@ -36,8 +36,8 @@ def test_settings_are_remembered_and_every_input_is_seen(tmp_path: Path,
     sub = tmp_path / "proj" / "notebooks"
     sub.mkdir(parents=True)
     monkeypatch.chdir(sub)
-    from barca.core import settings
-    monkeypatch.setattr(settings, "RACY_NS", 0)  # each file is trusted by its stamp at once
+    from barca.core import root
+    monkeypatch.setattr(root, "RACY_NS", 0)  # each file is trusted by its stamp at once
     first = Settings.resolve()
     assert Settings.resolve() is first  # remembered: the same state asks nothing again
     assert first.root == sub and first.env is None and first.pool_size is None
@@ -75,12 +75,12 @@ def test_a_young_barca_toml_is_read_again(tmp_path: Path,
     """A file rewritten with the same size within the filesystem clock's resolution keeps its
     stamp (a second on some filesystems): a barca.toml younger than the window is no proof,
     and is read again at every ask, as warm state does with its stamps."""
-    from barca.core import settings
+    from barca.core import root
     monkeypatch.chdir(tmp_path)
     (tmp_path / "barca.toml").write_text("[run]\npool_size = 3\n")
     assert Settings.resolve() is not Settings.resolve()  # young: read again
     assert Settings.resolve().pool_size == 3
-    monkeypatch.setattr(settings, "RACY_NS", 0)  # the same file, old enough
+    monkeypatch.setattr(root, "RACY_NS", 0)  # the same file, old enough
     assert Settings.resolve() is Settings.resolve()
 
 
@@ -145,3 +145,22 @@ def test_looks_like_file_is_pathlibs_answer(tmp_path: Path,
                 "data.txt/inside", "a\0b", "", "/", "./folder//", str(tmp_path / "data.txt")):
         want = arg.endswith(".py") or Path(arg).is_dir() or Path(arg).is_file()
         assert looks_like_file(arg) == want, arg
+
+
+def test_a_same_size_dotenv_edit_that_keeps_its_stamp_is_seen(tmp_path: Path) -> None:
+    """``.env`` feeds ``env=`` run hashes: its memo, like barca.toml's, trusts a stamp only once
+    it is older than the file system clock's resolution. The edit below puts the old stamp
+    back (mtime and size; the inode and a coarse ctime would not move either), as a second
+    write within one tick can."""
+    from barca.core import dotenv
+    env = tmp_path / ".env"
+    env.write_text("REGION=eu\n")
+    assert dotenv.file_values(tmp_path) == {"REGION": "eu"}
+    st = env.stat()
+    with env.open("r+") as f:  # same inode, same size
+        f.write("REGION=us\n")
+    os.utime(env, ns=(st.st_atime_ns, st.st_mtime_ns))
+    # a coarse clock keeps the ctime too: the stamp the memo holds is unchanged
+    dotenv._FILES[env] = ((st.st_ino, st.st_size, st.st_mtime_ns, env.stat().st_ctime_ns),
+                         dotenv._FILES[env][1])
+    assert dotenv.file_values(tmp_path) == {"REGION": "us"}

@@ -65,14 +65,16 @@ def parse(text: str, environ: Mapping[str, str] | None = None) -> dict[str, str]
 
 
 def file_values(root: Path) -> dict[str, str]:
-    """``root/.env``, parsed; read again only when the file changes."""
-    from barca.core.root import stamp
+    """``root/.env``, parsed; read again when the file changes, and while it is too young for
+    its stamp to vouch for it (``barca.core.root.young``): an ``env=`` asset's run hash reads
+    these values."""
+    from barca.core.root import stamp, young
     path = root / FILE
     now = stamp(path)
     if now is None:
         return {}
     got = _FILES.get(path)
-    if got is None or got[0] != now:
+    if got is None or got[0] != now or young(now):
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:

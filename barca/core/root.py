@@ -30,6 +30,18 @@ def stamp(path: Path) -> tuple[int, int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+
+# A file edited twice within one tick of the file system's clock (coarse on some) keeps its
+# stamp; its ctime is then that recent, so a stamp younger than this proves nothing (as git
+# treats its index). Every memo of a file's contents reads a young file again.
+RACY_NS = 2_000_000_000
+
+
+def young(stamp: tuple[int, ...]) -> bool:
+    """Whether a ``stamp`` (ctime last) is too recent to vouch for the file's contents."""
+    import time
+    return stamp[-1] >= time.time_ns() - RACY_NS
+
 _ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 

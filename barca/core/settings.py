@@ -38,25 +38,14 @@ def project_file(root: Path) -> dict[str, dict[str, Any]]:
     mtime or ctime: an edit that keeps the mtime still moves the ctime), and while it is
     younger than ``RACY_NS``."""
     from barca.core.config import FILE, load
-    from barca.core.root import stamp
+    from barca.core.root import stamp, young
     now = stamp(root / FILE)
     if now is None:
         return {}
     got = _FILES.get(root)
-    if got is None or got[0] != now or _young(now):
+    if got is None or got[0] != now or young(now):
         got = _FILES[root] = (now, load(root))
     return got[1]
-
-
-# A file rewritten with the same size within the filesystem clock's resolution (a second on
-# some) keeps its stamp; its ctime is then that recent, so a stamp younger than this is no
-# proof of anything (as git treats its index, and barca.api.warm its stamps).
-RACY_NS = 2_000_000_000
-
-
-def _young(stamp: tuple[int, ...]) -> bool:
-    import time
-    return stamp[-1] >= time.time_ns() - RACY_NS  # the ctime, last in every stamp here
 
 
 def value(name: str, root: Path | None = None, flag: Any = None,
@@ -224,8 +213,9 @@ def _resolved(cls: type[Settings], project: bool, flags: dict[str, Any]) -> Sett
         d = up
     settings = cls._resolve(None, None, project, flags)
     found = d if checks[-1][1] is not None else here
-    young = checks[-1][1] is not None and _young(checks[-1][1])
-    if (os.name == "posix" and str(settings.root) == found and not young
+    from barca.core.root import young
+    fresh = checks[-1][1] is not None and young(checks[-1][1])
+    if (os.name == "posix" and str(settings.root) == found and not fresh
             and _ask(project, flags) == key):  # else (or changed meanwhile): asked again
         if len(_RESOLVED) > 64:
             _RESOLVED.clear()

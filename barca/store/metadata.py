@@ -13,7 +13,7 @@ from typing import Any
 from barca.core.errors import InfrastructureError
 from barca.store.process import process_token
 from barca.store.rows import Row, Snapshot  # the records it returns (re-exported here)
-from barca.store.schema import SCHEMA, barca_030_error, from_barca_030  # noqa: F401
+from barca.store.schema import SCHEMA, barca_030_error, db_error, from_barca_030  # noqa: F401
 from barca.store.serverq import RUN_COLUMNS
 
 COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "sha256", "parts",
@@ -51,7 +51,7 @@ class Store:
             if create:
                 self._create_schema(wait)
         except sqlite3.DatabaseError as exc:
-            raise self._db_error(exc) from None
+            raise db_error(self.db_path, exc) from None
         except OSError as exc:
             raise InfrastructureError(
                 f"cannot create {self.dir}: {exc.strerror or exc}",
@@ -112,18 +112,6 @@ class Store:
             self.conn = None
             raise barca_030_error(self.root, self.db_path)
 
-    def _db_error(self, exc: Exception) -> InfrastructureError:
-        text = str(exc)
-        if "locked" in text or "busy" in text:
-            return InfrastructureError(
-                f"{self.db_path} is locked by another program: {text}",
-                "Wait for the other barca command (or the program holding the database) to "
-                "finish, then run again.", path=str(self.db_path))
-        return InfrastructureError(
-            f"{self.db_path} is not a usable barca metadata database: {text}",
-            f"Move the file aside (nothing was run, the file was kept): "
-            f"mv {self.db_path} {self.db_path}.broken", path=str(self.db_path))
-
     @property
     def is_open(self) -> bool:
         """Whether there is a database to read (a read-only command finds none before the
@@ -149,7 +137,7 @@ class Store:
                                     (asset, *args))
             return list(map(Row._make, cur))
         except sqlite3.DatabaseError as exc:
-            raise self._db_error(exc) from None
+            raise db_error(self.db_path, exc) from None
 
     def newest_rows(self, asset: str) -> tuple[dict[str, Row], dict[str, Row], bool]:
         """The newest row per key (any status), the newest successful row per key, and whether
@@ -168,7 +156,7 @@ class Store:
                 "SELECT count(*) FROM materializations WHERE asset=? AND status='success'",
                 (asset,)).fetchone()[0]
         except sqlite3.DatabaseError as exc:
-            raise self._db_error(exc) from None
+            raise db_error(self.db_path, exc) from None
         return latest, latest_success, count > len(latest_success)
 
     def success_locations(self, asset: str) -> dict[str, tuple[str, str, str, str]]:
@@ -190,7 +178,7 @@ class Store:
                         "AND status='success' ORDER BY id", part):
                     out[a][rh] = tuple(where)
         except sqlite3.DatabaseError as exc:
-            raise self._db_error(exc) from None
+            raise db_error(self.db_path, exc) from None
         return out
 
     def newest_row(self, asset: str, key: str, success: bool) -> Row | None:
@@ -220,7 +208,7 @@ class Store:
         except sqlite3.OperationalError:  # a store written before snapshots existed
             return None
         except sqlite3.DatabaseError as exc:
-            raise self._db_error(exc) from None
+            raise db_error(self.db_path, exc) from None
         return Snapshot._make(got) if got else None
 
     def snapshots(self, assets: list[str]) -> dict[str, Snapshot]:
@@ -238,7 +226,7 @@ class Store:
         except sqlite3.OperationalError:  # a store written before snapshots existed
             return {}
         except sqlite3.DatabaseError as exc:
-            raise self._db_error(exc) from None
+            raise db_error(self.db_path, exc) from None
         return out
 
     def put_snapshots(self, snaps: list[tuple[str, str, str, str, str]]) -> None:
@@ -276,7 +264,7 @@ class Store:
                 f"SELECT status, elapsed, created_at, error, run_hash, {tries} "
                 "FROM materializations WHERE asset=? ORDER BY id", (asset,)))
         except sqlite3.DatabaseError as exc:
-            raise self._db_error(exc) from None
+            raise db_error(self.db_path, exc) from None
 
     def runs(self, limit: int = 20) -> list[dict[str, Any]]:
         if self.conn is None:
@@ -517,5 +505,5 @@ class Store:
         except sqlite3.DatabaseError as exc:
             with contextlib.suppress(sqlite3.DatabaseError):
                 self.conn.execute("ROLLBACK")
-            raise self._db_error(exc) from None
+            raise db_error(self.db_path, exc) from None
         return True

@@ -61,3 +61,18 @@ def barca_030_error(root: Path, db_path: Path) -> InfrastructureError:
         f"Move the old store aside, then run again: mv {old} {old}-0.30 -- this barca starts "
         f"a new .barca/ and computes the results again (0.30's results are not reused); the "
         f"moved folder stays as it was for barca 0.30.", path=str(db_path))
+
+
+def db_error(db_path: Path, exc: Exception) -> InfrastructureError:
+    """What a command says when SQLite fails on the metadata database: another program holds
+    it (wait), or the file is not one barca can use (move it aside; it is kept)."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return InfrastructureError(
+            f"{db_path} is locked by another program: {text}",
+            "Wait for the other barca command (or the program holding the database) to "
+            "finish, then run again.", path=str(db_path))
+    return InfrastructureError(
+        f"{db_path} is not a usable barca metadata database: {text}",
+        f"Move the file aside (nothing was run, the file was kept): "
+        f"mv {db_path} {db_path}.broken", path=str(db_path))
