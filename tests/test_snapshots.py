@@ -98,7 +98,7 @@ def test_snapshots_never_change_a_decision(project: Project) -> None:
     ran, _, out = _get(project)
     assert ran == 4 + 4 + 1 + 2 + 1 and out["sum"] == 8
     assert [a.rsplit(":", 1)[1] for a, _ in _snapshot_rows(project)] == [
-        "double", "item", "prices", "quote", "total"]
+        "double", "item", "prices", "quote", "quote\x00values", "total"]  # (values: its dict)
 
     # nothing changed: every node settled from its snapshot
     assert _agree(project, 0)[:2] == (0, [])

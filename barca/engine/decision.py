@@ -47,17 +47,29 @@ class StoreSays(NamedTuple):
     history: NodeHistory          # its rows: by key (newest, newest success), by run hash
     evicted: Set[str]             # paths of its results the cache size limit evicted
     snapshot: Snapshot | None     # its last complete walk (None: none, or not to be used)
+    # a node whose keys and values come from a dict source: that source's value digests when
+    # its snapshot was made (see values_row), so that only the keys whose value moved are
+    # hashed again
+    values: Snapshot | None = None
 
 
-def store_says(view: StoreView, nid: NodeId, kind: str, forced: bool) -> StoreSays:
+def store_says(view: StoreView, nid: NodeId, kind: str, forced: bool,
+               dict_source: bool = False) -> StoreSays:
     """What ``decide`` reads of the store for one node: a forced node, and a node with
     evicted results (decided key by key: the snapshot does not know of them), read no
-    snapshot; only an asset has evicted results or a snapshot."""
+    snapshot; only an asset has evicted results or a snapshot (and, with keys from a dict
+    source's output, ``dict_source``, the values row beside it)."""
     hist = view.history(nid)
     asset = kind == "asset"
     evicted = view.evicted(nid) if asset else set()
     snap = view.snapshot(nid) if asset and not forced and not evicted else None
-    return StoreSays(hist, evicted, snap)
+    values = view.snapshot(values_name(nid)) if snap is not None and dict_source else None
+    return StoreSays(hist, evicted, snap, values)
+
+
+def values_name(nid: NodeId) -> NodeId:
+    """Where a node's values row is kept among the snapshots (a node id never holds a NUL)."""
+    return NodeId(f"{nid}\x00values")
 
 
 def keys_unknown(nid: NodeId, why: str, src_step: StepState | None) -> NodeState:
@@ -124,16 +136,21 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
     compared: list[int] | None = None  # positions not settled by the snapshot, key for key
     if plan.clean and kind != "sensor":
         delta = _delta(ctx, nid, keys, states, plan, snap) \
-            if snap is not None and m.freshness != "manual" else None
+            if snap is not None and m.freshness != "manual" and asset and not forced else None
+        if delta is None and snap is not None and m.freshness != "manual" and asset \
+                and not forced:
+            delta = _value_delta(ctx, nid, keys, states, plan, snap, said.values)
         if delta is not None and prev is not None:
             # the snapshot was made from the upstream run hashes its upstreams' snapshots
-            # hold: a key whose upstream run hash is still that one keeps its run hash
+            # hold (or the dict source's values its values row holds): a key whose upstream
+            # run hash and value are still those keeps its run hash
             old = prev[1]
             out = list(old)
             cols = {n: c if isinstance(c, str) else [c[i] for i in delta]
                     for n, c in plan.columns(keys).items()}
-            for i, h in zip(delta, run_hashes(def_hash, cols, [keys[i] for i in delta]),
-                            strict=True):
+            sub = [keys[i] for i in delta]
+            vals = None if plan.source is None else [plan.value(k) for k in sub]
+            for i, h in zip(delta, run_hashes(def_hash, cols, sub, vals), strict=True):
                 out[i] = h
             todo: Any = [i for i in delta if out[i] != old[i]]
             compared = todo
@@ -243,6 +260,56 @@ def _delta(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
     return sorted(changed)
 
 
+def _value_delta(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+                 plan: InputPlan, snap: Snapshot, values: Snapshot | None) -> list[int] | None:
+    """The positions of the only keys whose run hash can differ from the snapshot's, for a
+    node whose keys and values come from a dict source: its values row (written with the
+    snapshot, see values_row) holds the source's value digests then and the source part of
+    the snapshot digest then. When the snapshot digest made with that source part is the
+    snapshot's (the same keys, definition, inputs and barca's salt), a key whose value digest
+    is still the one then has the snapshot's run hash. None: not so."""
+    if values is None or values.digest != snap.digest or values.keys \
+            or snap.keys != "\x00".join(keys):
+        return None
+    new = plan.source_digests(keys)
+    old = values.hashes
+    if new is None or len(old) != len(new):
+        return None
+    if identity(ctx, nid, keys, states, source=values.combined) != snap.digest:
+        return None
+    return differing_digests(old, new)
+
+
+def differing_digests(old: str, new: str, width: int = 64) -> list[int]:
+    """The positions where two strings of ``width``-character digests differ, comparing
+    blocks first (one value of 200,000 moved: a few block compares, not 200,000)."""
+    out: list[int] = []
+    block = width * 1024
+    for start in range(0, len(new), block):
+        if old[start:start + block] == new[start:start + block]:
+            continue
+        for i in range(start, min(start + block, len(new)), width):
+            if old[i:i + width] != new[i:i + width]:
+                out.append(i // width)
+    return out
+
+
+def values_row(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
+               ident: str) -> tuple[str, str, str, str, str] | None:
+    """The values row stored beside a node's snapshot (made under ``ident``) when its keys
+    and values come from a dict source, in the source's key order: the source part of that
+    snapshot digest, and each key's value digest (see _value_delta)."""
+    src = source_dim(ctx.graph, nid)
+    if src is None or not src[1]:
+        return None
+    plan = InputPlan(ctx.graph, nid, states, ctx.input_name, lambda up: ctx.definition(up)[0])
+    digests = plan.source_digests(keys)
+    source = _source_part(ctx, nid, states, src)
+    if digests is None or source is None:
+        return None
+    return (values_name(nid), ident, source, "", digests)
+
+
 def _held(nid: NodeId, key: str, hold: Hold, predict: bool) -> StepState:
     """A step with no inputs yet: skipped below a failure, unknown while keys or a sensor's
     value are not known (a real run has every value by now: anything else is a bug)."""
@@ -339,11 +406,12 @@ def explain(parts: dict[str, str], old: dict[str, str]) -> str:
 
 
 def identity(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
-             then: dict[NodeId, str] | None = None) -> str | None:
+             then: dict[NodeId, str] | None = None, source: str | None = None) -> str | None:
     """The digest every run hash of an asset node is a function of: its definition, its keys,
     and the combined run hashes of what it reads (a dict source: the SHA-256 of its output).
     None while something it reads is not wholly available, or a key holds a NUL. ``then``:
-    another combined digest for some upstreams, read key by key (see _delta)."""
+    another combined digest for some upstreams, read key by key (see _delta); ``source``:
+    another source part of a dict source (see _value_delta)."""
     graph = ctx.graph
     m = graph.nodes[nid]
     if "\x00".join(keys).count("\x00") != len(keys) - 1:
@@ -355,22 +423,34 @@ def identity(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, No
             return None
         combined = up.combined if then is None or inp.collect else then.get(up.node, up.combined)
         inputs.append(f"input:{inp.param}:{'all' if inp.collect else 'key'}:{combined}")
-    source = None
     src = source_dim(graph, nid)
     if src is not None:
         up = states.get(src[0])
         if up is None or up.combined is None:
             return None
         if src[1]:  # keys (and values) from an output: what that output holds
-            step = up.step("")
-            if step is None or not step.sha256:
+            now = _source_part(ctx, nid, states, src)
+            if now is None:
                 return None
-            source = step.sha256
-            if graph.nodes[src[0]].kind == "sensor":  # its code counts too (InputPlan)
-                source += ":" + ctx.definition(src[0])[0]
+            source = now if source is None else source
         else:
             source = up.combined if then is None else then.get(up.node, up.combined)
+    else:
+        source = None
     return snapshot_digest(ctx.definition(nid)[0], m.freshness or "", keys, inputs, source)
+
+
+def _source_part(ctx: Context, nid: NodeId, states: dict[NodeId, NodeState],
+                 src: tuple[NodeId, bool]) -> str | None:
+    """The part of a node's snapshot digest its keys' output gives: that output's SHA-256 (and
+    a sensor's code: it counts too, see InputPlan); None while it is not known."""
+    up = states.get(src[0])
+    step = up.step("") if up is not None else None
+    if step is None or not step.sha256:
+        return None
+    if ctx.graph.nodes[src[0]].kind == "sensor":
+        return f"{step.sha256}:{ctx.definition(src[0])[0]}"
+    return step.sha256
 
 
 def split_hashes(text: str) -> list[str]:

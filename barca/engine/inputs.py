@@ -192,17 +192,32 @@ class InputPlan:
         src = self.source
         if src is None:
             return None
-        prefix = self.dim0 + "="
-        joined = "\x00".join(keys)
-        if "\\" not in joined and "," not in joined and joined.startswith(prefix) \
-                and joined.count("\x00") == joined.count("\x00" + prefix) == len(keys) - 1:
-            # every key is ``<dim>=<value>``, unescaped (as dim_value reads it)
-            n = len(prefix)
-            raw = [k[n:] for k in keys]
+        raw = self._raw_keys(keys)
+        if raw is not None:
             if raw == src.keys:  # the source's keys, in its order
                 return src.digest_column()
             return [src.digest(r) for r in raw]
         return [self.value(k) for k in keys]
+
+    def _raw_keys(self, keys: list[str]) -> list[str] | None:
+        """Each key's dimension value, when every key is ``<dim>=<value>``, unescaped (as
+        dim_value reads it); None: not so."""
+        prefix = self.dim0 + "="
+        joined = "\x00".join(keys)
+        if "\\" not in joined and "," not in joined and joined.startswith(prefix) \
+                and joined.count("\x00") == joined.count("\x00" + prefix) == len(keys) - 1:
+            n = len(prefix)
+            return [k[n:] for k in keys]
+        return None
+
+    def source_digests(self, keys: list[str]) -> str | None:
+        """A dict source's value digests as one string (64 hex digits per key), when its keys
+        are these keys in this order -- the digest of key i at ``[64 * i:64 * i + 64]``;
+        None: another order or other keys, or no dict source."""
+        src = self.source
+        if src is None or src.digests is None or len(src.digests) != 64 * len(keys):
+            return None
+        return src.digests if self._raw_keys(keys) == src.keys else None
 
     def inputs(self, key: str) -> tuple[dict[str, str] | None, Hold | None]:
         """One key's inputs by name, or why it has none."""

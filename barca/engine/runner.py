@@ -17,7 +17,7 @@ from barca.core.errors import Cancelled
 from barca.core.record import Fields
 from barca.core.types import NodeId, one_dim_keys, short_name, step_id
 from barca.engine.adoption import Adoption, adopted_row
-from barca.engine.decision import decide, keys_unknown, repaired, store_says
+from barca.engine.decision import decide, keys_unknown, repaired, store_says, values_row
 from barca.engine.executors.job import StepJob, StepRecord, unpack_output
 from barca.engine.inputs import source_dim, step_kwargs
 from barca.engine.integrity import Integrity
@@ -256,7 +256,9 @@ class Runner:
         if self.ctx.static_keys(nid) is None:  # keys known now from an output: the total grows
             w.total += len(keys) - 1
         forced = nid in w.forced
-        said = store_says(self.ctx.view, nid, self.graph.nodes[nid].kind, forced)
+        src = source_dim(self.graph, nid)
+        said = store_says(self.ctx.view, nid, self.graph.nodes[nid].kind, forced,
+                          dict_source=src is not None and src[1])
         ns = decide(self.ctx, nid, keys, w.states, said, forced=forced,
                     predict=not self.execute, settled=self._settled, lazy=nid in self.lazy_tasks,
                     why="refresh" if nid in self._named else "refresh_cascade")
@@ -286,6 +288,9 @@ class Runner:
                 and ns.keys is not None:
             self._snapshots.append((nid, ns.ident, ns.combined, "\x00".join(ns.keys),
                                     "".join(ns.run_hashes() or ())))
+            values = values_row(self.ctx, nid, ns.keys, self.w.states, ns.ident)
+            if values is not None:
+                self._snapshots.append(values)
         m = self.graph.nodes[nid]
         if m.partitioned and ns.keys is not None and self.selection is None \
                 and any(k.endswith("/") for k in m.sinks):

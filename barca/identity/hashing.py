@@ -6,8 +6,10 @@ import ast
 import hashlib
 import json
 import math
+import operator
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import islice
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
@@ -247,7 +249,9 @@ def combined_digest(keys: Sequence[str], hashes: Sequence[str]) -> str:
     """A whole node as one digest: ``sha("k1=h1", "k2=h2", ...)`` over its keys in sorted order
     -- what a fan-in reading every key, or a downstream snapshot, depends on."""
     pairs: Iterable[tuple[str, str]] = zip(keys, hashes, strict=False)
-    if not (list(keys) == sorted(keys) and len(set(keys)) == len(keys)):  # usually they are
+    # usually they are sorted and unique already: strictly increasing says both, in one pass
+    # with no copy (at 200,000 keys a sort and a set cost more than the digest)
+    if not all(map(operator.lt, keys, islice(keys, 1, None))):
         pairs = sorted(pairs)
     return sha("\x00".join(map("=".join, pairs)))
 
