@@ -11,14 +11,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from barca.core import dotenv
 from barca.core import events as ev
 from barca.core.errors import Cancelled
 from barca.core.record import Fields
 from barca.core.types import NodeId, one_dim_keys, short_name, step_id
 from barca.engine.adoption import Adoption, adopted_row
 from barca.engine.decision import decide, keys_unknown, repaired, store_says
-from barca.engine.executors.job import StepJob, StepRecord, unpack_output
 from barca.engine.inputs import source_dim, step_kwargs
 from barca.engine.integrity import Integrity
 from barca.engine.planner import Context, keys_from_row
@@ -30,6 +28,7 @@ from barca.store.process import new_run_id  # noqa: F401 (the front door's impor
 if TYPE_CHECKING:
 
     from barca.engine.executors import Executor
+    from barca.engine.executors.job import StepJob, StepRecord
     from barca.engine.sharing import Sharing
 
 
@@ -352,11 +351,15 @@ class Runner:
 
     # ------------------------------------------------------------------ the remote store
     def prepare_remote(self) -> None:
+        if self.remote is None:
+            return  # (its module only where a remote store is set)
         from barca.store import remotesync
         remotesync.prepare(self.remote, self.ctx.store,
                            any(m.env for m in self.graph.nodes.values()), self._warn)
 
     def remote_notes(self) -> list[str]:
+        if self.remote is None:
+            return []
         from barca.store import remotesync
         return remotesync.notes(self.remote, self.upload_errors, self.on_event)
 
@@ -376,6 +379,10 @@ class Runner:
     def _execute_many(self, groups: list[tuple[NodeId, list[StepState]]],
                       attempt: int = 0) -> None:
         """Run nodes' steps on the executor, recording each as it lands (engine.sharing)."""
+        if any(steps for _, steps in groups):
+            import gc
+            gc.enable()  # the CLI holds the collector off while it only reads (faces.cli)
+        from barca.engine.executors.job import StepJob, unpack_output  # only when steps run
         groups, waiting = self._sharing.split(groups) if self._sharing else (groups, [])
         where: list[tuple[NodeId, StepState]] = []
         nodes: dict[NodeId, tuple[Any, dict[str, str], NodeState, Any, str, Any]] = {}
@@ -430,6 +437,7 @@ class Runner:
                 if rec.keys is not None:
                     ns.output = SourceOutput(*unpack_output(rec.keys, rec.key_values, rec.key_raw))
                 self.w.done += 1
+                from barca.core import dotenv
                 env = dotenv.shown_text(m.env, self.graph.root)
                 self.on_event(ev.StepCompleted(s.id, rec.elapsed, self.w.done, self.w.total,
                                                rec.output, env))
