@@ -379,9 +379,13 @@ class Runner:
     def _execute_many(self, groups: list[tuple[NodeId, list[StepState]]],
                       attempt: int = 0) -> None:
         """Run nodes' steps on the executor, recording each as it lands (engine.sharing)."""
-        if any(steps for _, steps in groups):
-            import gc
-            gc.enable()  # the CLI holds the collector off while it only reads (faces.cli)
+        if not any(steps for _, steps in groups):
+            self._flush()  # all a call without steps does (a settled batch): nothing to run
+            for nid, _ in groups:
+                self.ctx.view.forget(nid)
+            return
+        import gc
+        gc.enable()  # the CLI holds the collector off while it only reads (faces.cli)
         from barca.engine.executors.job import StepJob, unpack_output  # only when steps run
         groups, waiting = self._sharing.split(groups) if self._sharing else (groups, [])
         where: list[tuple[NodeId, StepState]] = []
