@@ -81,3 +81,30 @@ def test_a_cached_result_that_is_not_its_file_is_computed_again(
     if what != "corrupt":
         assert any(".moved-aside-" in p.name for p in path.parent.iterdir())
     assert api.materialize("top", "pipeline.py").steps_executed == 0
+
+
+def test_the_collector_held_off_by_the_cli_is_on_again_once_a_step_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from barca import engine
+    (tmp_path / "pipeline.py").write_text(PIPELINE)
+    monkeypatch.chdir(tmp_path)
+    assert gc.isenabled()
+    try:
+        gc.disable()
+        engine.gc_held = True  # as faces.cli holds it for a command
+        api.materialize("top", "pipeline.py")
+        assert gc.isenabled() and not engine.gc_held  # steps ran: the collector works again
+        gc.disable()
+        engine.gc_held = True
+        assert api.materialize("top", "pipeline.py").steps_executed == 0
+        assert not gc.isenabled()  # a fully cached get only reads
+        engine.release_gc()
+        assert gc.isenabled()
+        gc.disable()  # a caller's own setting: never turned on by barca
+        api.materialize("top", "pipeline.py", refresh="top")
+        assert not gc.isenabled()
+    finally:
+        engine.gc_held = False
+        gc.enable()

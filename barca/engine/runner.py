@@ -384,8 +384,8 @@ class Runner:
             for nid, _ in groups:
                 self.ctx.view.forget(nid)
             return
-        import gc
-        gc.enable()  # the CLI holds the collector off while it only reads (faces.cli)
+        from barca.engine import release_gc
+        release_gc()  # the CLI holds the collector off while it only reads (faces.cli)
         from barca.engine.executors.job import StepJob, unpack_output  # only when steps run
         groups, waiting = self._sharing.split(groups) if self._sharing else (groups, [])
         where: list[tuple[NodeId, StepState]] = []

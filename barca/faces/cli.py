@@ -277,14 +277,18 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 def run_cli(argv: list[str] | None = None) -> int:
     import gc
+
+    from barca import engine
     # A command that only reads (a cached get, status) builds its objects once and exits: the
     # cyclic collector would walk them again and again for nothing (5 % of a cached get of 500
     # assets). It is on again for anything that runs: a step (engine.runner), the server.
-    gc.disable()
+    if gc.isenabled():
+        gc.disable()
+        engine.gc_held = True
     try:
         return _run_cli(argv)
     finally:
-        gc.enable()
+        engine.release_gc()
 
 
 def _run_cli(argv: list[str] | None) -> int:
@@ -298,8 +302,8 @@ def _run_cli(argv: list[str] | None) -> int:
         settings = resolve(args)  # once, for the whole command
         mode = _mode(settings)
         if args.command == "serve":  # the server's libraries are imported only here
-            import gc
-            gc.enable()  # a long-lived process
+            from barca.engine import release_gc
+            release_gc()  # a long-lived process
             from barca.faces.serve.main import serve
             return serve(args, settings)
         printer = EventPrinter(mode, getattr(args, "agent", False))
