@@ -38,13 +38,19 @@ from barca.present.results import (
     StatusReport,
 )
 from barca.present.verdicts import plan_row, run_result, status_row
-from barca.queries.listing import list_nodes  # noqa: F401  (part of the API)
 from barca.store.metadata import Store
 
 if TYPE_CHECKING:
     from barca.present.results import SqlResult
     from barca.queries.picture import DagPicture
     from barca.store.cachelimit import CacheReport
+
+def __getattr__(name: str) -> Any:
+    if name == "list_nodes":  # part of the API, its module loaded when asked (not by get)
+        from barca.queries.listing import list_nodes
+        return list_nodes
+    raise AttributeError(f"module 'barca.api' has no attribute {name!r}")
+
 
 class Session:
     """One command's view of a project: graph, store and planner context."""

@@ -3,6 +3,9 @@ against the SHA-256 recorded with it (a missing one is fetched from the remote s
 is one). A step whose artifact is missing, a directory or corrupt is computed again."""
 from __future__ import annotations
 
+import errno
+import os
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,24 +45,14 @@ class Integrity:
 
     def intact(self, s: StepState) -> bool:
         import os
-
-        from barca.store.artifacts import file_kind
-        where = os.path.join(self.root, s.path or "")
-        kind = file_kind(where)  # a str: no Path made per cached result
+        where = os.path.join(self.root, s.path or "")  # a str: no Path made per cached result
+        kind: str | None = "file"
         try:
-            if kind not in ("file", None):  # a result is a regular file: never follow a link
-                raise IsADirectoryError(where)
-            digest, data = read_digest(where, bool(s.sha256))
-        except IsADirectoryError:
-            path = Path(where)
-            aside = path.with_name(f"{path.name}.moved-aside-{int(time.time())}")
-            path.rename(aside)
-            what = {"link": "a symlink", "other": "not a regular file"}.get(kind or "",
-                                                                              "a directory")
-            self.warn(f"{s.path} was {what}; moved it aside to {aside.name} and computing "
-                      f"{s.id} again")
-            s.reason = Reason.ARTIFACT_MISSING
-            return False
+            # a result is a regular file, never a link followed: opened without following one
+            # and checked on the open file (one call per cached result, not lstat + open)
+            digest, data = read_digest(where, bool(s.sha256), regular=True)
+        except _NotRegular as e:
+            kind = e.kind
         except FileNotFoundError:
             if (self.remote is not None and s.path
                     and self.remote.fetch(self.root, s.path, s.sha256) is not None):
@@ -69,6 +62,23 @@ class Integrity:
                           "again")
                 return False
             self.warn(f"artifact missing: {s.path}; computing {s.id} again")
+            s.reason = Reason.ARTIFACT_MISSING
+            return False
+        except OSError as e:
+            if e.errno != errno.ELOOP:
+                raise
+            from barca.store.artifacts import file_kind
+            kind = file_kind(where)  # O_NOFOLLOW refused a symlink (or a loop above it)
+            if kind in ("file", None):
+                raise
+        if kind != "file":
+            path = Path(where)
+            aside = path.with_name(f"{path.name}.moved-aside-{int(time.time())}")
+            path.rename(aside)
+            what = {"link": "a symlink", "other": "not a regular file"}.get(kind or "",
+                                                                              "a directory")
+            self.warn(f"{s.path} was {what}; moved it aside to {aside.name} and computing "
+                      f"{s.id} again")
             s.reason = Reason.ARTIFACT_MISSING
             return False
         if s.sha256 and digest != s.sha256:
@@ -81,16 +91,54 @@ class Integrity:
         return True
 
 
-def read_digest(where: str, hashed: bool = True) -> tuple[str, bytes | None]:
+class _NotRegular(OSError):
+    """What ``read_digest(regular=True)`` found instead of a regular file: ``kind`` as
+    barca.store.artifacts.file_kind names it (``dir``, ``other``)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(
+    os, "O_BINARY", 0)
+
+
+def read_digest(where: str, hashed: bool = True,
+                regular: bool = False) -> tuple[str, bytes | None]:
     """An artifact's SHA-256 (``""`` if not ``hashed`` and too big to keep) and its bytes if it
-    is small. Raises OSError (IsADirectoryError, FileNotFoundError) as ``open`` does."""
+    is small. Raises OSError (IsADirectoryError, FileNotFoundError) as ``open`` does.
+    ``regular``: a symlink is not followed (OSError ELOOP) and anything but a regular file
+    raises _NotRegular (a FIFO is opened without blocking, then refused)."""
     import hashlib
 
     from barca.store.artifacts import file_sha256
     # a big artifact is hashed in blocks: a lazy consumer of a 2 GB table must not cost the
     # coordinator 2 GB
-    with open(where, "rb") as f:
-        head = f.read(SMALL_BYTES + 1)
+    if regular and _NOFOLLOW and os.name == "posix":
+        fd = os.open(where, os.O_RDONLY | _NOFOLLOW)
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise _NotRegular("dir" if stat.S_ISDIR(mode) else "other")
+            head = b""
+            while len(head) <= SMALL_BYTES:  # a read may return less than asked
+                got = os.read(fd, SMALL_BYTES + 1 - len(head))
+                if not got:
+                    break
+                head += got
+        finally:
+            os.close(fd)
+    else:
+        if regular:
+            from barca.store.artifacts import file_kind
+            kind = file_kind(where)
+            if kind == "link":
+                raise OSError(errno.ELOOP, "a symlink", where)
+            if kind not in ("file", None):
+                raise _NotRegular(kind or "")
+        with open(where, "rb") as f:
+            head = f.read(SMALL_BYTES + 1)
     data = head if len(head) <= SMALL_BYTES else None
     digest = hashlib.sha256(data).hexdigest() if data is not None else (
         file_sha256(Path(where)) if hashed else "")

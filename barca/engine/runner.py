@@ -11,14 +11,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from barca.core import dotenv
 from barca.core import events as ev
 from barca.core.errors import Cancelled
 from barca.core.record import Fields
 from barca.core.types import NodeId, one_dim_keys, short_name, step_id
 from barca.engine.adoption import Adoption, adopted_row
 from barca.engine.decision import decide, keys_unknown, repaired, store_says, values_row
-from barca.engine.executors.job import StepJob, StepRecord, unpack_output
 from barca.engine.inputs import source_dim, step_kwargs
 from barca.engine.integrity import Integrity
 from barca.engine.planner import Context, keys_from_row
@@ -30,6 +28,7 @@ from barca.store.process import new_run_id  # noqa: F401 (the front door's impor
 if TYPE_CHECKING:
 
     from barca.engine.executors import Executor
+    from barca.engine.executors.job import StepJob, StepRecord
     from barca.engine.sharing import Sharing
 
 
@@ -313,17 +312,9 @@ class Runner:
     def _prune_sinks(self, sinks: list[str], keys: list[str]) -> None:
         """A Hive dataset sink holds the node's current keys only (every key known, none
         narrowed away by --partition): a removed key's folder goes."""
-        from barca.store import sinks as sink_files
-        for sink in sinks:
-            try:
-                gone = sink_files.prune(self.graph.root, sink, keys)
-            except OSError as exc:
-                self._warn(f"@sink({sink!r}): could not remove a removed key's files: {exc}")
-                continue
-            if gone:
-                self.on_event(ev.Note(f"@sink({sink!r}): removed {len(gone)} file"
-                                      f"{'s' if len(gone) != 1 else ''} of keys that are gone",
-                                      "note"))
+        from barca.store.sinks import prune_all
+        for kind, text in prune_all(self.graph.root, sinks, keys):
+            self._warn(text) if kind == "warning" else self.on_event(ev.Note(text, "note"))
 
     # ------------------------------------------------------------------ integrity
     def _ensure_steps(self, steps: list[StepState]) -> None:
@@ -357,11 +348,15 @@ class Runner:
 
     # ------------------------------------------------------------------ the remote store
     def prepare_remote(self) -> None:
+        if self.remote is None:
+            return  # (its module only where a remote store is set)
         from barca.store import remotesync
         remotesync.prepare(self.remote, self.ctx.store,
                            any(m.env for m in self.graph.nodes.values()), self._warn)
 
     def remote_notes(self) -> list[str]:
+        if self.remote is None:
+            return []
         from barca.store import remotesync
         return remotesync.notes(self.remote, self.upload_errors, self.on_event)
 
@@ -381,6 +376,14 @@ class Runner:
     def _execute_many(self, groups: list[tuple[NodeId, list[StepState]]],
                       attempt: int = 0) -> None:
         """Run nodes' steps on the executor, recording each as it lands (engine.sharing)."""
+        if not any(steps for _, steps in groups):
+            self._flush()  # all a call without steps does (a settled batch): nothing to run
+            for nid, _ in groups:
+                self.ctx.view.forget(nid)
+            return
+        from barca.engine import release_gc
+        release_gc()  # the CLI holds the collector off while it only reads (faces.cli)
+        from barca.engine.executors.job import StepJob, unpack_output  # only when steps run
         groups, waiting = self._sharing.split(groups) if self._sharing else (groups, [])
         where: list[tuple[NodeId, StepState]] = []
         nodes: dict[NodeId, tuple[Any, dict[str, str], NodeState, Any, str, Any]] = {}
@@ -435,6 +438,7 @@ class Runner:
                 if rec.keys is not None:
                     ns.output = SourceOutput(*unpack_output(rec.keys, rec.key_values, rec.key_raw))
                 self.w.done += 1
+                from barca.core import dotenv
                 env = dotenv.shown_text(m.env, self.graph.root)
                 self.on_event(ev.StepCompleted(s.id, rec.elapsed, self.w.done, self.w.total,
                                                rec.output, env))

@@ -234,6 +234,15 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 
 def run_cli(argv: list[str] | None = None) -> int:
+    from barca.faces.commands import hold_collector, release_collector
+    hold_collector()
+    try:
+        return _run_cli(argv)
+    finally:
+        release_collector()
+
+
+def _run_cli(argv: list[str] | None) -> int:
     from barca.faces.commands import dispatch, parse, resolve
     argv = list(sys.argv[1:] if argv is None else argv)
     mode = "json" if "--json" in argv else ("pretty" if "--pretty" in argv else None)
@@ -244,6 +253,8 @@ def run_cli(argv: list[str] | None = None) -> int:
         settings = resolve(args)  # once, for the whole command
         mode = _mode(settings)
         if args.command == "serve":  # the server's libraries are imported only here
+            from barca.faces.commands import release_collector
+            release_collector()  # a long-lived process
             from barca.faces.serve.main import serve
             return serve(args, settings)
         printer = EventPrinter(mode, getattr(args, "agent", False))

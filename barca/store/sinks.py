@@ -112,3 +112,20 @@ def prune(root: Path, sink: str, keys: list[str]) -> list[str]:
                 break
             folder = folder.parent
     return removed
+
+
+def prune_all(root: Path, sinks: list[str], keys: list[str]) -> list[tuple[str, str]]:
+    """``prune`` of each sink, and what a run says of it: ``("note", ...)`` for the files of
+    keys that are gone, ``("warning", ...)`` for a sink whose files could not be removed."""
+    said: list[tuple[str, str]] = []
+    for sink in sinks:
+        try:
+            gone = prune(root, sink, keys)
+        except OSError as exc:
+            said.append(("warning", f"@sink({sink!r}): could not remove a removed key's "
+                                    f"files: {exc}"))
+            continue
+        if gone:
+            said.append(("note", f"@sink({sink!r}): removed {len(gone)} file"
+                                 f"{'s' if len(gone) != 1 else ''} of keys that are gone"))
+    return said
