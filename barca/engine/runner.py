@@ -430,7 +430,7 @@ class Runner:
                 if rec.keys is not None:
                     ns.output = SourceOutput(*unpack_output(rec.keys, rec.key_values, rec.key_raw))
                 self.w.done += 1
-                env = dotenv.shown_text(m.env, self.graph.root)
+                env = dotenv.shown_text(m.env, self.graph.root) if m.env else ""
                 self.on_event(ev.StepCompleted(s.id, rec.elapsed, self.w.done, self.w.total,
                                                rec.output, env))
             else:
