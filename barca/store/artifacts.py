@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -43,7 +44,13 @@ def key_suffix(key: str) -> str:
 
 def node_dir(node: str, key: str = "") -> str:
     """``pipeline.py:prices`` + ``ticker=AAPL`` -> ``pipeline.py--prices_ticker_AAPL``."""
-    return _UNSAFE.sub("_", node.replace(":", "--").replace("/", "__")) + key_suffix(key)
+    return _node_part(node) + key_suffix(key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _node_part(node: str) -> str:
+    """A node's part of its folder names (the same for each of its keys: made once)."""
+    return _UNSAFE.sub("_", node.replace(":", "--").replace("/", "__"))
 
 
 def artifact_relpath(node: str, key: str, run_hash: str, ext: str,
@@ -66,10 +73,11 @@ def choose_format(value: Any, serializer: str | None) -> str:
 EXT = {"json": "json", "pickle": "pkl", "parquet": "parquet", "csv": "csv"}
 
 
-def serialize(value: Any, fmt: str) -> bytes:
-    """A value that is not written as a table file (see ``write_table``) as bytes."""
+def serialize(value: Any, fmt: str, checked: bool = False) -> bytes:
+    """A value that is not written as a table file (see ``write_table``) as bytes.
+    ``checked``: ``choose_format`` chose JSON because the value is JSON (not asked again)."""
     if fmt == "json":
-        if not is_json_value(value):
+        if not checked and not is_json_value(value):
             raise TypeError(f"serializer='json' cannot store a {type(value).__name__}")
         return json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
     import pickle

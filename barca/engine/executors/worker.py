@@ -261,7 +261,8 @@ class Worker:
                 tmp, fmt, rec.warning, rec.shape = artifacts.write_table(value, fmt,
                                                                          folder.parent)
             else:
-                data = artifacts.serialize(value, fmt)
+                # (JSON chosen by choose_format, not asked by serializer=: a JSON value)
+                data = artifacts.serialize(value, fmt, checked=task.serializer != "json")
         except Exception as exc:
             rec.status = "failed"
             rec.error = (f"cannot store the result of {task.step}: a {type(value).__name__} "
