@@ -32,12 +32,14 @@ class Adoption:
 
     def find(self, nid: NodeId, key: str, run_hash: str) -> Row | None:
         from barca.store.artifacts import EXT, node_dir
-        d = node_dir(nid, key)
         if self._dirs is None:
             try:
                 self._dirs = set(os.listdir(self.store.dir / "artifacts"))
             except OSError:
                 self._dirs = set()
+        if not self._dirs and self.remote is None:  # a first run: nowhere to find one
+            return None
+        d = node_dir(nid, key)
         local = d in self._dirs
         if not local and self.remote is None:
             return None

@@ -438,8 +438,10 @@ class Runner:
                 if rec.keys is not None:
                     ns.output = SourceOutput(*unpack_output(rec.keys, rec.key_values, rec.key_raw))
                 self.w.done += 1
-                from barca.core import dotenv
-                env = dotenv.shown_text(m.env, self.graph.root)
+                env = ""
+                if m.env:  # (dotenv's module only where a node reads the environment)
+                    from barca.core import dotenv
+                    env = dotenv.shown_text(m.env, self.graph.root)
                 self.on_event(ev.StepCompleted(s.id, rec.elapsed, self.w.done, self.w.total,
                                                rec.output, env))
             else:

@@ -385,11 +385,12 @@ def result_row(nid: NodeId, s: StepState, rec: Any, run_id: str) -> dict[str, An
     """The materialization row of a step the executor ran (``rec``: its ``StepRecord``)."""
     import json
     import time
+    parts = s.parts  # made from what decided the step: once
     return {
         "node": s.id, "asset": nid, "partition": s.key,
         "run_hash": s.run_hash or "", "path": s.path, "format": s.format,
         "size": rec.size, "sha256": s.sha256,
-        "parts": json.dumps(s.parts, sort_keys=True) if s.parts else None,
+        "parts": json.dumps(parts, sort_keys=True) if parts else None,
         "status": "success" if rec.status == "success" else "failed",
         "error": rec.error, "traceback": rec.traceback, "elapsed": rec.elapsed,
         "run_id": run_id, "created_at": time.time(), "shape": rec.shape,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -44,7 +45,13 @@ def key_suffix(key: str) -> str:
 
 def node_dir(node: str, key: str = "") -> str:
     """``pipeline.py:prices`` + ``ticker=AAPL`` -> ``pipeline.py--prices_ticker_AAPL``."""
-    return _UNSAFE.sub("_", node.replace(":", "--").replace("/", "__")) + key_suffix(key)
+    return _node_part(node) + key_suffix(key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _node_part(node: str) -> str:
+    """A node's part of its folder names (the same for each of its keys: made once)."""
+    return _UNSAFE.sub("_", node.replace(":", "--").replace("/", "__"))
 
 
 def artifact_relpath(node: str, key: str, run_hash: str, ext: str,
@@ -67,10 +74,11 @@ def choose_format(value: Any, serializer: str | None) -> str:
 EXT = {"json": "json", "pickle": "pkl", "parquet": "parquet", "csv": "csv"}
 
 
-def serialize(value: Any, fmt: str) -> bytes:
-    """A value that is not written as a table file (see ``write_table``) as bytes."""
+def serialize(value: Any, fmt: str, checked: bool = False) -> bytes:
+    """A value that is not written as a table file (see ``write_table``) as bytes.
+    ``checked``: ``choose_format`` chose JSON because the value is JSON (not asked again)."""
     if fmt == "json":
-        if not is_json_value(value):
+        if not checked and not is_json_value(value):
             raise TypeError(f"serializer='json' cannot store a {type(value).__name__}")
         return json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
     import pickle
@@ -204,7 +212,8 @@ def file_kind(path: Path | str) -> str | None:
     return "link" if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode) else "other"
 
 
-def place(tmp: str, path: Path, sha: str, fsync: bool = False, replace: bool = False) -> Path:
+def place(tmp: str, path: Path | str, sha: str, fsync: bool = False, replace: bool = False
+          ) -> str:
     """A finished result file (``tmp``, its SHA-256 ``sha``) takes its place at ``path``, and
     never replaces another process's result there: two processes that compute the same run
     hash (two kernels on one notebook, values that differ run to run, or ``--refresh``) each
@@ -212,6 +221,11 @@ def place(tmp: str, path: Path, sha: str, fsync: bool = False, replace: bool = F
     ``replace``: the file at ``path`` is known corrupt or missing (a repair), so it is replaced
     in place. Returns where the result went."""
     _ready(tmp, fsync)
+    return _settle(tmp, os.fspath(path), sha, replace)
+
+
+def _settle(tmp: str, path: str, sha: str, replace: bool) -> str:
+    """``place`` once the temp file has its mode (and is on disk if asked)."""
     if replace:
         os.replace(tmp, path)
         return path
@@ -225,7 +239,8 @@ def place(tmp: str, path: Path, sha: str, fsync: bool = False, replace: bool = F
         if same:
             discard(tmp)
             return path
-        alt = path.with_name(f"{path.stem}-{sha[:16]}{path.suffix}")
+        stem, ext = os.path.splitext(path)
+        alt = f"{stem}-{sha[:16]}{ext}"
         os.replace(tmp, alt)
         return alt
     except OSError:  # a filesystem without hard links: the rename, as before
@@ -235,22 +250,66 @@ def place(tmp: str, path: Path, sha: str, fsync: bool = False, replace: bool = F
     return path
 
 
-def write_new(path: Path, data: bytes, sha: str, fsync: bool = False, replace: bool = False
-              ) -> Path:
-    """``data`` placed at ``path`` as ``place`` does (a temp file in the same folder first)."""
-    import tempfile
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+class _Temp:
+    """This process's temp file names: its pid, a random tag, a counter."""
+    pid, tag, n = 0, "", 0
+
+
+def _temp_file(folder: str) -> tuple[int, str]:
+    """A new empty file in ``folder`` for a result's bytes: (fd, path). Made with O_EXCL (never
+    another's file) and the mode 0o666 less the umask -- the mode a new result gets (see
+    ``file_mode``), so it needs no chmod. Named by pid, a random tag and a counter: cheaper
+    than ``mkstemp`` at one file per step; a name taken all the same (a stale temp file of a
+    crashed process) falls back to ``mkstemp``."""
+    pid = os.getpid()
+    if _Temp.pid != pid:  # first use, or a forked worker: a tag of its own
+        _Temp.pid, _Temp.tag, _Temp.n = pid, os.urandom(4).hex(), 0
+    _Temp.n += 1
+    tmp = f"{folder}/.tmp-{pid}-{_Temp.tag}-{_Temp.n}"
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        return place(tmp, path, sha, fsync, replace)
+        return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
+    except FileExistsError:
+        import tempfile
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+        try:
+            os.chmod(tmp, file_mode())
+        except BaseException:
+            os.close(fd)
+            discard(tmp)
+            raise
+        return fd, tmp
+
+
+def write_new(path: Path | str, data: bytes, sha: str, fsync: bool = False,
+              replace: bool = False) -> str:
+    """``data`` placed at ``path`` as ``place`` does (a temp file in the same folder first).
+    Returns where the result went. One step's result, so kept to few system calls: the folder
+    made, the temp file opened, written and closed, then linked into place."""
+    path = os.fspath(path)
+    folder = os.path.dirname(path)
+    try:
+        os.mkdir(folder)
+    except FileExistsError:
+        pass  # (not a folder: the open below fails, as it would after makedirs)
+    except FileNotFoundError:
+        os.makedirs(folder, exist_ok=True)
+    fd, tmp = _temp_file(folder)
+    try:
+        try:
+            view = memoryview(data)
+            while view:  # a short write (a signal, a full disk's last bytes): the rest follows
+                view = view[os.write(fd, view):]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        return _settle(tmp, path, sha, replace)
     except BaseException:
         discard(tmp)
         raise
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: Path | str) -> str:
     """A file's SHA-256, read in blocks (a big table is never held whole to hash it)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:

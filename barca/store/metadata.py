@@ -470,7 +470,7 @@ class Store:
         """Materialization rows (their artifacts already exist), the lines their steps wrote
         (run id, node, step, time, stream, line) and ``also`` (claims given back), at once."""
         rows = list(rows)
-        values = [tuple(r.get(c) for c in COLUMNS) for r in rows]
+        values = [tuple(map(r.get, COLUMNS)) for r in rows]  # (no generator per row)
         writes = []
         if values:
             writes.append((f"INSERT INTO materializations ({', '.join(COLUMNS)}) "

@@ -11,6 +11,7 @@ import contextlib
 import math
 import multiprocessing as mp
 import os
+import select
 import signal
 import sys
 import threading
@@ -81,9 +82,25 @@ def _worker_main(conn: Connection, settings: Any, parent: int | None,
         conn.send(("idle", None))
 
 
+_POLL = hasattr(select, "poll")
+
+
+def _wait(busy: list[_Slot], timeout: float | None) -> None:
+    """Until a busy worker sends a message or ends, or ``timeout`` seconds pass: one poll
+    (``multiprocessing.connection.wait`` builds a selector per call, ~10,000 calls a run)."""
+    if not _POLL:
+        wait([s.conn for s in busy] + [s.proc.sentinel for s in busy], timeout)
+        return
+    p = select.poll()
+    for s in busy:
+        p.register(s.conn.fileno(), select.POLLIN)
+        p.register(s.proc.sentinel, select.POLLIN)
+    p.poll(None if timeout is None else timeout * 1000)
+
+
 class _Slot(Fields):
     __slots__ = ("proc", "conn", "chunk", "done", "deadline", "running", "waiting", "lines",
-                 "path", "at", "rest", "since", "said")
+                 "path", "at", "rest", "since", "said", "poller")
 
     def __init__(self, proc: Any, conn: Connection, chunk: list[StepJob] | None = None,
                  done: set[int] | None = None, deadline: float | None = None,
@@ -102,6 +119,17 @@ class _Slot(Fields):
         self.deadline = deadline
         self.running = running
         self.waiting = False  # its step waits for its branches: it holds no capacity
+        # whether its pipe has a message, asked once per record: a poll object made once (a
+        # Connection.poll builds a selector per call). Its messages are read whole by recv,
+        # never ahead, so the descriptor is readable exactly when one waits (or it closed)
+        self.poller: Any = None
+        if _POLL:
+            self.poller = select.poll()
+            self.poller.register(conn.fileno(), select.POLLIN)
+
+    def readable(self) -> bool:
+        """A message waits in the worker's pipe (or the pipe closed: recv says which)."""
+        return bool(self.poller.poll(0)) if self.poller is not None else self.conn.poll()
 
 
 class _Call(Fields):
@@ -197,14 +225,14 @@ class ProcessPool:
                 timeout = max(0.0, min(deadlines) - time.monotonic())
             if busy:  # a line file says nothing when written to: looked at this often
                 timeout = LINES_EVERY if timeout is None else min(timeout, LINES_EVERY)
-            wait([s.conn for s in busy] + [s.proc.sentinel for s in busy], timeout)
+            _wait(busy, timeout)
             now = time.monotonic()
             for slot in busy:
                 died = False
                 self._read_lines(slot)  # what running steps wrote so far
                 while slot.chunk:
                     try:
-                        if not slot.conn.poll():
+                        if not slot.readable():
                             break
                         kind, data = slot.conn.recv()
                     except (EOFError, OSError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import stat
 import sys
 import time
 import traceback as tb
@@ -37,6 +38,7 @@ class Worker:
         self.stamp: tuple[Any, ...] = ()  # a Dask worker's project files as it last ran them
         root = str(settings.root)
         self.root = Path(root)
+        self.root_str = root
         self.notify = notify
         self.functions: dict[tuple[str, str], Callable[..., Any]] = {}
         # (path, sha256, reader of a table) -> the value read or written (see load)
@@ -126,18 +128,27 @@ class Worker:
 
     def _bytes(self, relpath: str, sha256: str | None) -> bytes:
         """A small input's bytes, read once and checked as ``verified`` checks a file."""
-        path = self.root / relpath
+        path = os.path.join(self.root_str, relpath)  # a str: a fan-in reads thousands
         try:  # one open that never follows a symlink (no stat first: thousands of inputs)
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except (FileNotFoundError, NotADirectoryError):
             fd = os.open(self.verified(relpath, sha256), os.O_RDONLY)  # fetched and checked
         except OSError:  # ELOOP: a symlink
             raise BadInput(relpath, "not a regular file") from None
-        try:
-            with open(fd, "rb") as f:
-                data = f.read()
+        try:  # read on the descriptor: no buffered file object per input
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise BadInput(relpath, "not a regular file")
+            parts = []
+            want = min(st.st_size + 1, 1 << 30)  # all of it in one read, then its end
+            while block := os.read(fd, want):
+                parts.append(block)
+                want = 1 << 16
         except IsADirectoryError:
             raise BadInput(relpath, "not a regular file") from None
+        finally:
+            os.close(fd)
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
         if sha256 and hashlib.sha256(data).hexdigest() != sha256:
             raise BadInput(relpath, "corrupt")
         return data
@@ -250,7 +261,8 @@ class Worker:
                 tmp, fmt, rec.warning, rec.shape = artifacts.write_table(value, fmt,
                                                                          folder.parent)
             else:
-                data = artifacts.serialize(value, fmt)
+                # (JSON chosen by choose_format, not asked by serializer=: a JSON value)
+                data = artifacts.serialize(value, fmt, checked=task.serializer != "json")
         except Exception as exc:
             rec.status = "failed"
             rec.error = (f"cannot store the result of {task.step}: a {type(value).__name__} "
@@ -284,22 +296,22 @@ class Worker:
                 rec.elapsed = time.perf_counter() - start
                 return rec
         fsync = self.settings.fsync
+        full = os.path.join(self.root_str, rel)  # a str: no Path made per step
         try:
             if data is not None:
                 sha = hashlib.sha256(data).hexdigest()
-                placed = artifacts.write_new(self.root / rel, data, sha, fsync, task.repair)
+                placed = artifacts.write_new(full, data, sha, fsync, task.repair)
             else:
                 assert tmp is not None  # no bytes: the value was written to a file
                 sha = artifacts.file_sha256(Path(tmp))
-                placed = artifacts.place(tmp, self.root / rel, sha,
-                                         fsync, task.repair)
+                placed = artifacts.place(tmp, full, sha, fsync, task.repair)
         except OSError as exc:
             rec.status = "failed"
             rec.infra = rec.error = f"cannot write {rel}: {exc.strerror or exc}"
             rec.elapsed = time.perf_counter() - start
             return rec
-        # another process's file of the same run hash stays: this one went beside it
-        rel = placed.relative_to(self.root).as_posix()
+        if placed != full:  # another process's file of the same run hash stays: this one
+            rel = f"{rel.rpartition('/')[0]}/{os.path.basename(placed)}"  # went beside it
         self._upload(rel, rec, task, data)
         rec.path, rec.format = rel, fmt
         rec.sha256 = sha
@@ -307,7 +319,7 @@ class Worker:
             rec.size = len(data)
             rec.shape = artifacts.shape(value, fmt)
         else:
-            rec.size = (self.root / rel).stat().st_size
+            rec.size = os.stat(placed).st_size
         written = frames.kind(value) if fmt in frames.TABLE_FORMATS else None
         if written != "duckdb":  # a relation is not kept: it belongs to the step's connection
             self.values[(rel, rec.sha256, written)] = value  # as load looks it up
