@@ -331,10 +331,15 @@ async function showRun(runId) {
   ui.settle = async () => {  // the stream may lag behind the run's row: the row settles it
     const run = await json("runs/" + encodeURIComponent(runId));
     if (ui.runId !== runId || ["pending", "running"].includes(run.status)) return;
+    const cut = ui.follow;  // a stream still open is behind the row: it may miss lines
     if (ui.follow) { ui.follow.abort(); ui.follow = null; }
     if (shown !== run.status) {
       setStatus(run.status);
       showOutcome(result, run.outcome, run.status);
+    }
+    if (cut && (run.logs || []).length) {  // the lines the run recorded, all of them
+      logs.replaceChildren();
+      for (const l of run.logs) logLine(logs, l.stream, `[${shortName(l.node_id)}] ${l.line}`);
     }
     if (!logs.textContent) logLine(logs, "barca", "no output recorded for this run");
   };
