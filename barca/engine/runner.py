@@ -382,7 +382,7 @@ class Runner:
                 self.ctx.view.forget(nid)
             return
         from barca.engine import release_gc
-        release_gc()  # the CLI holds the collector off while it only reads (faces.cli)
+        release_gc()  # the CLI holds the collector off while it only reads (faces.commands)
         from barca.engine.executors.job import StepJob, unpack_output  # only when steps run
         groups, waiting = self._sharing.split(groups) if self._sharing else (groups, [])
         where: list[tuple[NodeId, StepState]] = []
