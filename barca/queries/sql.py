@@ -292,14 +292,20 @@ def query(ctx: Context, sql: str,
                          "Fix the query; `barca list` names the views.") from None
     except duckdb.Error as exc:
         raise UsageError(f"SQL error: {exc}", "Fix the query.") from None
+    answer = fetch(cur, limit)
+    con.close()  # the views over barca's own tables read temp files: done with them now
+    return answer
+
+
+def fetch(cur: Any, limit: int | None) -> tuple[list[str], list[tuple[Any, ...]], int]:
+    """A query's columns, the rows shown (all, or the first ``limit``) and how many rows it
+    has: the rest are counted, never all of them held at once."""
     columns = [d[0] for d in cur.description or []]
     if limit is None:
         shown: list[tuple[Any, ...]] = cur.fetchall()
-        total = len(shown)
-    else:  # the rows shown, and a count of the rest: never all of them held at once
-        shown = cur.fetchmany(limit) if limit > 0 else []
-        total = len(shown)
-        while more := cur.fetchmany(10_000):
-            total += len(more)
-    con.close()  # the views over barca's own tables read temp files: done with them now
+        return columns, shown, len(shown)
+    shown = cur.fetchmany(limit) if limit > 0 else []
+    total = len(shown)
+    while more := cur.fetchmany(10_000):
+        total += len(more)
     return columns, shown, total

@@ -14,7 +14,7 @@ from typing import Any
 from barca.core.errors import InfrastructureError, UsageError, did_you_mean
 from barca.core.types import NodeId, short_name
 from barca.engine.planner import Context
-from barca.queries.sql import _records, _sql_name, _sql_str, current_rows, identifiers
+from barca.queries.sql import _records, _sql_name, _sql_str, current_rows, fetch, identifiers
 
 TABLES = ("runs", "materializations")  # barca.<table>: the server's records
 # the routes' words for a few columns -> the column a local barca.<table> has: a query reads
@@ -110,16 +110,7 @@ def query(doc: dict[str, Any], tables: dict[str, list[dict[str, Any]]], sql: str
                              "names the views.") from None
         except duckdb.Error as exc:
             raise UsageError(f"SQL error: {exc}", "Fix the query.") from None
-        columns = [d[0] for d in cur.description or []]
-        if limit is None:
-            shown: list[tuple[Any, ...]] = cur.fetchall()
-            total = len(shown)
-        else:  # the rows shown, and a count of the rest
-            shown = cur.fetchmany(limit) if limit > 0 else []
-            total = len(shown)
-            while more := cur.fetchmany(10_000):
-                total += len(more)
-        return columns, shown, total
+        return fetch(cur, limit)
     finally:
         con.close()
         tmp.cleanup()
