@@ -13,6 +13,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# Every process a test starts (the CLI, `python -c`, a kernel) runs the barca of this checkout,
+# whatever the interpreter has installed: an editable install of another checkout, since
+# removed, would answer "No module named barca". Tests of an install make their own venv and
+# drop PYTHONPATH themselves.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
 PIPELINES = Path(__file__).resolve().parent / "pipelines"
 
 
@@ -70,6 +76,10 @@ class Project:
         full_env = dict(os.environ)
         full_env.pop("BARCA_OUTPUT", None)
         full_env.update(env or {})
+        if str(REPO) not in full_env.get("PYTHONPATH", "").split(os.pathsep):
+            # a test's own PYTHONPATH (a "site" folder) comes after this checkout's barca
+            full_env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(REPO), full_env.get("PYTHONPATH", "")) if p)
         proc = subprocess.run([sys.executable, "-m", "barca", *args], cwd=self.path,
                               capture_output=True, text=True, timeout=timeout, env=full_env,
                               input=input)

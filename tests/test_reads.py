@@ -72,6 +72,7 @@ pl.DataFrame({f"c{i}": [7] * 1000 for i in range(5)}).write_parquet(sys.argv[1])
 """
 
 
+@pytest.mark.slow  # the CLI in a subprocess, twice per case
 @pytest.mark.parametrize("key", [None, KEY], ids=["no-key", "key"])
 @pytest.mark.parametrize("reader", ["lazy_sum", "rel_sum"])
 def test_a_tampered_store_copy_never_reaches_a_lazy_reader(tmp_path: Path, key: str | None,
