@@ -259,7 +259,8 @@ def sql(server: Server, query: str, *files: str, limit: int | None = 100,
             "/materializations", limit=10_000).get("materializations") or []
     assert set(tables) <= set(TABLES)
     store = Remote(theirs, key_file=settings.store_key_file)
-    cache = settings.root / ".barca" / "sql-cache"
+    from barca.store.cachelimit import COPIES
+    cache = settings.root / ".barca" / COPIES
     cache.mkdir(parents=True, exist_ok=True)
     ignore = settings.root / ".barca" / ".gitignore"
     if not ignore.exists():  # a machine that never ran a step: .barca/ is barca's, not git's

@@ -6,6 +6,7 @@ SQL: a query reads and writes files (``COPY ... TO``), which would be remote fil
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -154,6 +155,7 @@ def _fetched(name: str, f: dict[str, Any], store: Any, cache: Path) -> Path:
                                   "Run `barca doctor --server` to check the server.")
     path = cache / rel
     if path.is_file() and file_sha256(path) == digest:
+        os.utime(path)  # used now: `barca gc` keeps a copy a query may be about to read
         return path
     if store.fetch(cache, rel, digest) is None:
         raise InfrastructureError(f"view '{name}': the store {store.uri} has no copy of "

@@ -1,7 +1,9 @@
 """The cache size limit: ``.barca/`` -- every environment's store, ``.barca/envs/*`` included --
 kept under ``[cache] max_size`` (default 10% of the filesystem) by evicting results from all of
 them: first those superseded (not the current result of their step, see engine.current), then
-current results, each least recently read first. What the running command produced or read, a
+current results, each least recently read first -- after the copies `sql --server` fetched from
+the artifact store into ``.barca/sql-cache/``, which are not results here and can always be
+fetched again. What the running command produced or read, a
 Manual node's current result, and what another running command made are never evicted.
 An evicted result is recorded as such: the planner treats it as a missing artifact (reason
 ``evicted``), computed again only where something reads it."""
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
 DEFAULT = "10%"
 GC_TARGET = 0.8   # `barca gc` evicts down to 80% of the limit
 ESTIMATE = "cache-bytes"   # under .barca/: the size last measured, plus what runs wrote since
+COPIES = "sql-cache"       # under .barca/: `sql --server`'s checked copies of the store's files
+COPY_HOLD = 60.0           # seconds: a copy a query used this recently may be in its hands
 
 
 def human(n: int) -> str:
@@ -204,9 +208,10 @@ def _candidates(store: Store, cur: Currency, manual: Set[str], since: float | No
 def evict(root: Path, budget: int | None, target: int, cur: Currency,
           manual: Set[str] = frozenset(), dry_run: bool = False,
           superseded_only: bool = False) -> CacheReport:
-    """Evict until ``.barca/`` (every environment) is at most ``target`` bytes: superseded
-    results first, then current ones, each tier least recently read first across every
-    environment (every superseded result, and nothing else, with ``superseded_only``). The
+    """Evict until ``.barca/`` (every environment) is at most ``target`` bytes: the copies
+    ``sql --server`` fetched first, then superseded results, then current ones, each tier least
+    recently read first across every environment (every copy and every superseded result, and
+    nothing else, with ``superseded_only``). The
     sizes reported add up: after = before - the bytes of the files deleted."""
     folder = root / ".barca"
     size = usage(folder)
@@ -220,19 +225,38 @@ def evict(root: Path, budget: int | None, target: int, cur: Currency,
             superseded += s
             current += c
             held += h
-        tiers: dict[str, list[str]] = {"superseded": [], "least_recently_read": []}
+        copies, kept = _copies(folder)
+        held += kept
+        tiers: dict[str, list[str]] = {"copies": [], "superseded": [],
+                                       "least_recently_read": []}
         now, chosen = size, []
-        for tier, items in (("superseded", superseded), ("least_recently_read", current)):
-            if superseded_only and tier != "superseded":
+        copied: list[str] = []
+        for tier, items in (("copies", copies), ("superseded", superseded),
+                            ("least_recently_read", current)):
+            if superseded_only and tier == "least_recently_read":
                 break
-            for path, nbytes, _, store in sorted(items, key=lambda t: t[2]):
+            for path, nbytes, _, owner in sorted(items, key=lambda t: t[2]):
                 if not superseded_only and now <= target:
                     break
                 tiers[tier].append(path)
-                chosen.append((path, store))
+                if owner is None:
+                    copied.append(path)
+                else:
+                    chosen.append((path, owner))
                 now -= nbytes
         failed: list[str] = []
         freed = 0
+        if not dry_run:
+            for path in copied:  # not results: nothing to record, fetched again when queried
+                try:
+                    p = root / path
+                    nbytes = p.stat().st_size
+                    p.unlink()
+                    freed += nbytes
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    failed.append(path)
         if not dry_run and chosen:
             done: dict[Store, list[tuple[str, str, float]]] = {}
             asset_of = _assets(chosen)
@@ -256,10 +280,36 @@ def evict(root: Path, budget: int | None, target: int, cur: Currency,
         for store in all_stores:
             store.close()
     # paths as barca prints every path: from the project root (.barca/artifacts/...)
-    rel = [p for p, _ in chosen if p not in failed]
+    rel = [p for p in copied if p not in failed] + [p for p, _ in chosen if p not in failed]
     tiers = {t: [p for p in ps if p not in failed] for t, ps in tiers.items()}
     return CacheReport(size, budget, target, now, tiers, tuple(rel), tuple(failed),
                        tuple(held), dry_run)
+
+
+def _copies(folder: Path) -> tuple[list[tuple[str, int, float, None]], list[str]]:
+    """(evictable, held) copies under ``.barca/sql-cache/``: (path from the project root, size,
+    last used, no store). A copy a query used in the last minute is held: it may be between
+    its digest check and DuckDB's read (``sql --server`` touches a copy each time it uses it)."""
+    base = folder / COPIES
+    if not base.is_dir():
+        return [], []
+    out: list[tuple[str, int, float, None]] = []
+    held: list[str] = []
+    recent = time.time() - COPY_HOLD
+    for dirpath, _dirs, names in os.walk(base):
+        for name in names:
+            p = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            rel = Path(".barca", os.path.relpath(p, folder)).as_posix()
+            when = max(st.st_mtime, st.st_atime)
+            if when >= recent:
+                held.append(rel)
+            else:
+                out.append((rel, st.st_size, when, None))
+    return out, held
 
 
 def _assets(chosen: list[tuple[str, Store]]) -> dict[str, str]:
