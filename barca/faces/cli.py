@@ -69,6 +69,7 @@ class EventPrinter:
         self._drawn = 0.0   # when the bar was last drawn: at most ~20 times a second
         self._start = time.monotonic()
         self._rich: Any = None  # the live bar, once a run lasts long enough to want one
+        self._running = 0   # steps handed to the executor and not yet finished
 
     def _line(self, text: str) -> None:
         if self._rich is not None:
@@ -85,28 +86,37 @@ class EventPrinter:
             for line in output.rstrip("\n").splitlines():
                 self._line(f"[{step}] {line}")
 
-    def _draw(self, e: Any) -> None:
+    def _draw(self, done: int, total: int, step: str) -> None:
         """The live bar: rich's progress (percentage, N/M steps, elapsed, ETA, rate, the step
-        just finished), started only once the run has lasted ``LIVE_AFTER`` -- a cached run
-        never imports rich -- and a plain text bar where rich is not installed."""
+        just finished or handed out), started only once the run has lasted ``LIVE_AFTER``
+        with a step still to finish -- a cached run never imports rich -- and a plain text bar
+        where rich is not installed."""
         import time
         now = time.monotonic()
         if now - self._start < LIVE_AFTER:
             return
-        if self._rich is None and not self._bar and e.done >= e.total:
-            return  # the last step just finished: a bar now would only flash (and cost rich)
+        if self._rich is None and not self._bar and (done >= total or not self._running):
+            # the last step, or the only one running, just finished: a bar now would only
+            # flash (and cost rich) -- the next steps handed out draw it if the run goes on
+            return
         if self._rich is None and not self._bar:
             self._rich = live_bar(self.out, now - self._start)
             self._bar = self._rich is None
         if self._rich is not None:
-            self._rich.update(e.done, e.total, e.step)
-        elif now - self._drawn >= 0.05 or e.done == e.total:
+            self._rich.update(done, total, step)
+        elif now - self._drawn >= 0.05 or done == total:
             self._drawn = now
-            self.out.write("\r\033[K" + progress_line(e.done, e.total, printable(e.step)))
+            self.out.write("\r\033[K" + progress_line(done, total, printable(step)))
             self.out.flush()
 
     def __call__(self, e: Any) -> None:
         ev = self.ev
+        if isinstance(e, ev.StepsStarted):
+            self._running += len(e.steps)
+            if self.live and e.steps:
+                self._draw(e.done, e.total, e.steps[-1])
+        elif isinstance(e, (ev.StepCompleted, ev.StepFailedEvent)):
+            self._running = max(0, self._running - 1)
         if isinstance(e, ev.Importing):
             if self.agent:
                 self._line(f"[barca] importing {e.path}")
@@ -117,7 +127,7 @@ class EventPrinter:
                 self._line(f"[barca] step:{e.step} completed {e.elapsed:.1f}s "
                            f"({e.done}/{e.total}){env}")
             elif self.live:
-                self._draw(e)
+                self._draw(e.done, e.total, e.step)
         elif isinstance(e, ev.StepCached):
             if self.agent:
                 self._line(f"[barca] step:{e.step} cached")
