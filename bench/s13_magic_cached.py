@@ -11,7 +11,8 @@ trip, the kernel's own floor, is in the note.
 cell's just before it, per pair (the median of those differences, in ms; target 3 ms). The
 pairs cancel most of a busy machine's drift, which moves both cells alike. Its note says how
 much of that any cell showing the same value pays (`_shown`, the value kept from a get: the
-kernel formats it, flushes its streams and sends the result the same way), the rest is barca's.
+kernel formats it, flushes its streams and sends the result the same way), and what the same get
+costs when nothing is shown (the line ending in `;`): barca's work and IPython's for a line magic.
 """
 from __future__ import annotations
 
@@ -85,17 +86,19 @@ def run(opts, ctx) -> list[Figure]:
         _, e = run_cell(kc, "_shown = " + CELL, opts.timeout)
         if e:
             return [emit(failed("S13", WHAT, e))]
-        times, floor, shown = [], [], []
+        times, floor, shown, quiet = [], [], [], []
         for i in range(-max(1, opts.warmup), opts.runs):
             empty, _ = run_cell(kc, "pass", opts.timeout)  # the kernel's own round trip
             dt, e = run_cell(kc, CELL, opts.timeout)
             if e:
                 return [emit(failed("S13", WHAT, e))]
             value, _ = run_cell(kc, "_shown", opts.timeout)  # the same value, shown by no barca
+            hidden, _ = run_cell(kc, CELL + ";", opts.timeout)  # the same get, nothing shown
             if i >= 0:
                 times.append(dt)
                 floor.append(empty)
                 shown.append(value - empty)
+                quiet.append(hidden - empty)
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
@@ -108,7 +111,8 @@ def run(opts, ctx) -> list[Figure]:
                   median=statistics.median(over), min=min(over), max=max(over), runs=len(over),
                   target="≤ 3 ms", values=[round(d, 3) for d in over],
                   note=f"median of the paired differences; a cell showing the same value: "
-                       f"{statistics.median(shown) * 1000:.1f} ms over empty")
+                       f"{statistics.median(shown) * 1000:.1f} ms over empty; the get showing "
+                       f"nothing (`;`): {statistics.median(quiet) * 1000:.1f} ms")
     return [emit(fig), emit(diff)]
 
 
