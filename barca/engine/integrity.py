@@ -118,11 +118,14 @@ def read_digest(where: str, hashed: bool = True,
     if regular and _NOFOLLOW and os.name == "posix":
         fd = os.open(where, os.O_RDONLY | _NOFOLLOW)
         try:
-            mode = os.fstat(fd).st_mode
+            st = os.fstat(fd)
+            mode = st.st_mode
             if not stat.S_ISREG(mode):
                 raise _NotRegular("dir" if stat.S_ISDIR(mode) else "other")
-            head = b""
-            while len(head) <= SMALL_BYTES:  # a read may return less than asked
+            head = os.read(fd, SMALL_BYTES + 1)
+            # the whole file in one read (a small result, the usual case): no second read to
+            # see its end; else a read may return less than asked
+            while len(head) != st.st_size and len(head) <= SMALL_BYTES:
                 got = os.read(fd, SMALL_BYTES + 1 - len(head))
                 if not got:
                     break
