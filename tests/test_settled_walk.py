@@ -145,3 +145,18 @@ def test_a_tampered_result_under_a_settled_record_is_computed_again(
     assert got == [True]  # the record vouches for the decision; the read value is checked
     assert out["steps_executed"] == 1 and out["final_output"] == 22
     assert mine[0].read_text() != "999"
+
+
+@pytest.mark.parametrize("size", [0, 1, 2047, 2048, 2049, 5000])
+def test_a_result_is_read_whole_at_every_size(tmp_path: Path, size: int) -> None:
+    """One read for a small result (its size as fstat said it): the bytes and digest are the
+    file's at and around the preview size."""
+    import hashlib
+
+    from barca.engine.integrity import SMALL_BYTES, read_digest
+    data = bytes(i % 251 for i in range(size))
+    f = tmp_path / "r.bin"
+    f.write_bytes(data)
+    digest, kept = read_digest(str(f), True, regular=True)
+    assert digest == hashlib.sha256(data).hexdigest()
+    assert kept == (data if size <= SMALL_BYTES else None)
