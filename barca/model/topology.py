@@ -372,10 +372,10 @@ def _assign_phases(graph: Graph) -> None:
             graph.phase[nid] = 0
             continue
         ph = 1
+        collected = {i.target for i in n.inputs if i.collect}  # (most nodes: none)
         for u in graph.upstream[nid]:
             un = graph.nodes[u]
-            boundary = (un.kind == "sensor" or un.freshness == "manual"
-                        or any(i.collect for i in graph.input_of(nid, u))
+            boundary = (un.kind == "sensor" or un.freshness == "manual" or u in collected
                         or any(d.source == u and not un.partitioned for d in n.dims))
             ph = max(ph, graph.phase[u] + (1 if boundary else 0))
         graph.phase[nid] = ph
