@@ -27,8 +27,12 @@ def rows_of(ctx: Context, ns: NodeState) -> dict[str, Row]:
     evicted result's row count: the decision serves them under their own run hash."""
     if ns.keys is None:
         return {}
-    hashes = {k: h for k, h, action in ns.step_hashes()
-              if h and action not in ("unknown", "skipped")}
+    hashes: dict[str, str] = {}
+    if ns.lazy and not ns.odd_steps():  # every key cached under its run hash (a settled node)
+        hashes = dict(zip(ns.keys, ns.run_hashes() or (), strict=False))
+    if not hashes or "" in hashes.values():
+        hashes = {k: h for k, h, action in ns.step_hashes()
+                  if h and action not in ("unknown", "skipped")}
     if not hashes:
         return {}
     by_hash = _success_by_hash(ctx, ns.node, set(hashes.values()))

@@ -29,10 +29,12 @@ class Integrity:
     def broken(self, steps: list[StepState]) -> list[StepState]:
         """The steps whose artifact is not intact (each marked with why)."""
         out = []
+        verified = self.verified
         for s in steps:
-            if s.path and s.path not in self.verified:
-                if self.intact(s):
-                    self.verified.add(s.path)
+            path = s.path  # (read once: a cached step's is read from the store when first asked)
+            if path and path not in verified:
+                if self.intact(s, path):
+                    verified.add(path)
                 else:
                     out.append(s)
         return out
@@ -43,14 +45,16 @@ class Integrity:
         for path in paths:
             self.small.pop(path, None)
 
-    def intact(self, s: StepState) -> bool:
-        import os
-        where = os.path.join(self.root, s.path or "")  # a str: no Path made per cached result
+    def intact(self, s: StepState, path: str | None = None) -> bool:
+        if path is None:
+            path = s.path or ""
+        where = os.path.join(self.root, path)  # a str: no Path made per cached result
+        sha256 = s.sha256
         kind: str | None = "file"
         try:
             # a result is a regular file, never a link followed: opened without following one
             # and checked on the open file (one call per cached result, not lstat + open)
-            digest, data = read_digest(where, bool(s.sha256), regular=True)
+            digest, data = read_digest(where, bool(sha256), regular=True)
         except _NotRegular as e:
             kind = e.kind
         except FileNotFoundError:
@@ -72,22 +76,22 @@ class Integrity:
             if kind in ("file", None):
                 raise
         if kind != "file":
-            path = Path(where)
-            aside = path.with_name(f"{path.name}.moved-aside-{int(time.time())}")
-            path.rename(aside)
+            here = Path(where)
+            aside = here.with_name(f"{here.name}.moved-aside-{int(time.time())}")
+            here.rename(aside)
             what = {"link": "a symlink", "other": "not a regular file"}.get(kind or "",
                                                                               "a directory")
             self.warn(f"{s.path} was {what}; moved it aside to {aside.name} and computing "
                       f"{s.id} again")
             s.reason = Reason.ARTIFACT_MISSING
             return False
-        if s.sha256 and digest != s.sha256:
+        if sha256 and digest != sha256:
             self.warn(f"artifact corrupt (SHA-256 differs from the one recorded): {s.path}; "
                       f"computing {s.id} again")
             s.reason = Reason.ARTIFACT_CORRUPT
             return False
-        if data is not None and s.path:  # small: shown as the run's output, read once
-            self.small[s.path] = data
+        if data is not None and path:  # small: shown as the run's output, read once
+            self.small[path] = data
         return True
 
 
@@ -118,11 +122,14 @@ def read_digest(where: str, hashed: bool = True,
     if regular and _NOFOLLOW and os.name == "posix":
         fd = os.open(where, os.O_RDONLY | _NOFOLLOW)
         try:
-            mode = os.fstat(fd).st_mode
+            st = os.fstat(fd)
+            mode = st.st_mode
             if not stat.S_ISREG(mode):
                 raise _NotRegular("dir" if stat.S_ISDIR(mode) else "other")
-            head = b""
-            while len(head) <= SMALL_BYTES:  # a read may return less than asked
+            head = os.read(fd, SMALL_BYTES + 1)
+            # the whole file in one read (a small result, the usual case): no second read to
+            # see its end; else a read may return less than asked
+            while len(head) != st.st_size and len(head) <= SMALL_BYTES:
                 got = os.read(fd, SMALL_BYTES + 1 - len(head))
                 if not got:
                     break

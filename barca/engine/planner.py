@@ -43,6 +43,7 @@ class Context:
         self._keys: dict[NodeId, list[str] | None] = {}
         self._modules: dict[str, Any] = {}
         self._input_names: dict[NodeId, str] | None = None
+        self.orders: dict[tuple[NodeId, ...], list[NodeId]] = {}  # walk orders (selection)
         from barca.engine.defcache import DefinitionCache
         self.defcache = DefinitionCache(store, graph.root)
         self.key_sources: set[NodeId] = {

@@ -21,6 +21,7 @@ from barca.engine.inputs import source_dim, step_kwargs
 from barca.engine.integrity import Integrity
 from barca.engine.planner import Context, keys_from_row
 from barca.engine.selection import Selection, check_keys, walk_order
+from barca.engine.settle import Settle, settle_node
 from barca.engine.states import NodeState, SourceOutput, StepState, producer_of, result_row
 from barca.model.discovery import PSEUDO_ABSPATH
 from barca.store.process import new_run_id  # noqa: F401 (the front door's import)
@@ -161,7 +162,6 @@ class Runner:
                 names = ", ".join(short_name(n) for n in w.skipped_fanins)
                 w.notes.append(f"--partition skips a fan-in that reads every key: {names}. "
                                "Run without --partition to update it.")
-        from barca.engine.settle import Settle
         settle = Settle(self.ctx, w.order, w.forced, self.selection)
         self.ctx.view.load_snapshots([n for n in w.order if n not in w.forced
                                       and self.graph.nodes[n].kind == "asset"])
@@ -252,6 +252,8 @@ class Runner:
             src_state = w.states.get(src[0]) if src else None
             w.states[nid] = keys_unknown(nid, why, src_state.step("") if src_state else None)
             return None
+        if self._settled and settle_node(self, nid, keys):  # from its snapshot (engine.settle)
+            return [] if self.execute else None
         if self.ctx.static_keys(nid) is None:  # keys known now from an output: the total grows
             w.total += len(keys) - 1
         forced = nid in w.forced

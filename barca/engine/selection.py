@@ -21,9 +21,15 @@ class Selection(Fields):
 
 
 def walk_order(ctx: Context, targets: list[NodeId]) -> list[NodeId]:
-    cone = ctx.graph.upstream_cone(targets)
-    index = {n: i for i, n in enumerate(ctx.graph.order)}
-    return sorted(cone, key=lambda n: (ctx.graph.phase[n], index[n]))
+    """The targets' cone in walk order (phase, then graph order); found once per command (the
+    API and the runner both ask), a copy each time."""
+    got = ctx.orders.get(tuple(targets))
+    if got is None:
+        cone = ctx.graph.upstream_cone(targets)
+        index = {n: i for i, n in enumerate(ctx.graph.order)}
+        got = ctx.orders[tuple(targets)] = sorted(
+            cone, key=lambda n: (ctx.graph.phase[n], index[n]))
+    return list(got)
 
 
 def resolve_refresh(ctx: Context, order: list[NodeId], names: list[str], target_label: str

@@ -19,10 +19,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from barca.core.types import NodeId
+from barca.core import events as ev
+from barca.core.settings import Settings
+from barca.core.types import NodeId, step_id
+from barca.engine.decision import split_hashes
+from barca.engine.states import NodeState
 from barca.identity.hashing import sha
 from barca.model.discovery import PSEUDO_ABSPATH
 from barca.store.metadata import Snapshot
+
+_OUTPUT = Settings.__slots__.index("output")  # (a value of Settings.values(), by position)
 
 
 def _own() -> str:
@@ -48,8 +54,11 @@ class Settle:
         if self.generation is None:
             return
         graph = ctx.graph
-        # the command's resolved settings (flags, BARCA_*, barca.toml): passed, not read again
-        settings = repr(ctx.settings.values())
+        # the command's resolved settings (flags, BARCA_*, barca.toml): passed, not read again;
+        # all but the output mode, which only the face reads (how a result is printed): a
+        # --json command and a --pretty one are in the same state
+        values = ctx.settings.values()
+        settings = repr(values[:_OUTPUT] + values[_OUTPUT + 1:])
         self.cone = sha(_own(), str(graph.root), *order)
         self.key = sha(self.cone, str(self.generation), settings,
                        *(f"{rel}\x00{ctx.defcache.fingerprint(fm)}"
@@ -114,3 +123,22 @@ def _eligible(ctx: Any, order: list[NodeId], forced: set[NodeId], selection: Any
             return False
     evicted = ctx.store.evicted_assets()
     return not (evicted and evicted & set(order))
+
+
+def settle_node(runner: Any, nid: NodeId, keys: list[str]) -> bool:
+    """One node of a walk a record vouches for (``Runner._settled``: every node an asset with
+    static keys, nothing forced, no selection, no evicted result), settled as ``decide`` would
+    settle it -- every key cached under its snapshot's run hash -- without the general walk's
+    steps (what the store says, adoption, the tally), which find nothing odd in it. False: not
+    so (a snapshot that does not hold these keys), the general walk decides it."""
+    view = runner.ctx.view
+    snap = view.snapshot(nid)
+    if snap is None or len(snap.hashes) != 64 * len(keys):
+        return False
+    runner.w.states[nid] = NodeState.from_snapshot(nid, keys, snap.digest, snap.combined,
+                                                   split_hashes(snap.hashes), view.history(nid))
+    if runner.execute:  # (a prediction has nothing more to do: the state is sealed)
+        runner.w.cached += len(keys)
+        if not runner.graph.nodes[nid].partitioned:
+            runner.on_event(ev.StepCached(step_id(nid, "")))
+    return True

@@ -64,13 +64,11 @@ class _Model(Fields):
     __slots__: tuple[str, ...] = ()
     _TREE = ""
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__ if k != self._TREE}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        for k, v in state.items():
-            setattr(self, k, v)
-        setattr(self, self._TREE, None)
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        # (no __dict__, the slots): pickle sets them itself, not a Python loop per model
+        # (500 models x 28 slots on a cached command's path)
+        tree = self._TREE
+        return None, {k: None if k == tree else getattr(self, k) for k in self.__slots__}
 
 
 class NodeModel(_Model):

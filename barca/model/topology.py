@@ -372,10 +372,10 @@ def _assign_phases(graph: Graph) -> None:
             graph.phase[nid] = 0
             continue
         ph = 1
+        collected = {i.target for i in n.inputs if i.collect}  # (most nodes: none)
         for u in graph.upstream[nid]:
             un = graph.nodes[u]
-            boundary = (un.kind == "sensor" or un.freshness == "manual"
-                        or any(i.collect for i in graph.input_of(nid, u))
+            boundary = (un.kind == "sensor" or un.freshness == "manual" or u in collected
                         or any(d.source == u and not un.partitioned for d in n.dims))
             ph = max(ph, graph.phase[u] + (1 if boundary else 0))
         graph.phase[nid] = ph
@@ -387,26 +387,28 @@ def plan_warnings(graph: Graph, nids: list[NodeId]) -> list[dict[str, str]]:
     """What is legal but probably not meant, per node and parameter (``barca plan``): a
     partition dimension the function never sees (every key makes the same call), and a
     default that an input or a dimension always overrides. Sorted by node, parameter, kind."""
+    from barca.model.lint import warnings
     out: list[dict[str, str]] = []
     for nid in nids:
         n = graph.nodes[nid]
         params = dict(n.params)          # name -> has a default
-        filled = {i.param for i in n.inputs} | {d.name for d in n.dims}
-        filled |= {graph.nodes[d.source].function for d in n.dims if d.source is not None}
         for d in n.dims:
             if d.kind != "from" and d.name not in params and not n.var_kw:
                 out.append({"node": nid, "parameter": d.name, "kind": "dimension_unused",
                             "message": f"'{n.function}' takes no '{d.name}' parameter, so "
                                        f"every key of dimension '{d.name}' makes the same "
                                        "call"})
-        for name, has_default in params.items():
-            if has_default and name in filled:
-                out.append({"node": nid, "parameter": name, "kind": "default_unused",
-                            "message": f"the default of '{name}' in '{n.function}' is never "
-                                       "used: an input or partition dimension always fills it"})
-        if graph.files[n.file].abspath != PSEUDO_ABSPATH:  # a notebook's cells: not read
-            from barca.model.lint import warnings
-            out.extend(warnings(n))
+        if any(params.values()):  # (what fills a parameter matters only to one with a default)
+            filled = {i.param for i in n.inputs} | {d.name for d in n.dims}
+            filled |= {graph.nodes[d.source].function for d in n.dims if d.source is not None}
+            for name, has_default in params.items():
+                if has_default and name in filled:
+                    out.append({"node": nid, "parameter": name, "kind": "default_unused",
+                                "message": f"the default of '{name}' in '{n.function}' is "
+                                           "never used: an input or partition dimension "
+                                           "always fills it"})
+        if (n.unused or n.env_reads) and graph.files[n.file].abspath != PSEUDO_ABSPATH:
+            out.extend(warnings(n))  # (a notebook's cells: not read)
     return sorted(out, key=lambda w: (w["node"], w["parameter"], w["kind"]))
 
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from barca.model.topology import Graph
 
 PREVIEW_BYTES = 2048
+_SCALARS = (int, float, str, bool, type(None))
 
 
 def _preview_bytes(root: Path, path: str, small: dict[str, bytes]) -> bytes | None:
@@ -67,7 +68,10 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
             data = _preview_bytes(root, items[0].path, small)
             if data is not None:
                 values = json.loads(data)
-                text = json.dumps(values, indent=2, sort_keys=True, ensure_ascii=False)
+                # a scalar's text is the same indented or not: the C encoder (``indent``
+                # takes the pure-Python one), for each of 500 small targets
+                text = json.dumps(values, ensure_ascii=False) if type(values) in _SCALARS \
+                    else json.dumps(values, indent=2, sort_keys=True, ensure_ascii=False)
                 preview = "\n".join("  " + line for line in text.splitlines())
         except (OSError, ValueError):
             values = None

@@ -192,6 +192,19 @@ class StepSummary(Record):
     partitions: dict[str, Any] | None
     extra: dict[str, Any] | None  # keys a step entry has only when they apply (attempts, ...)
 
+    def __init__(self, id: str, kind: str, action: str, reason: str,  # noqa: A002
+                 detail: str, run_hash: str | None, partitions: dict[str, Any] | None = None,
+                 extra: dict[str, Any] | None = None) -> None:  # one per node: not generic
+        _set = object.__setattr__
+        _set(self, "id", id)
+        _set(self, "kind", kind)
+        _set(self, "action", action)
+        _set(self, "reason", reason)
+        _set(self, "detail", detail)
+        _set(self, "run_hash", run_hash)
+        _set(self, "partitions", partitions)
+        _set(self, "extra", extra)
+
     def entry(self) -> dict[str, Any]:
         """The step's entry in a run's JSON."""
         out: dict[str, Any] = {"id": self.id, "kind": self.kind, "status": self.action,
@@ -274,6 +287,17 @@ class Output(Record):
     values: Any                 # filled by the API when it loads values (JSON-able or None)
     preview: str
     root: str                   # the project root, where a table is read for --pretty
+
+    def __init__(self, target: str, partitioned: bool, items: tuple[OutputItem, ...],
+                 values: Any = None, preview: str = "", root: str = "") -> None:
+        # one per target (500 on a wide get): not the generic Record.__init__
+        _set = object.__setattr__
+        _set(self, "target", target)
+        _set(self, "partitioned", partitioned)
+        _set(self, "items", items)
+        _set(self, "values", values)
+        _set(self, "preview", preview)
+        _set(self, "root", root)
 
     def shown_preview(self) -> str:
         """``preview``, or for a table (parquet, csv) its shape and first rows, read only
