@@ -10,14 +10,17 @@ import sys
 import time
 import traceback as tb
 from collections.abc import Callable
+from itertools import compress
+from operator import ne
 from pathlib import Path
 from typing import Any
 
+from barca.core.salt import salt
 from barca.core.types import key_strings
 from barca.engine.executors.capture import LineFile, StepOutput, captured, user_traceback
 from barca.engine.executors.job import StepJob, StepRecord, pack_output
 from barca.identity.hashing import json_digests, sensor_run_hash, source_only, value_digest
-from barca.store import artifacts, frames
+from barca.store import artifacts, frames, valuememo
 
 
 class BadInput(Exception):
@@ -245,7 +248,8 @@ class Worker:
     def store(self, task: StepJob, value: Any, start: float, out: StepOutput) -> StepRecord:
         rec = StepRecord(task.index, "success", 0.0, output=out.text(), lines=self._lines(out))
         if task.key_source:
-            problem = _key_source_problem(value, rec)
+            problem = _key_source_problem(value, rec, valuememo.path(
+                self.root_str, task.store_prefix, task.node))
             if problem:
                 rec.status, rec.error = "failed", problem
                 rec.elapsed = time.perf_counter() - start
@@ -327,26 +331,40 @@ class Worker:
         return rec
 
 
-def _key_source_problem(value: Any, rec: StepRecord) -> str | None:
+def _key_source_problem(value: Any, rec: StepRecord, memo: str | None = None) -> str | None:
     try:
-        rec.keys, rec.key_values, rec.key_raw = pack_output(*source_keys(value))
+        rec.keys, rec.key_values, rec.key_raw = pack_output(*source_keys(value, memo))
     except ValueError as exc:
         return str(exc)
     return None
 
 
-def source_keys(value: Any) -> tuple[list[str], str | None, list[Any] | None]:
+MEMO_KEYS = 2048  # a dict source of fewer keys is hashed whole: its memo would cost more
+MEMO_MOVED = 1024  # values hashed again past which the memo is written anew
+
+
+def source_keys(value: Any, memo: str | None = None
+                ) -> tuple[list[str], str | None, list[Any] | None]:
     """The partition keys a source's output gives: a list's items, or a dict's keys, with (for a
     dict) each key's value and the digests of those values, in key order (see SourceOutput).
-    ``ValueError`` names what is wrong."""
+    ``memo``: where a dict source's last values and digests are kept (store.valuememo): the
+    values that are the same string at the same key keep their digest. ``ValueError`` names
+    what is wrong."""
     is_dict = isinstance(value, dict)
     if not is_dict and not isinstance(value, (list, tuple)):
         raise ValueError(f"returned a {type(value).__name__}, but its output gives partition "
                          "keys: return a list of keys or a dict of key -> value")
-    if is_dict and {str}.issuperset(map(type, value)) \
-            and len({k.casefold() for k in value}) == len(value):
-        keys = list(value)  # a dict's string keys: unique, also case-folded
-    else:
+    prev = None
+    if is_dict and memo is not None and len(value) >= MEMO_KEYS:
+        prev = valuememo.read(memo, salt())
+    keys: list[str] | None = None
+    if is_dict and {str}.issuperset(map(type, value)):
+        keys = list(value)  # a dict's string keys: unique, also case-folded (the memo's keys
+        if (prev is None or prev[0] != keys) \
+                and len({k.casefold() for k in keys}) != len(keys):  # were checked so)
+            keys = None
+    if keys is None:
+        prev = None
         keys, problems = key_strings(value)
         if problems:
             k, earlier = problems[0]
@@ -358,8 +376,19 @@ def source_keys(value: Any) -> tuple[list[str], str | None, list[Any] | None]:
     if not is_dict:
         return keys, None, None
     raw = list(value.values())
+    if prev is not None and prev[0] == keys and _STRINGS.issuperset(map(type, raw)) \
+            and _STRINGS.issuperset(map(type, prev[1])):
+        # an equal string is the same canonical JSON, so the same digest
+        moved = list(compress(range(len(raw)), map(ne, prev[1], raw)))
+        digests = _spliced(prev[2], moved, json_digests([raw[i] for i in moved]))
+        if len(moved) > MEMO_MOVED and memo is not None:  # (a memo was read: it is given)
+            valuememo.write(memo, salt(), keys, raw, digests)
+        return keys, digests, raw
     try:
-        return keys, json_digests(raw), raw
+        digests = json_digests(raw)
+        if memo is not None and len(raw) >= MEMO_KEYS and _STRINGS.issuperset(map(type, raw)):
+            valuememo.write(memo, salt(), keys, raw, digests)
+        return keys, digests, raw
     except (TypeError, ValueError):
         for s, v in zip(keys, raw, strict=True):  # name the first value that is not JSON
             try:
@@ -368,3 +397,20 @@ def source_keys(value: Any) -> tuple[list[str], str | None, list[Any] | None]:
                 raise ValueError(f"the value of partition key {s!r} is not JSON-writable "
                                  f"({type(v).__name__})") from None
         raise
+
+
+_STRINGS = frozenset({str})
+
+
+def _spliced(old: str, moved: list[int], fresh: str) -> str:
+    """``old`` (64 hex digits a value) with the digest of each value at ``moved`` (in order)
+    replaced by the next of ``fresh``."""
+    if not moved:
+        return old
+    parts: list[str] = []
+    last = 0
+    for j, i in enumerate(moved):
+        parts += (old[64 * last:64 * i], fresh[64 * j:64 * j + 64])
+        last = i + 1
+    parts.append(old[64 * last:])
+    return "".join(parts)
