@@ -99,3 +99,20 @@ def test_a_damaged_memo_or_another_salt_is_a_miss(tmp_path: Path, hashed: list[i
     Path(memo).unlink()
     _check(base, memo)
     assert not Path(memo).exists()
+
+
+def test_a_dict_of_strings_is_encoded_exactly_as_json_encodes_it() -> None:
+    import json
+    tricky = ["", "a", "é", "\u2028", "\x00", "\x1f", '"', "\\", "/", "\ud800", "😀", "a\nb",
+              "\t", "0", "ß", "İ", "k\x7f", "é"]
+    for value in ({"b": "1", "a": "2"},  # not in key order
+                  {f"k{i:03d}": v for i, v in enumerate(tricky)},  # in key order
+                  {v + "x": v for v in tricky},
+                  {"a": "1"}):
+        got = hashing.str_dict_json(value)
+        assert got is not None
+        assert got[0] == json.dumps(value, ensure_ascii=False)
+        assert got[1] == hashing.canonical_json(value)
+        assert got[2] == json.dumps(list(value.values()), ensure_ascii=False)
+    for other in ({}, {"a": 1}, {"a": ["x"]}, {1: "a"}, {"a": True}, {"a": None}):
+        assert hashing.str_dict_json(other) is None  # type: ignore[arg-type]

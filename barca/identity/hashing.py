@@ -28,6 +28,27 @@ def canonical_json(value: Any) -> str:
     return _CANONICAL.encode(value)
 
 
+def str_dict_json(value: dict[Any, Any]) -> tuple[str, str, str] | None:
+    """For a dict whose keys and values are all strings: ``json.dumps(value,
+    ensure_ascii=False)``, ``canonical_json(value)`` and ``json.dumps(list(value.values()),
+    ensure_ascii=False)``, exactly, from one encoding of each string (the encoder's own
+    function) -- a dict source of 200,000 keys is encoded once, not three times. None: not
+    such a dict (or an empty one)."""
+    if not value or not _STRING.issuperset(map(type, value)) \
+            or not _STRING.issuperset(map(type, value.values())):
+        return None
+    keys = list(value)
+    ek = list(map(encode_basestring, keys))
+    ev = list(map(encode_basestring, value.values()))
+    plain = "{" + ", ".join(map(": ".join, zip(ek, ev, strict=True))) + "}"
+    if all(map(operator.lt, keys, islice(keys, 1, None))):  # in key order already
+        canon = "{" + ",".join(map(":".join, zip(ek, ev, strict=True))) + "}"
+    else:
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        canon = "{" + ",".join([f"{ek[i]}:{ev[i]}" for i in order]) + "}"
+    return plain, canon, "[" + ", ".join(ev) + "]"
+
+
 def value_digest(value: Any) -> str:
     """SHA-256 of a value: canonical JSON when it is JSON, else its stable pickle bytes."""
     try:

@@ -19,7 +19,14 @@ from barca.core.salt import salt
 from barca.core.types import key_strings
 from barca.engine.executors.capture import LineFile, StepOutput, captured, user_traceback
 from barca.engine.executors.job import StepJob, StepRecord, pack_output
-from barca.identity.hashing import json_digests, sensor_run_hash, source_only, value_digest
+from barca.identity.digests import sha as parts_sha
+from barca.identity.hashing import (
+    json_digests,
+    sensor_run_hash,
+    source_only,
+    str_dict_json,
+    value_digest,
+)
 from barca.store import artifacts, frames, valuememo
 
 
@@ -247,9 +254,11 @@ class Worker:
 
     def store(self, task: StepJob, value: Any, start: float, out: StepOutput) -> StepRecord:
         rec = StepRecord(task.index, "success", 0.0, output=out.text(), lines=self._lines(out))
+        # a dict source of strings: its JSON texts made at once (see hashing.str_dict_json)
+        texts = str_dict_json(value) if task.key_source and type(value) is dict else None
         if task.key_source:
             problem = _key_source_problem(value, rec, valuememo.path(
-                self.root_str, task.store_prefix, task.node))
+                self.root_str, task.store_prefix, task.node), None if texts is None else texts[2])
             if problem:
                 rec.status, rec.error = "failed", problem
                 rec.elapsed = time.perf_counter() - start
@@ -266,7 +275,8 @@ class Worker:
                                                                          folder.parent)
             else:
                 # (JSON chosen by choose_format, not asked by serializer=: a JSON value)
-                data = artifacts.serialize(value, fmt, checked=task.serializer != "json")
+                data = texts[0].encode("utf-8") if texts is not None and fmt == "json" \
+                    else artifacts.serialize(value, fmt, checked=task.serializer != "json")
         except Exception as exc:
             rec.status = "failed"
             rec.error = (f"cannot store the result of {task.step}: a {type(value).__name__} "
@@ -275,17 +285,21 @@ class Worker:
             rec.elapsed = time.perf_counter() - start
             return rec
         try:
-            return self._commit(task, rec, value, fmt, data, tmp, start)
+            return self._commit(task, rec, value, fmt, data, tmp, start,
+                                texts[1] if texts is not None else None)
         finally:
             if tmp is not None and os.path.exists(tmp):
                 os.unlink(tmp)  # a step that failed after its table was written
 
     def _commit(self, task: StepJob, rec: StepRecord, value: Any, fmt: str,
-                data: bytes | None, tmp: str | None, start: float) -> StepRecord:
-        """The written value takes its place in the store (after the step's sinks)."""
+                data: bytes | None, tmp: str | None, start: float,
+                canonical: str | None = None) -> StepRecord:
+        """The written value takes its place in the store (after the step's sinks);
+        ``canonical``: the value's canonical JSON, when made already."""
         run_hash = task.run_hash
         if task.kind == "sensor":
-            rec.value_hash = value_digest(value)
+            rec.value_hash = value_digest(value) if canonical is None \
+                else parts_sha("json", canonical)  # (as value_digest makes it)
             run_hash = rec.run_hash = sensor_run_hash(task.run_hash, rec.value_hash)
         rel = artifacts.artifact_relpath(task.node, task.key, run_hash, artifacts.EXT[fmt],
                                          task.store_prefix)
@@ -331,9 +345,10 @@ class Worker:
         return rec
 
 
-def _key_source_problem(value: Any, rec: StepRecord, memo: str | None = None) -> str | None:
+def _key_source_problem(value: Any, rec: StepRecord, memo: str | None = None,
+                        raw_text: str | None = None) -> str | None:
     try:
-        rec.keys, rec.key_values, rec.key_raw = pack_output(*source_keys(value, memo))
+        rec.keys, rec.key_values, rec.key_raw = pack_output(*source_keys(value, memo), raw_text)
     except ValueError as exc:
         return str(exc)
     return None
