@@ -116,3 +116,28 @@ def test_a_dict_of_strings_is_encoded_exactly_as_json_encodes_it() -> None:
         assert got[2] == json.dumps(list(value.values()), ensure_ascii=False)
     for other in ({}, {"a": 1}, {"a": ["x"]}, {1: "a"}, {"a": True}, {"a": None}):
         assert hashing.str_dict_json(other) is None  # type: ignore[arg-type]
+
+
+def test_a_dict_sources_digests_are_read_only_for_its_own_keys_in_its_order() -> None:
+    """InputPlan.source_digests compares the keys as one string: it says what comparing each
+    key's dimension value with the source's keys says."""
+    from barca.engine.inputs import InputPlan
+    from barca.engine.states import SourceOutput
+
+    def plan(src_keys: list[str]) -> InputPlan:
+        p = InputPlan.__new__(InputPlan)
+        p.source, p.dim0 = SourceOutput(src_keys, "0" * 64 * len(src_keys)), "key"
+        return p
+
+    cases = [
+        (["a", "b"], ["key=a", "key=b"]), (["a", "b"], ["key=b", "key=a"]),
+        (["a", "b"], ["key=a"]), (["a"], ["key=a", "key=b"]), ([], []),
+        (["a", "b"], ["kez=a", "key=b"]), (["a\\,", "b"], ["key=a\\,", "key=b"]),
+        (["a,b"], ["key=a,b"]), (["a\x00key=b"], ["key=a", "key=b"]),
+        (["a", "b\x00key=c"], ["key=a\x00key=b", "key=c"]), (["a=b"], ["key=a=b"]),
+        (["é", ""], ["key=é", "key="]),
+    ]
+    for src_keys, keys in cases:
+        p = plan(src_keys)
+        was = p._raw_keys(keys) == src_keys and len(p.source.digests or "") == 64 * len(keys)
+        assert (p.source_digests(keys) is not None) == was, (src_keys, keys)
