@@ -141,3 +141,14 @@ def test_a_dict_sources_digests_are_read_only_for_its_own_keys_in_its_order() ->
         p = plan(src_keys)
         was = p._raw_keys(keys) == src_keys and len(p.source.digests or "") == 64 * len(keys)
         assert (p.source_digests(keys) is not None) == was, (src_keys, keys)
+
+
+def test_a_combined_digest_is_the_digest_of_its_pairs() -> None:
+    """hashing.combined_digest made from one list of pieces is sha("k1=h1", NUL, ...) still."""
+    from barca.identity.digests import sha
+    for keys, hashes in ((["a"], ["h1"]), (["a", "b", "é\ud800"], ["1", "2", "3"]),
+                         (["b", "a"], ["1", "2"]), ([], []), (["a", "b"], ["1"]),
+                         ([f"key=k{i:05d}" for i in range(3000)],
+                          [f"{i:064x}" for i in range(3000)])):
+        pairs = sorted(zip(keys, hashes, strict=False))
+        assert hashing.combined_digest(keys, hashes) == sha("\x00".join(map("=".join, pairs)))

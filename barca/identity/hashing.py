@@ -274,6 +274,14 @@ def combined_digest(keys: Sequence[str], hashes: Sequence[str]) -> str:
     # with no copy (at 200,000 keys a sort and a set cost more than the digest)
     if not all(map(operator.lt, keys, islice(keys, 1, None))):
         pairs = sorted(pairs)
+    elif keys and len(keys) == len(hashes):
+        # the same bytes as below (sha's closing NUL included) from one list of the pieces,
+        # not a "k=h" string per key first: a third of the time at 200,000 keys
+        n = len(keys)
+        pieces = [""] * (4 * n)
+        pieces[0::4], pieces[1::4], pieces[2::4], pieces[3::4] = keys, ["="] * n, hashes, \
+            ["\x00"] * n
+        return hashlib.sha256("".join(pieces).encode("utf-8", "surrogatepass")).hexdigest()
     return sha("\x00".join(map("=".join, pairs)))
 
 
