@@ -108,7 +108,8 @@ def test_a_dict_of_strings_is_encoded_exactly_as_json_encodes_it() -> None:
     for value in ({"b": "1", "a": "2"},  # not in key order
                   {f"k{i:03d}": v for i, v in enumerate(tricky)},  # in key order
                   {v + "x": v for v in tricky},
-                  {"a": "1"}):
+                  {"a": "1"}, {"": "", "a": "é", "b": "😀 x", "c": "ß/İ", "d": "'"},
+                  {f"k{i:03d}": f"v{i}" for i in range(300)}):
         got = hashing.str_dict_json(value)
         assert got is not None
         assert got[0] == json.dumps(value, ensure_ascii=False)
