@@ -109,7 +109,8 @@ def test_a_dict_of_strings_is_encoded_exactly_as_json_encodes_it() -> None:
                   {f"k{i:03d}": v for i, v in enumerate(tricky)},  # in key order
                   {v + "x": v for v in tricky},
                   {"a": "1"}, {"": "", "a": "é", "b": "😀 x", "c": "ß/İ", "d": "'"},
-                  {f"k{i:03d}": f"v{i}" for i in range(300)}):
+                  {f"k{i:03d}": f"v{i}" for i in range(300)},
+                  {"a": 'say "hi"', "b": "x"}, {"a": "x", "b\\": "y"}, {"a": "\u2028"}):
         got = hashing.str_dict_json(value)
         assert got is not None
         assert got[0] == json.dumps(value, ensure_ascii=False)
