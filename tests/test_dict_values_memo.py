@@ -21,7 +21,7 @@ from barca.engine import decision
 
 pytestmark = pytest.mark.slow  # every step runs in the worker processes of a real pool
 
-N = 2000
+N = 2100  # past a snapshot part (store.snapchunks) and the worker's values memo (MEMO_KEYS)
 
 PIPELINE = '''import json
 from pathlib import Path

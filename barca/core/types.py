@@ -159,7 +159,7 @@ def one_dim_keys(dim: str, values: list[str]) -> list[PartitionKey]:
     if "\\" in joined or "," in joined or "=" in joined:
         return [format_key({dim: v}) for v in values]
     prefix = _escape(dim) + "="
-    return cast(list[PartitionKey], [prefix + v for v in values])
+    return cast(list[PartitionKey], list(map(prefix.__add__, values)))
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -215,9 +215,17 @@ class InputPlan:
         are these keys in this order -- the digest of key i at ``[64 * i:64 * i + 64]``;
         None: another order or other keys, or no dict source."""
         src = self.source
-        if src is None or src.digests is None or len(src.digests) != 64 * len(keys):
+        if src is None or src.digests is None or len(src.digests) != 64 * len(keys) \
+                or len(src.keys) != len(keys):
             return None
-        return src.digests if self._raw_keys(keys) == src.keys else None
+        # what _raw_keys(keys) == src.keys says, without a string per key: every key is
+        # <dim>=<the source's key>, in its order, none holding a NUL, a backslash or a comma
+        prefix = self.dim0 + "="
+        joined = "\x00".join(keys)
+        same = "\\" not in joined and "," not in joined \
+            and joined.count("\x00") == len(keys) - 1 \
+            and joined == prefix + ("\x00" + prefix).join(src.keys)
+        return src.digests if same else None
 
     def inputs(self, key: str) -> tuple[dict[str, str] | None, Hold | None]:
         """One key's inputs by name, or why it has none."""

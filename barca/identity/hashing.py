@@ -28,6 +28,41 @@ def canonical_json(value: Any) -> str:
     return _CANONICAL.encode(value)
 
 
+def str_dict_json(value: dict[Any, Any]) -> tuple[str, str, str] | None:
+    """For a dict whose keys and values are all strings: ``json.dumps(value,
+    ensure_ascii=False)``, ``canonical_json(value)`` and ``json.dumps(list(value.values()),
+    ensure_ascii=False)``, exactly, from one encoding of each string (the encoder's own
+    function; none, when no string needs an escape) -- a dict source of 200,000 keys is
+    encoded once, not three times. None: not such a dict (or an empty one)."""
+    if not value or not _STRING.issuperset(map(type, value)) \
+            or not _STRING.issuperset(map(type, value.values())):
+        return None
+    keys = list(value)
+    in_order = all(map(operator.lt, keys, islice(keys, 1, None)))  # in key order already
+    vals = list(value.values())
+    if in_order and _unescaped("".join(keys)) and _unescaped("".join(vals)):
+        # no string needs an escape: each is itself between quotes (no call per string)
+        return ('{"' + '", "'.join(map('": "'.join, zip(keys, vals, strict=True))) + '"}',
+                '{"' + '","'.join(map('":"'.join, zip(keys, vals, strict=True))) + '"}',
+                '["' + '", "'.join(vals) + '"]')
+    ek = list(map(encode_basestring, keys))
+    ev = list(map(encode_basestring, vals))
+    plain = "{" + ", ".join(map(": ".join, zip(ek, ev, strict=True))) + "}"
+    if in_order:
+        canon = "{" + ",".join(map(":".join, zip(ek, ev, strict=True))) + "}"
+    else:
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        canon = "{" + ",".join([f"{ek[i]}:{ev[i]}" for i in order]) + "}"
+    return plain, canon, "[" + ", ".join(ev) + "]"
+
+
+def _unescaped(text: str) -> bool:
+    """Whether json's encoder (ensure_ascii=False) writes each string in ``text`` as it is: it
+    escapes only a quote, a backslash and a control character, which is not printable (any
+    other character that is not printable says no too: the encoding path is exact)."""
+    return '"' not in text and "\\" not in text and text.isprintable()
+
+
 def value_digest(value: Any) -> str:
     """SHA-256 of a value: canonical JSON when it is JSON, else its stable pickle bytes."""
     try:
@@ -253,6 +288,14 @@ def combined_digest(keys: Sequence[str], hashes: Sequence[str]) -> str:
     # with no copy (at 200,000 keys a sort and a set cost more than the digest)
     if not all(map(operator.lt, keys, islice(keys, 1, None))):
         pairs = sorted(pairs)
+    elif keys and len(keys) == len(hashes):
+        # the same bytes as below (sha's closing NUL included) from one list of the pieces,
+        # not a "k=h" string per key first: a third of the time at 200,000 keys
+        n = len(keys)
+        pieces = [""] * (4 * n)
+        pieces[0::4], pieces[1::4], pieces[2::4], pieces[3::4] = keys, ["="] * n, hashes, \
+            ["\x00"] * n
+        return hashlib.sha256("".join(pieces).encode("utf-8", "surrogatepass")).hexdigest()
     return sha("\x00".join(map("=".join, pairs)))
 
 

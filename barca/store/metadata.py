@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from barca.core.errors import InfrastructureError
+from barca.store import snapchunks
 from barca.store.process import process_token
 from barca.store.rows import Row, Snapshot  # the records it returns (re-exported here)
 from barca.store.schema import SCHEMA, barca_030_error, db_error, from_barca_030  # noqa: F401
@@ -28,6 +29,7 @@ class Store:
         self.db_path = self.dir / "metadata.db"
         self.conn: sqlite3.Connection | None = None
         self._evicted: set[str] | None = None
+        self._seen: snapchunks.Seen = {}  # the chunked snapshots read (see snapchunks)
         if create:
             self._open(create=True)
         elif self.db_path.exists():
@@ -209,20 +211,24 @@ class Store:
             return None
         except sqlite3.DatabaseError as exc:
             raise db_error(self.db_path, exc) from None
-        return Snapshot._make(got) if got else None
+        return snapchunks.whole(self.conn, asset, Snapshot._make(got), self._seen) \
+            if got else None
 
     def snapshots(self, assets: list[str]) -> dict[str, Snapshot]:
         """The snapshots of these nodes (see ``snapshot``), in one query per 500 names."""
         if self.conn is None or not assets:
             return {}
         out: dict[str, Snapshot] = {}
+        self._seen.clear()  # a new walk: what an earlier one read is not kept
         try:
             for i in range(0, len(assets), 500):
                 part = assets[i:i + 500]
                 for a, *rest in self.conn.execute(
                         "SELECT asset, digest, combined, keys, hashes FROM snapshots WHERE asset "
                         f"IN ({','.join('?' * len(part))})", part):
-                    out[a] = Snapshot._make(rest)
+                    got = snapchunks.whole(self.conn, a, Snapshot._make(rest), self._seen)
+                    if got is not None:  # (a snapshot in parts that cannot be read: a miss)
+                        out[a] = got
         except sqlite3.OperationalError:  # a store written before snapshots existed
             return {}
         except sqlite3.DatabaseError as exc:
@@ -230,10 +236,13 @@ class Store:
         return out
 
     def put_snapshots(self, snaps: list[tuple[str, str, str, str, str]]) -> None:
-        """(asset, digest, combined, keys, hashes) rows, in one transaction."""
-        if snaps:
-            self._write("INSERT OR REPLACE INTO snapshots (asset, digest, combined, keys, "
-                        "hashes) VALUES (?, ?, ?, ?, ?)", snaps)
+        """(asset, digest, combined, keys, hashes) rows, in one transaction (a large one in
+        parts: see snapchunks)."""
+        try:
+            if snaps and self.conn is not None:
+                snapchunks.put(self.conn, snaps, self._seen)
+        except sqlite3.DatabaseError as exc:
+            raise db_error(self.db_path, exc) from None
 
     def pending_uploads(self) -> list[tuple[int, str, str, str]]:
         """Successful results not yet copied to the remote store: (row id, path, node, key)."""

@@ -23,6 +23,10 @@ CREATE TABLE IF NOT EXISTS definitions (
 CREATE TABLE IF NOT EXISTS snapshots (
     asset TEXT PRIMARY KEY, digest TEXT NOT NULL, combined TEXT NOT NULL, keys TEXT NOT NULL,
     hashes TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS snapshot_parts (
+    asset TEXT NOT NULL, field TEXT NOT NULL, idx INTEGER NOT NULL, gen TEXT NOT NULL,
+    text TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS snapshot_parts_asset ON snapshot_parts(asset);
 CREATE TABLE IF NOT EXISTS logs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, node TEXT NOT NULL,
     step TEXT NOT NULL, ts REAL NOT NULL, stream TEXT NOT NULL, line TEXT NOT NULL);

@@ -90,8 +90,8 @@ class StepRecord(Fields):
         self.attempts = attempts          # how many times the function was called (retries=)
 
 
-def pack_output(keys: list[str], digests: str | None, raw: list[Any] | None
-                ) -> tuple[str | list[str], bytes | None, str | None]:
+def pack_output(keys: list[str], digests: str | None, raw: list[Any] | None,
+                raw_text: str | None = None) -> tuple[str | list[str], bytes | None, str | None]:
     """A key source's output (see barca.engine.states.SourceOutput) as a record carries it: a few
     large objects rather than three per key, which would cost more to pickle and send than
     the step took to compute them -- its keys joined by NUL (a list if one holds a NUL), the
@@ -100,8 +100,10 @@ def pack_output(keys: list[str], digests: str | None, raw: list[Any] | None
     packed: str | list[str] = joined if keys and joined.count("\x00") == len(keys) - 1 else keys
     if digests is None:
         return packed, None, None
-    import json
-    return packed, bytes.fromhex(digests), json.dumps(raw, ensure_ascii=False)
+    if raw_text is None:  # (given: the values' JSON, made already; see hashing.str_dict_json)
+        import json
+        raw_text = json.dumps(raw, ensure_ascii=False)
+    return packed, bytes.fromhex(digests), raw_text
 
 
 def unpack_output(keys: str | list[str], digests: bytes | None, raw: str | None

@@ -10,14 +10,24 @@ import sys
 import time
 import traceback as tb
 from collections.abc import Callable
+from itertools import compress
+from operator import ne
 from pathlib import Path
 from typing import Any
 
+from barca.core.salt import salt
 from barca.core.types import key_strings
 from barca.engine.executors.capture import LineFile, StepOutput, captured, user_traceback
 from barca.engine.executors.job import StepJob, StepRecord, pack_output
-from barca.identity.hashing import json_digests, sensor_run_hash, source_only, value_digest
-from barca.store import artifacts, frames
+from barca.identity.digests import sha as parts_sha
+from barca.identity.hashing import (
+    json_digests,
+    sensor_run_hash,
+    source_only,
+    str_dict_json,
+    value_digest,
+)
+from barca.store import artifacts, frames, valuememo
 
 
 class BadInput(Exception):
@@ -244,8 +254,11 @@ class Worker:
 
     def store(self, task: StepJob, value: Any, start: float, out: StepOutput) -> StepRecord:
         rec = StepRecord(task.index, "success", 0.0, output=out.text(), lines=self._lines(out))
+        # a dict source of strings: its JSON texts made at once (see hashing.str_dict_json)
+        texts = str_dict_json(value) if task.key_source and type(value) is dict else None
         if task.key_source:
-            problem = _key_source_problem(value, rec)
+            problem = _key_source_problem(value, rec, valuememo.path(
+                self.root_str, task.store_prefix, task.node), None if texts is None else texts[2])
             if problem:
                 rec.status, rec.error = "failed", problem
                 rec.elapsed = time.perf_counter() - start
@@ -262,7 +275,8 @@ class Worker:
                                                                          folder.parent)
             else:
                 # (JSON chosen by choose_format, not asked by serializer=: a JSON value)
-                data = artifacts.serialize(value, fmt, checked=task.serializer != "json")
+                data = texts[0].encode("utf-8") if texts is not None and fmt == "json" \
+                    else artifacts.serialize(value, fmt, checked=task.serializer != "json")
         except Exception as exc:
             rec.status = "failed"
             rec.error = (f"cannot store the result of {task.step}: a {type(value).__name__} "
@@ -271,17 +285,21 @@ class Worker:
             rec.elapsed = time.perf_counter() - start
             return rec
         try:
-            return self._commit(task, rec, value, fmt, data, tmp, start)
+            return self._commit(task, rec, value, fmt, data, tmp, start,
+                                texts[1] if texts is not None else None)
         finally:
             if tmp is not None and os.path.exists(tmp):
                 os.unlink(tmp)  # a step that failed after its table was written
 
     def _commit(self, task: StepJob, rec: StepRecord, value: Any, fmt: str,
-                data: bytes | None, tmp: str | None, start: float) -> StepRecord:
-        """The written value takes its place in the store (after the step's sinks)."""
+                data: bytes | None, tmp: str | None, start: float,
+                canonical: str | None = None) -> StepRecord:
+        """The written value takes its place in the store (after the step's sinks);
+        ``canonical``: the value's canonical JSON, when made already."""
         run_hash = task.run_hash
         if task.kind == "sensor":
-            rec.value_hash = value_digest(value)
+            rec.value_hash = value_digest(value) if canonical is None \
+                else parts_sha("json", canonical)  # (as value_digest makes it)
             run_hash = rec.run_hash = sensor_run_hash(task.run_hash, rec.value_hash)
         rel = artifacts.artifact_relpath(task.node, task.key, run_hash, artifacts.EXT[fmt],
                                          task.store_prefix)
@@ -327,26 +345,41 @@ class Worker:
         return rec
 
 
-def _key_source_problem(value: Any, rec: StepRecord) -> str | None:
+def _key_source_problem(value: Any, rec: StepRecord, memo: str | None = None,
+                        raw_text: str | None = None) -> str | None:
     try:
-        rec.keys, rec.key_values, rec.key_raw = pack_output(*source_keys(value))
+        rec.keys, rec.key_values, rec.key_raw = pack_output(*source_keys(value, memo), raw_text)
     except ValueError as exc:
         return str(exc)
     return None
 
 
-def source_keys(value: Any) -> tuple[list[str], str | None, list[Any] | None]:
+MEMO_KEYS = 2048  # a dict source of fewer keys is hashed whole: its memo would cost more
+MEMO_MOVED = 1024  # values hashed again past which the memo is written anew
+
+
+def source_keys(value: Any, memo: str | None = None
+                ) -> tuple[list[str], str | None, list[Any] | None]:
     """The partition keys a source's output gives: a list's items, or a dict's keys, with (for a
     dict) each key's value and the digests of those values, in key order (see SourceOutput).
-    ``ValueError`` names what is wrong."""
+    ``memo``: where a dict source's last values and digests are kept (store.valuememo): the
+    values that are the same string at the same key keep their digest. ``ValueError`` names
+    what is wrong."""
     is_dict = isinstance(value, dict)
     if not is_dict and not isinstance(value, (list, tuple)):
         raise ValueError(f"returned a {type(value).__name__}, but its output gives partition "
                          "keys: return a list of keys or a dict of key -> value")
-    if is_dict and {str}.issuperset(map(type, value)) \
-            and len({k.casefold() for k in value}) == len(value):
-        keys = list(value)  # a dict's string keys: unique, also case-folded
-    else:
+    prev = None
+    if is_dict and memo is not None and len(value) >= MEMO_KEYS:
+        prev = valuememo.read(memo, salt())
+    keys: list[str] | None = None
+    if is_dict and {str}.issuperset(map(type, value)):
+        keys = list(value)  # a dict's string keys: unique, also case-folded (the memo's keys
+        if (prev is None or prev[0] != keys) \
+                and len({k.casefold() for k in keys}) != len(keys):  # were checked so)
+            keys = None
+    if keys is None:
+        prev = None
         keys, problems = key_strings(value)
         if problems:
             k, earlier = problems[0]
@@ -358,8 +391,19 @@ def source_keys(value: Any) -> tuple[list[str], str | None, list[Any] | None]:
     if not is_dict:
         return keys, None, None
     raw = list(value.values())
+    if prev is not None and prev[0] == keys and _STRINGS.issuperset(map(type, raw)) \
+            and _STRINGS.issuperset(map(type, prev[1])):
+        # an equal string is the same canonical JSON, so the same digest
+        moved = list(compress(range(len(raw)), map(ne, prev[1], raw)))
+        digests = _spliced(prev[2], moved, json_digests([raw[i] for i in moved]))
+        if len(moved) > MEMO_MOVED and memo is not None:  # (a memo was read: it is given)
+            valuememo.write(memo, salt(), keys, raw, digests)
+        return keys, digests, raw
     try:
-        return keys, json_digests(raw), raw
+        digests = json_digests(raw)
+        if memo is not None and len(raw) >= MEMO_KEYS and _STRINGS.issuperset(map(type, raw)):
+            valuememo.write(memo, salt(), keys, raw, digests)
+        return keys, digests, raw
     except (TypeError, ValueError):
         for s, v in zip(keys, raw, strict=True):  # name the first value that is not JSON
             try:
@@ -368,3 +412,20 @@ def source_keys(value: Any) -> tuple[list[str], str | None, list[Any] | None]:
                 raise ValueError(f"the value of partition key {s!r} is not JSON-writable "
                                  f"({type(v).__name__})") from None
         raise
+
+
+_STRINGS = frozenset({str})
+
+
+def _spliced(old: str, moved: list[int], fresh: str) -> str:
+    """``old`` (64 hex digits a value) with the digest of each value at ``moved`` (in order)
+    replaced by the next of ``fresh``."""
+    if not moved:
+        return old
+    parts: list[str] = []
+    last = 0
+    for j, i in enumerate(moved):
+        parts += (old[64 * last:64 * i], fresh[64 * j:64 * j + 64])
+        last = i + 1
+    parts.append(old[64 * last:])
+    return "".join(parts)
