@@ -3,16 +3,18 @@ planner's per-step decisions (one row per node, never per key)."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from barca.core.types import PREVIEW_KEYS, NodeId, Reason, State, key_preview, short_name
 from barca.engine.current import rows_of
 from barca.engine.planner import Context, NodeState
 from barca.engine.states import StepState
 from barca.model.topology import Graph
-from barca.present.results import PlanRow, RunResult, StatusRow, StepSummary
-from barca.store import shapes
+from barca.present.results import RunResult, StatusRow, StepSummary
 from barca.store.metadata import Row
+
+if TYPE_CHECKING:  # plans and shape words: imported where used (a cached get needs neither)
+    from barca.present.plans import PlanRow
 
 
 def _keys_text(keys: list[str]) -> str:
@@ -52,6 +54,7 @@ def plan_row(ctx: Context, ns: NodeState, weight: int | None = None,
              undeclared: list[str] | None = None) -> PlanRow:
     """A node's line in ``--dry-run`` (``weight``: shown when above 1; ``undeclared``: the
     environment variables it reads without declaring them)."""
+    from barca.present.plans import PlanRow
     graph = ctx.graph
     m = graph.nodes[ns.node]
     t = ns.tally()
@@ -166,6 +169,7 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
         last_run, shape, lm = "-", None, None
     elif last.status == "success":
         last_run = f"success {_when(last.created_at)} {last.elapsed or 0:.2f}s"
+        from barca.store import shapes
         shape = shapes.decode(last.shape)   # recorded when written: no file is opened
         lm = _materialization(last)
     else:

@@ -1,7 +1,9 @@
 """The records the metadata database holds, as the store returns them: named tuples (thousands
-are read per command)."""
-from __future__ import annotations
+are read per command).
 
+No ``from __future__ import annotations`` here: typing.NamedTuple compiles each string
+annotation into a ForwardRef when the class is made, which cost every command more than the
+rest of this module; the annotations below are plain types, evaluated once."""
 import json
 from typing import NamedTuple
 
