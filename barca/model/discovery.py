@@ -64,13 +64,11 @@ class _Model(Fields):
     __slots__: tuple[str, ...] = ()
     _TREE = ""
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__ if k != self._TREE}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        for k, v in state.items():
-            setattr(self, k, v)
-        setattr(self, self._TREE, None)
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        # (no dict, the slots' values): unpickling sets the slots in C, not by a Python loop
+        # per slot and per node (a cached command unpickles every node of the project)
+        tree = self._TREE
+        return None, {k: None if k == tree else getattr(self, k) for k in self.__slots__}
 
 
 class NodeModel(_Model):
