@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from barca.core.record import Record
-from barca.core.sizes import parse_size  # noqa: F401  (re-exported: its old home)
 
 # setting -> (environment variable, barca.toml section, key)
 SOURCES: dict[str, tuple[str, str, str]] = {

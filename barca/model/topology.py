@@ -259,8 +259,9 @@ def build(root: Path, files: dict[str, FileModel]) -> Graph:
     for nid in graph.order:
         _validate(graph, nodes[nid])
     _assign_phases(graph)
-    from barca.model.groups import resolve
-    graph.groups = resolve(files)
+    if any(getattr(fm, "groups", None) for fm in files.values()):  # else no groups module
+        from barca.model.groups import resolve
+        graph.groups = resolve(files)
     return graph
 
 

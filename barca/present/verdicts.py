@@ -6,7 +6,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from barca.core.types import PREVIEW_KEYS, NodeId, Reason, State, key_preview, short_name
-from barca.engine.current import rows_of
 from barca.engine.planner import Context, NodeState
 from barca.engine.states import StepState
 from barca.model.topology import Graph
@@ -113,6 +112,7 @@ def _last_row(ctx: Context, ns: NodeState) -> Row | None:
     """The row LAST RUN and SHAPE describe: the newest current result when every key has one
     (after a revert, the earlier result, not the newer row of the reverted code); else the
     newest row (a failure of the last run first), which tells why the node is not current."""
+    from barca.engine.current import rows_of  # status only: a run's result never needs it
     cur = rows_of(ctx, ns)
     if cur and ns.keys is not None and len(cur) == len(ns.keys):
         return max(cur.values(), key=lambda r: r.id)
