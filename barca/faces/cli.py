@@ -291,10 +291,14 @@ def _run_cli(argv: list[str] | None) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
-    from barca.faces.commands import one_command_per_process
+    from barca.faces.commands import hold_collector, one_command_per_process
+    # The collector held (as run_cli does) before the engine loads, and not turned on again at
+    # the end: the process exits next, where a collector on walks every object once more for
+    # nothing (interpreter shutdown still collects). A step that runs turns it on (engine).
+    hold_collector()
     one_command_per_process()
     try:
-        code = run_cli(argv)
+        code = _run_cli(argv)
         sys.stdout.flush()
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)

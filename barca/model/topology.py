@@ -388,7 +388,6 @@ def plan_warnings(graph: Graph, nids: list[NodeId]) -> list[dict[str, str]]:
     """What is legal but probably not meant, per node and parameter (``barca plan``): a
     partition dimension the function never sees (every key makes the same call), and a
     default that an input or a dimension always overrides. Sorted by node, parameter, kind."""
-    from barca.model.lint import warnings
     out: list[dict[str, str]] = []
     for nid in nids:
         n = graph.nodes[nid]
@@ -409,8 +408,9 @@ def plan_warnings(graph: Graph, nids: list[NodeId]) -> list[dict[str, str]]:
                                 "message": f"the default of '{name}' in '{n.function}' is "
                                            "never used: an input or partition dimension "
                                            "always fills it"})
-        if graph.files[n.file].abspath != PSEUDO_ABSPATH:  # a notebook's cells: not read
-            out.extend(warnings(n))
+        if (n.unused or n.env_reads) and graph.files[n.file].abspath != PSEUDO_ABSPATH:
+            from barca.model.lint import warnings  # a notebook's cells are not read; the lint
+            out.extend(warnings(n))                # module loads once a node has a finding
     return sorted(out, key=lambda w: (w["node"], w["parameter"], w["kind"]))
 
 
