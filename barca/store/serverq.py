@@ -10,7 +10,7 @@ import sqlite3
 import time
 from typing import Any
 
-from barca.store.process import reap_crashed  # noqa: F401 - the queue's import (every command reaps)
+from barca.store.process import reap_crashed  # noqa: F401 - the queue's name for it
 from barca.store.schema import RUN_COLUMNS
 
 ROW = ("run_id", "command", "target", "status", "started_at", "finished_at", "steps_run",
