@@ -185,3 +185,43 @@ def test_a_cached_run_in_a_terminal_never_imports_rich(seed: Project) -> None:
     os.close(master)
     assert proc.returncode == 0
     assert proc.stdout.strip().endswith("False"), proc.stdout
+
+
+def test_a_cached_get_imports_only_what_it_uses(project: Project) -> None:
+    """#27's bench rule (every figure as before the layout move): a cached ``barca get`` loads
+    no parser (ast), no table renderer, no shape words, no plans, no server queue, no
+    artifact writer, no groups and no barca.toml reader when there is none; and it leaves the
+    collector held to the end of the process (no collection walks every object at exit)."""
+    import subprocess
+    import sys
+
+    project.write("pipeline.py", """
+from barca import asset
+
+
+@asset()
+def a() -> int:
+    return 1
+
+
+@asset(inputs={"a": a})
+def b(a: int) -> int:
+    return a + 1
+""")
+    for _ in range(3):  # the first runs; then the model cache and the settle record are kept
+        res = project.barca("get", "b", "pipeline.py", "--json")
+        assert res.code == 0, res.err
+    unused = ["ast", "barca.core.render", "barca.store.shapes", "barca.present.plans",
+              "barca.store.serverq", "barca.store.artifacts", "barca.model.groups",
+              "barca.core.config", "barca.core.sizes", "barca.model.arguments"]
+    code = ("import atexit, gc, sys, barca.faces.cli\n"
+            f"atexit.register(lambda: print(sorted(set({unused!r}) & set(sys.modules)), "
+            "gc.isenabled()))\n"
+            "sys.argv = ['barca', 'get', 'b', 'pipeline.py', '--json']\n"
+            "barca.faces.cli.main()\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=project.path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    doc, last = proc.stdout.strip().splitlines()
+    assert json.loads(doc)["steps_executed"] == 0
+    assert last == "[] False", last

@@ -126,3 +126,50 @@ def test_every_executor_is_an_executor(tmp_path) -> None:
     finally:
         pool.close()
     assert all(callable(getattr(DaskExecutor, m, None)) for m in ("run", "close"))
+
+
+def test_tuples_behave_as_typing_namedtuples() -> None:
+    """core.record.Tuple (the store's rows, a decision's inputs): the NamedTuple a type checker
+    sees, made at run time without typing's per-annotation compile; fields, defaults, methods,
+    docstring, pickling and the NamedTuple API as typing.NamedTuple gives them."""
+    from typing import NamedTuple
+
+    from barca.core.record import Tuple
+    from barca.engine.decision import StoreSays
+    from barca.engine.inputs import Hold
+    from barca.store.rows import Row, Snapshot
+
+    class Typed(NamedTuple):
+        """A row."""
+        a: int
+        b: str | None = None
+
+        def both(self) -> str:
+            return f"{self.a}{self.b}"
+
+    class Cheap(Tuple):
+        """A row."""
+        a: int
+        b: str | None = None
+
+        def both(self) -> str:
+            return f"{self.a}{self.b}"
+
+    for cls in (Typed, Cheap):
+        t = cls(1)
+        assert (t, t.both(), cls.__doc__, cls._fields, cls._field_defaults) == (
+            (1, None), "1None", "A row.", ("a", "b"), {"b": None})
+        assert t._replace(b="x") == (1, "x") and t._asdict() == {"a": 1, "b": None}
+        assert repr(t) == f"{cls.__name__}(a=1, b=None)"
+        assert cls.__qualname__.endswith(f"<locals>.{cls.__name__}")
+    with pytest.raises(TypeError):
+        class Bad(Tuple):
+            a: int = 1
+            b: int
+    row = Row(1, "p.py:x", "p.py:x", "", "h" * 64, "a/b.json", "json", 2, "s", '{"code": "c"}',
+              "success", None, 0.1, "r", 1.0, None, None)
+    assert pickle.loads(pickle.dumps(row)) == row and row.part_digests() == {"code": "c"}
+    assert Row._fields[:3] == ("id", "node", "asset") and len(Row._fields) == 17
+    assert Snapshot("d", "c", "k", "h").keys == "k"
+    assert Hold() == (None, None, None) and Hold(unknown="why").unknown == "why"
+    assert StoreSays(None, set(), None).values is None

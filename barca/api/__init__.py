@@ -31,16 +31,12 @@ from barca.engine.runner import Runner, new_run_id
 from barca.engine.selection import check_selection, resolve_refresh, walk_order
 from barca.model.topology import Graph, load_graph, untracked_message, untracked_warnings
 from barca.present.outputs import node_output
-from barca.present.results import (
-    PhasePlan,
-    Plan,
-    RunResult,
-    StatusReport,
-)
+from barca.present.results import RunResult, StatusReport
 from barca.present.verdicts import plan_row, run_result, status_row
 from barca.store.metadata import Store
 
 if TYPE_CHECKING:
+    from barca.present.plans import PhasePlan, Plan  # imported by plan and --dry-run only
     from barca.present.results import SqlResult
     from barca.queries.picture import DagPicture
     from barca.store.cachelimit import CacheReport
@@ -305,6 +301,7 @@ def plan_run(target: str | list[str] | None = None, *files: str, command: str = 
                      refresh_all=refresh_all, selection=selection)
         cmd = f"barca {command}" + (f" {','.join(_names(target))}" if target else "")
         from barca.present.notices import Capacity, announce_warnings, undeclared_env
+        from barca.present.plans import Plan
         cap = Capacity(settings)
         cap.announce(sess.graph, w.order, on_event)
         said = announce_warnings(sess.graph, w.order, on_event)
@@ -377,6 +374,7 @@ def plan(*files: str, target: str | None = None, settings: Settings | None = Non
     capacity. Each warning (an ``untracked_import`` too) is also a line on stderr
     (``on_event``)."""
     from barca.present.notices import Capacity, announce_warnings, warning_objects
+    from barca.present.plans import PhasePlan
     settings = settings_of(settings, **flags)
     sess = Session(files, write=False, settings=settings)
     try:

@@ -9,6 +9,9 @@ that must stay cheap. These bases cost nothing to subclass: the fields are the s
   behaviour). Subclasses write their own ``__init__``.
 * ``Record``: frozen. Also built by position or keyword in field order with defaults from
   ``_defaults``, hashable, copyable and picklable.
+* ``Tuple``: ``typing.NamedTuple`` to a type checker; at run time the same class body makes a
+  ``collections.namedtuple`` without typing's check of each annotation, which compiles every
+  string annotation (``from __future__ import annotations``) into a ForwardRef.
 """
 from __future__ import annotations
 
@@ -80,3 +83,32 @@ class Record(Fields):
     def __reduce__(self) -> tuple[Any, ...]:
         # copy and pickle rebuild through __init__: the default route sets slots with setattr
         return (type(self), self._values())
+
+
+
+if TYPE_CHECKING:
+    from typing import NamedTuple as Tuple
+else:  # what a type checker never sees (it knows NamedTuple): the same class, made cheaply
+    _NOT_COPIED = frozenset({"__module__", "__annotations__"})
+    _PROHIBITED = frozenset({"__new__", "__init__", "__slots__", "__getnewargs__", "_fields",
+                             "_field_defaults", "_make", "_replace", "_asdict", "_source"})
+
+    class _TupleMeta(type):
+        def __new__(mcls, name, bases, ns):
+            if not bases:  # Tuple itself
+                return super().__new__(mcls, name, bases, ns)
+            import collections
+            fields = tuple(ns.get("__annotations__", ()))
+            defaults = [ns[f] for f in fields if f in ns]
+            if any(f in ns for f in fields[:len(fields) - len(defaults)]):
+                raise TypeError(f"{name}: a field without a default follows one with a default")
+            cls = collections.namedtuple(name, fields, defaults=defaults, module=ns["__module__"])
+            for key, value in ns.items():
+                if key in _PROHIBITED:
+                    raise AttributeError(f"cannot overwrite NamedTuple attribute {key}")
+                if key not in _NOT_COPIED and key not in fields:
+                    setattr(cls, key, value)
+            return cls
+
+    class Tuple(metaclass=_TupleMeta):
+        """Subclass it as ``typing.NamedTuple`` (fields annotated, defaults last, methods)."""

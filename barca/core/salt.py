@@ -20,19 +20,36 @@ def salt() -> str:
     return _SALT
 
 
-def _sources(pkg: str) -> list[str]:
-    out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(pkg):
-        dirnames[:] = sorted(d for d in dirnames
-                             if d not in _SKIP and not d.startswith(("_", ".")))
-        out.extend(os.path.join(dirpath, n) for n in sorted(filenames) if n.endswith(".py"))
+def _sources(pkg: str) -> list[os.DirEntry[str]]:
+    """The package's ``.py`` files, a folder's own files (by name) before its subfolders (by
+    name), as ``os.walk`` gives them; a symlinked folder is not entered. Directory entries, so
+    that the stamp stats each file once, by the path the listing already holds (every command
+    stamps the whole package)."""
+    out: list[os.DirEntry[str]] = []
+
+    def visit(folder: str) -> None:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        subs = []
+        for e in entries:
+            if e.is_dir():
+                if e.name not in _SKIP and not e.name.startswith(("_", ".")) \
+                        and not e.is_symlink():
+                    subs.append(e.path)
+            elif e.name.endswith(".py"):
+                out.append(e)
+        for sub in subs:
+            visit(sub)
+
+    visit(pkg)
     return out
 
 
-def _digest(pkg: str, files: list[str]) -> str:
+def _digest(pkg: str, files: list[os.DirEntry[str]]) -> str:
     import hashlib
     h = hashlib.sha256()
-    for path in files:
+    for e in files:
+        path = e.path
         h.update(path[len(pkg) + 1:].encode() + b"\0")  # the path inside the package
         with open(path, "rb") as f:
             h.update(f.read())
@@ -48,16 +65,18 @@ def _remembered() -> str:
     import hashlib
     pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     files = _sources(pkg)
-    stamp = hashlib.sha256()
-    for path in files:
-        st = os.stat(path)
-        stamp.update(f"{path[len(pkg) + 1:]}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    cut = len(pkg) + 1
+    lines = []
+    for e in files:
+        st = e.stat()  # follows a symlinked file, as os.stat
+        lines.append(f"{e.path[cut:]}\0{st.st_size}\0{st.st_mtime_ns}\n")
+    stamp = hashlib.sha256("".join(lines).encode())
     folder = os.path.join(pkg, "core", "__pycache__")
     memo = os.path.join(folder, f"salt-{stamp.hexdigest()[:32]}.txt")
     try:
         with open(memo) as f:
             got = f.read()
-        if len(got) == 64 and all(c in "0123456789abcdef" for c in got):
+        if len(got) == 64 and not got.strip("0123456789abcdef"):  # 64 hex digits
             return got
     except OSError:
         pass

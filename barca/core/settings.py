@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from barca.core.record import Record
-from barca.core.sizes import parse_size  # noqa: F401  (re-exported: its old home)
 
 # setting -> (environment variable, barca.toml section, key)
 SOURCES: dict[str, tuple[str, str, str]] = {
@@ -37,13 +36,13 @@ def project_file(root: Path) -> dict[str, dict[str, Any]]:
     """``root/barca.toml``, checked; read again only when the file changes (its inode, size,
     mtime or ctime: an edit that keeps the mtime still moves the ctime), and while it is
     younger than ``RACY_NS``."""
-    from barca.core.config import FILE, load
     from barca.core.root import stamp, young
-    now = stamp(root / FILE)
+    now = stamp(root / "barca.toml")  # config.FILE: the config module loads when there is one
     if now is None:
         return {}
     got = _FILES.get(root)
     if got is None or got[0] != now or young(now):
+        from barca.core.config import load
         got = _FILES[root] = (now, load(root))
     return got[1]
 

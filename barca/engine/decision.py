@@ -24,8 +24,9 @@ Fetching, recording and running are the runner's work."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence, Set
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
+from barca.core.record import Tuple
 from barca.core.types import Action, NodeId, Reason, step_id
 from barca.engine.inputs import Hold, InputPlan, raise_missing, source_dim
 from barca.engine.states import NodeState, StepState, all_parts
@@ -41,7 +42,7 @@ PART_ORDER = ("code", "decorator", "helper:", "module:", "path:", "untracked:", 
               "key", "value")
 
 
-class StoreSays(NamedTuple):
+class StoreSays(Tuple):
     """What the store said of one node, read before its decision (``store_says``): the decision
     reads nothing else of the store."""
     history: NodeHistory          # its rows: by key (newest, newest success), by run hash

@@ -5,8 +5,9 @@ have one yet (an upstream failed, its keys or its value are not known). Read by 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple, NoReturn, cast
+from typing import Any, NoReturn, cast
 
+from barca.core.record import Tuple
 from barca.core.types import NodeId, parse_key, short_name, step_id
 from barca.engine.states import (  # all_parts: re-exported
     KeyIndex,
@@ -18,7 +19,7 @@ from barca.identity.hashing import combined_digest
 from barca.model.topology import Graph
 
 
-class Hold(NamedTuple):
+class Hold(Tuple):
     """Why a step has no input yet (each None when it is not the reason)."""
     blocked: StepState | None = None   # an upstream step that failed or was skipped
     keys_unknown: str | None = None    # why an upstream's keys are not known
@@ -28,7 +29,7 @@ class Hold(NamedTuple):
 NO_HOLD = Hold()
 
 
-class Entry(NamedTuple):
+class Entry(Tuple):
     """One input of a node, as planned: a constant run hash (the same for every key), or a
     partitioned upstream's run hashes by key (``by_key``, when every key has one, else its
     ``state``, asked key by key), or why it has none yet (``hold``)."""

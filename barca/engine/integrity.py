@@ -116,7 +116,6 @@ def read_digest(where: str, hashed: bool = True,
     raises _NotRegular (a FIFO is opened without blocking, then refused)."""
     import hashlib
 
-    from barca.store.artifacts import file_sha256
     # a big artifact is hashed in blocks: a lazy consumer of a 2 GB table must not cost the
     # coordinator 2 GB
     if regular and _NOFOLLOW and os.name == "posix":
@@ -147,9 +146,12 @@ def read_digest(where: str, hashed: bool = True,
         with open(where, "rb") as f:
             head = f.read(SMALL_BYTES + 1)
     data = head if len(head) <= SMALL_BYTES else None
-    digest = hashlib.sha256(data).hexdigest() if data is not None else (
-        file_sha256(Path(where)) if hashed else "")
-    return digest, data
+    if data is not None:
+        return hashlib.sha256(data).hexdigest(), data
+    if not hashed:
+        return "", None
+    from barca.store.artifacts import file_sha256  # a big file only: a cached read needs none
+    return file_sha256(Path(where)), None
 
 
 class VerifiedFiles:

@@ -3,7 +3,6 @@ hash), its keys when they are known before running, and a read-only view of the 
 decision itself is ``engine.decision.decide``; the states it makes, ``engine.states``."""
 from __future__ import annotations
 
-import ast
 import json
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from barca.store.metadata import Row, Store
 from barca.store.view import StoreView
 
 if TYPE_CHECKING:
+
     from barca.core.settings import Settings
 
 __all__ = ["Context", "NodeState", "StepState", "keys_from_row", "source_dim"]
@@ -152,6 +152,7 @@ class Context:
         return keys
 
     def _dim_keys(self, nid: NodeId, dim: str) -> Any:
+        import ast
         m = self.graph.nodes[nid]
         spec = next(d for d in m.dims if d.name == dim)
         if spec.keys is not None:

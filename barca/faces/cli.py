@@ -302,10 +302,13 @@ def _run_cli(argv: list[str] | None) -> int:
 def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
     from barca.faces.commands import hold_collector, one_command_per_process
-    hold_collector()  # before the engine is imported: its objects are not garbage either
+    # The collector held (as run_cli does) before the engine loads, and not turned on again at
+    # the end: the process exits next, where a collector on walks every object once more for
+    # nothing (interpreter shutdown still collects). A step that runs turns it on (engine).
+    hold_collector()
     one_command_per_process()
     try:
-        code = run_cli(argv)
+        code = _run_cli(argv)
         sys.stdout.flush()
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -2,7 +2,6 @@
 dependency cone) and the per-step hash that folds in inputs, sensor values and the key."""
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import math
@@ -12,11 +11,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from barca.core.types import RunHash
 from barca.identity.digests import INSTALLED, digest, in_project, sha  # noqa: F401  (re-exported)
 from barca.model.discovery import FileModel, NodeModel
+
+if TYPE_CHECKING:  # ast loads where a definition is hashed: a settled cached command never does
+    import ast
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                               allow_nan=False)
@@ -164,6 +166,7 @@ class DefinitionHasher:
     def parts(self, node: NodeModel, decorator_shape: Any) -> dict[str, str]:
         """Digest of each part of a node's definition, by part name: ``code``, ``decorator``,
         ``helper:<file>:<name>`` / ``module:<file>`` (the dependency cone), ``env:<NAME>``."""
+        import ast
         if not self._checked:  # a helper module that does not parse: stop before any step runs
             self._checked = True
             for f in list(self.files.values()):
@@ -188,6 +191,7 @@ def _counted_exprs(node: NodeModel) -> list[ast.AST]:
     """The decorator expressions whose names count (the same ones discovery counted): whole
     decorators that are not barca's, and ``serializer=``. Attribute chains are read off them
     (``serializer=formats.FMT`` counts ``FMT`` of ``formats``, not all of it)."""
+    import ast
     if not node.counted_decorator:
         return []
     counted = set(node.counted_decorator)

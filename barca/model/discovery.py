@@ -4,20 +4,21 @@ Nothing here imports user code: the model is read from the source text.
 """
 from __future__ import annotations
 
-import ast
 import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
 from barca.core.root import find_root  # noqa: F401 - re-exported: the model finds its root
 from barca.core.types import NodeId
-from barca.model import arguments
 from barca.model.decorators import ASSET_ARGS, SENSOR_ARGS
 from barca.model.modelcache import ModelCache
+
+if TYPE_CHECKING:  # ast and the argument readers load where a file is parsed: a cached model
+    import ast  # (a command whose files did not change) needs neither
 
 KINDS = ("asset", "sensor", "task")
 PSEUDO_ABSPATH = "<notebook>"   # the abspath of the file model holding a notebook's own nodes
@@ -65,8 +66,8 @@ class _Model(Fields):
     _TREE = ""
 
     def __getstate__(self) -> tuple[None, dict[str, Any]]:
-        # (no __dict__, the slots): pickle sets them itself, not a Python loop per model
-        # (500 models x 28 slots on a cached command's path)
+        # (no dict, the slots' values): unpickling sets the slots in C, not by a Python loop
+        # per slot and per node (a cached command unpickles every node of the project)
         tree = self._TREE
         return None, {k: None if k == tree else getattr(self, k) for k in self.__slots__}
 
@@ -86,6 +87,7 @@ class NodeModel(_Model):
                  description: str | None = None, counted_decorator: list[str] | None = None,
                  counted_names: set[str] | None = None, sinks: list[str] | None = None) -> None:
         # a None list/set argument: a fresh empty one
+        from barca.model import arguments  # the decorator readers: a parse only
         self.id = id
         self.file = file          # path relative to the project root, "/"-separated
         self.abspath = abspath
@@ -123,6 +125,7 @@ class NodeModel(_Model):
     @property
     def fn(self) -> ast.FunctionDef | ast.AsyncFunctionDef:
         """The function's syntax tree (found again in its file's tree for a cached model)."""
+        import ast
         if self._fn is None:
             assert self._file is not None
             self._fn = next(s for s in self._file.tree.body
@@ -154,6 +157,7 @@ class FileModel(_Model):
     @property
     def tree(self) -> ast.Module:
         """The file's syntax tree: parsed again on first use for a cached model."""
+        import ast
         if self._tree is None:
             self._tree = ast.parse(self.source, filename=self.path)
         return self._tree
@@ -231,6 +235,7 @@ def parse_file(path: Path, root: Path) -> FileModel:
     kept = cache.get(FileModel)
     if kept is not None:
         return kept
+    import ast  # a file to parse (not the cached model): only now
     try:
         tree = ast.parse(source, filename=rel)
     except SyntaxError as exc:
@@ -282,6 +287,7 @@ def _star_names() -> list[str]:
 def _module_level(body: list[ast.stmt]) -> Any:
     """Module-level statements, including those inside module-level if/try/with blocks (not
     function or class bodies: walking those costs a lot in big pipeline files)."""
+    import ast
     for stmt in body:
         yield stmt
         if isinstance(stmt, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
@@ -293,6 +299,7 @@ def _module_level(body: list[ast.stmt]) -> Any:
 
 def _barca_attr(fm: FileModel, expr: ast.expr) -> str | None:
     """The barca attribute an expression names (``asset``, ``partitions``...), if any."""
+    import ast
     if isinstance(expr, ast.Name):
         return fm.barca_names.get(expr.id)
     if (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)
@@ -307,6 +314,7 @@ def _fail(fm: FileModel, line: int, message: str, remediation: str) -> UsageErro
 
 def _node_from_function(fm: FileModel, fn: ast.FunctionDef | ast.AsyncFunctionDef
                         ) -> NodeModel | None:
+    import ast
     kind = None
     call: ast.Call | None = None
     for dec in fn.decorator_list:
@@ -366,10 +374,12 @@ def _node_from_function(fm: FileModel, fn: ast.FunctionDef | ast.AsyncFunctionDe
 
 
 def _names(tree: ast.AST) -> set[str]:
+    import ast
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
 
 
 def _ref_text(expr: ast.expr) -> str | None:
+    import ast
     if isinstance(expr, ast.Name):
         return expr.id
     if isinstance(expr, ast.Attribute):
@@ -380,6 +390,7 @@ def _ref_text(expr: ast.expr) -> str | None:
 
 def _marker(fm: FileModel, expr: ast.expr) -> tuple[str, ast.expr] | None:
     """``partitions(x)`` -> ("partitions", x); validates exactly one positional argument."""
+    import ast
     if isinstance(expr, ast.Call):
         attr = _barca_attr(fm, expr.func)
         if attr in MARKERS:
@@ -393,6 +404,9 @@ def _marker(fm: FileModel, expr: ast.expr) -> tuple[str, ast.expr] | None:
 
 
 def _read_argument(fm: FileModel, node: NodeModel, name: str, value: ast.expr) -> None:
+    import ast
+
+    from barca.model import arguments
     line = value.lineno
     if name in arguments.HANDLED:
         arguments.read(fm.path, node, name, value)

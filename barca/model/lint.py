@@ -115,6 +115,8 @@ def _env_name(n: ast.AST) -> str | None:
 def warnings(node: Any) -> list[dict[str, str]]:
     """The node's ``unused_input`` and ``undeclared_env`` warnings (plan_warnings' form), from
     what discovery found when it read the file (``node.unused``, ``node.env_reads``)."""
+    if not node.unused and not node.env_reads:  # most nodes: nothing to say, nothing built
+        return []
     out = []
     for p in node.unused:
         out.append({"node": node.id, "parameter": p, "kind": "unused_input",

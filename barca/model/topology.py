@@ -259,8 +259,9 @@ def build(root: Path, files: dict[str, FileModel]) -> Graph:
     for nid in graph.order:
         _validate(graph, nodes[nid])
     _assign_phases(graph)
-    from barca.model.groups import resolve
-    graph.groups = resolve(files)
+    if any(getattr(fm, "groups", None) for fm in files.values()):  # else no groups module
+        from barca.model.groups import resolve
+        graph.groups = resolve(files)
     return graph
 
 
@@ -387,28 +388,29 @@ def plan_warnings(graph: Graph, nids: list[NodeId]) -> list[dict[str, str]]:
     """What is legal but probably not meant, per node and parameter (``barca plan``): a
     partition dimension the function never sees (every key makes the same call), and a
     default that an input or a dimension always overrides. Sorted by node, parameter, kind."""
-    from barca.model.lint import warnings
     out: list[dict[str, str]] = []
     for nid in nids:
         n = graph.nodes[nid]
         params = dict(n.params)          # name -> has a default
-        for d in n.dims:
-            if d.kind != "from" and d.name not in params and not n.var_kw:
-                out.append({"node": nid, "parameter": d.name, "kind": "dimension_unused",
-                            "message": f"'{n.function}' takes no '{d.name}' parameter, so "
-                                       f"every key of dimension '{d.name}' makes the same "
-                                       "call"})
-        if any(params.values()):  # (what fills a parameter matters only to one with a default)
+        defaults = [name for name, has_default in n.params if has_default]
+        if defaults or n.dims:  # else neither warning can apply (most nodes: no set made)
             filled = {i.param for i in n.inputs} | {d.name for d in n.dims}
             filled |= {graph.nodes[d.source].function for d in n.dims if d.source is not None}
-            for name, has_default in params.items():
-                if has_default and name in filled:
+            for d in n.dims:
+                if d.kind != "from" and d.name not in params and not n.var_kw:
+                    out.append({"node": nid, "parameter": d.name, "kind": "dimension_unused",
+                                "message": f"'{n.function}' takes no '{d.name}' parameter, so "
+                                           f"every key of dimension '{d.name}' makes the same "
+                                           "call"})
+            for name in defaults:
+                if name in filled:
                     out.append({"node": nid, "parameter": name, "kind": "default_unused",
                                 "message": f"the default of '{name}' in '{n.function}' is "
                                            "never used: an input or partition dimension "
                                            "always fills it"})
         if (n.unused or n.env_reads) and graph.files[n.file].abspath != PSEUDO_ABSPATH:
-            out.extend(warnings(n))  # (a notebook's cells: not read)
+            from barca.model.lint import warnings  # a notebook's cells are not read; the lint
+            out.extend(warnings(n))                # module loads once a node has a finding
     return sorted(out, key=lambda w: (w["node"], w["parameter"], w["kind"]))
 
 

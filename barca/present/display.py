@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from barca.core.render import html_table, rich_table
+# core.render (the tables) is imported by the renderings that draw one: JSON needs none
 
 
 class _Displayable:
@@ -25,6 +25,7 @@ class _Displayable:
         return headers, rows, col, summary, None
 
     def _repr_html_(self) -> str:
+        from barca.core.render import html_table
         headers, rows, col, summary, why = self._html_table()
         return html_table(headers, rows, col, summary, why_col=why)
 
@@ -41,6 +42,7 @@ class _Displayable:
         return bundle
 
     def __rich__(self) -> object:
+        from barca.core.render import rich_table
         headers, rows, col, summary = self._table()
         return rich_table(headers, rows, col, summary)
 

@@ -6,14 +6,24 @@ Each is a ``barca.core.record.Record``: its fields are its ``__slots__`` in orde
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from barca.core.record import Record
-from barca.core.render import cell_label, plural, short_names, text_table
 from barca.core.types import short_name
 from barca.present.display import _Displayable  # noqa: F401 - shared by every result object
-from barca.present.plans import PhasePlan, Plan, PlanRow  # noqa: F401 - their old home
-from barca.store import shapes
+
+# The table renderer (core.render), the shape words (store.shapes) and the plans are imported
+# where they are used: a cached command printing JSON loads none of them.
+if TYPE_CHECKING:
+    from barca.present.plans import PhasePlan, Plan, PlanRow  # noqa: F401 - their old home
+
+
+def __getattr__(name: str) -> Any:
+    """The plans' old home: ``from barca.present.results import Plan`` still works."""
+    if name in ("PhasePlan", "Plan", "PlanRow"):
+        from barca.present import plans
+        return getattr(plans, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # ---------------------------------------------------------------------------- listing
 
@@ -44,6 +54,7 @@ class Listing(_Displayable, Record):
                 None, "")
 
     def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
+        from barca.core.render import short_names
         short = short_names([r.id for r in self.rows])
         return (["NAME", "KIND", "FRESHNESS", "DEPS"],
                 [[short[r.id], r.kind, r.freshness,
@@ -51,6 +62,7 @@ class Listing(_Displayable, Record):
                 None, "", None)
 
     def __str__(self) -> str:
+        from barca.core.render import text_table
         headers, rows, _, _ = self._table()
         return text_table(headers, rows, dashes=True)
 
@@ -119,6 +131,7 @@ class StatusReport(_Displayable, Record):
         return len(self.rows) if self.total is None else self.total
 
     def _node(self, r: StatusRow) -> dict[str, Any]:
+        from barca.store import shapes
         node = {"id": r.id, "name": r.name, "kind": r.kind, "inputs": list(r.inputs),
                 "partitioned": r.partitions is not None,
                 "cache": {"state": r.state, "reason": r.reason, "detail": r.detail}}
@@ -157,6 +170,8 @@ class StatusReport(_Displayable, Record):
                 "every node)")
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        from barca.core.render import cell_label
+        from barca.store import shapes
         rows = [[r.name, r.kind, cell_label(r.state), r.detail, r.last_run, shapes.label(r.shape),
                  ", ".join(short_name(d) for d in r.deps) or "-"] for r in self._shown()]
         summary = self.summary_line()
@@ -166,6 +181,7 @@ class StatusReport(_Displayable, Record):
         return (["NAME", "KIND", "STATE", "WHY", "LAST RUN", "SHAPE", "DEPS"], rows, 2, summary)
 
     def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
+        from barca.core.render import short_names
         headers, rows, col, summary = self._table()
         short = short_names([r.id for r in self.rows])
         for row, r in zip(rows, self._shown(), strict=False):
@@ -174,6 +190,7 @@ class StatusReport(_Displayable, Record):
         return headers, rows, col, summary, 3
 
     def __str__(self) -> str:
+        from barca.core.render import text_table
         headers, rows, _, summary = self._table()
         return text_table(headers, rows) + "\n\n" + summary
 
@@ -391,6 +408,7 @@ class RunResult(_Displayable, Record):
         return next(iter(vals.values())) if len(vals) == 1 else vals
 
     def headline(self) -> str:
+        from barca.core.render import plural
         names = ", ".join(f"'{short_name(o.target)}'" for o in self.outputs)
         what = f"{self.verb} {names}" if names else f"nothing to {self.command}"
         return (f"Run {self.run_id} | {what} in {round(self.elapsed, 4):.3f}s "  # as the JSON
@@ -415,6 +433,7 @@ class RunResult(_Displayable, Record):
                 self.headline())
 
     def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
+        from barca.core.render import short_names
         headers, rows, col, summary = self._table()
         short = short_names([s.id for s in self.steps])
         return headers, [[a, short[s], w] for a, s, w in rows], col, summary, 2
@@ -495,5 +514,6 @@ class SqlResult(_Displayable, Record):
                 self.note)
 
     def __str__(self) -> str:
+        from barca.core.render import text_table
         headers, rows, _, _ = self._table()
         return text_table(headers, rows)

@@ -3,16 +3,17 @@ planner's per-step decisions (one row per node, never per key)."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from barca.core.types import PREVIEW_KEYS, NodeId, Reason, State, key_preview, short_name
-from barca.engine.current import rows_of
 from barca.engine.planner import Context, NodeState
 from barca.engine.states import StepState
 from barca.model.topology import Graph
-from barca.present.results import PlanRow, RunResult, StatusRow, StepSummary
-from barca.store import shapes
+from barca.present.results import RunResult, StatusRow, StepSummary
 from barca.store.metadata import Row
+
+if TYPE_CHECKING:  # plans and shape words: imported where used (a cached get needs neither)
+    from barca.present.plans import PlanRow
 
 
 def _keys_text(keys: list[str]) -> str:
@@ -52,6 +53,7 @@ def plan_row(ctx: Context, ns: NodeState, weight: int | None = None,
              undeclared: list[str] | None = None) -> PlanRow:
     """A node's line in ``--dry-run`` (``weight``: shown when above 1; ``undeclared``: the
     environment variables it reads without declaring them)."""
+    from barca.present.plans import PlanRow
     graph = ctx.graph
     m = graph.nodes[ns.node]
     t = ns.tally()
@@ -110,6 +112,7 @@ def _last_row(ctx: Context, ns: NodeState) -> Row | None:
     """The row LAST RUN and SHAPE describe: the newest current result when every key has one
     (after a revert, the earlier result, not the newer row of the reverted code); else the
     newest row (a failure of the last run first), which tells why the node is not current."""
+    from barca.engine.current import rows_of  # status only: a run's result never needs it
     cur = rows_of(ctx, ns)
     if cur and ns.keys is not None and len(cur) == len(ns.keys):
         return max(cur.values(), key=lambda r: r.id)
@@ -166,6 +169,7 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
         last_run, shape, lm = "-", None, None
     elif last.status == "success":
         last_run = f"success {_when(last.created_at)} {last.elapsed or 0:.2f}s"
+        from barca.store import shapes
         shape = shapes.decode(last.shape)   # recorded when written: no file is opened
         lm = _materialization(last)
     else:

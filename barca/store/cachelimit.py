@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from barca.core.record import Record
-from barca.core.render import plural
 from barca.store.metadata import Store
 
 if TYPE_CHECKING:
@@ -110,6 +109,7 @@ class CacheReport(Record):
 
     def line(self) -> str:
         """The one line a run prints on stderr when it evicted."""
+        from barca.core.render import plural  # the text module: only once something is said
         lim = "no" if self.limit_bytes is None else human(self.limit_bytes)
         shown = ", ".join(p.rsplit("/", 2)[-2] for p in self.evicted[:3])
         more = f" (+{len(self.evicted) - 3} more)" if len(self.evicted) > 3 else ""
@@ -117,6 +117,7 @@ class CacheReport(Record):
                 f"{plural(len(self.evicted), 'file')} ({human(self.freed())}): {shown}{more}")
 
     def __str__(self) -> str:
+        from barca.core.render import plural
         verb = "would evict" if self.dry_run else "evicted"
         if not self.evicted:
             return (f"nothing to evict: .barca/ holds {human(self.size_bytes)}"

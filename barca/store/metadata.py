@@ -12,9 +12,9 @@ from typing import Any
 
 from barca.core.errors import InfrastructureError
 from barca.store import snapchunks
-from barca.store.process import process_token
+from barca.store.process import process_token, reap_crashed
 from barca.store.rows import Row, Snapshot  # the records it returns (re-exported here)
-from barca.store.schema import SCHEMA, barca_030_error, db_error, from_barca_030  # noqa: F401
+from barca.store.schema import RUN_COLUMNS, SCHEMA, barca_030_error, db_error, from_barca_030  # noqa: F401
 
 COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "sha256", "parts",
            "status", "error", "traceback", "elapsed", "run_id", "created_at", "shape",
@@ -91,7 +91,6 @@ class Store:
         if "attempts" not in cols:  # calls of the function (retries=), for barca stats
             self._add_column("materializations", "attempts INTEGER")
         runs = {r[1] for r in self.conn.execute("PRAGMA table_info(runs)")}
-        from barca.store.serverq import RUN_COLUMNS  # the server's module: only here
         for col in ("pid INTEGER", "proc TEXT", *RUN_COLUMNS):  # added since: see serverq
             if col.split()[0] not in runs:
                 self._add_column("runs", col)
@@ -445,10 +444,9 @@ class Store:
                                        os.getpid(), process_token(os.getpid()))])
 
     def reap_crashed(self) -> list[str]:
-        """``serverq.reap_crashed``: runs whose process is gone marked ``crashed``."""
+        """``process.reap_crashed``: runs whose process is gone marked ``crashed``."""
         if self.conn is None:
             return []
-        from barca.store.serverq import reap_crashed
         return reap_crashed(self.conn)
 
     def running_runs(self) -> list[dict[str, Any]]:

@@ -1,12 +1,13 @@
 """The records the metadata database holds, as the store returns them: named tuples (thousands
-are read per command)."""
+are read per command; ``core.record.Tuple``, a NamedTuple made cheaply at import)."""
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
+
+from barca.core.record import Tuple
 
 
-class Row(NamedTuple):
+class Row(Tuple):
     """One recorded materialization (one step of one run). A named tuple: thousands are read
     per command."""
     id: int
@@ -31,7 +32,7 @@ class Row(NamedTuple):
         return json.loads(self.parts) if self.parts else {}
 
 
-class Snapshot(NamedTuple):
+class Snapshot(Tuple):
     """A node's last complete walk: what a decision reads to settle the whole node at once."""
     digest: str     # the digest every run hash of the node was a function of (its identity)
     combined: str   # the digest of all its keys' run hashes

@@ -47,6 +47,11 @@ INSERT INTO generation (n) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM generation);
     for table in ("materializations", "snapshots", "evictions", "definitions")
     for op in ("INSERT", "UPDATE", "DELETE"))
 
+# columns ``runs`` gained for the server (Store._open adds them to an older database; the
+# server's reads and writes of them are store.serverq)
+RUN_COLUMNS = ("triggered_by TEXT", "scheduled_at TEXT", "schedule_id TEXT", "queued_at REAL",
+               "request TEXT", "outcome TEXT", "exit_code INTEGER", "client_run_id TEXT")
+
 
 def from_barca_030(conn: sqlite3.Connection) -> bool:
     """A metadata database barca 0.30 (the Rust original) wrote: its materializations say

@@ -5,15 +5,14 @@ run, a finished run's JSON outcome, and the server's switches (the queue paused)
 Every function takes the ``sqlite3`` connection of a writable ``Store`` (its schema migrated)."""
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
 import time
 from typing import Any
 
-# columns ``runs`` gained for the server (Store._open adds them to an older database)
-RUN_COLUMNS = ("triggered_by TEXT", "scheduled_at TEXT", "schedule_id TEXT", "queued_at REAL",
-               "request TEXT", "outcome TEXT", "exit_code INTEGER", "client_run_id TEXT")
+from barca.store.process import reap_crashed  # noqa: F401 - the queue's name for it
+from barca.store.schema import RUN_COLUMNS
+
 ROW = ("run_id", "command", "target", "status", "started_at", "finished_at", "steps_run",
        "steps_cached", "steps_failed", "pool_size", "error", "pid", "triggered_by",
        "scheduled_at", "schedule_id", "queued_at", "request", "outcome", "exit_code",
@@ -162,27 +161,6 @@ def live_node_runs(conn: sqlite3.Connection) -> list[tuple[str, str, str | None]
     """(run id, status, request JSON) of every run pending or running, CLI runs included."""
     return list(conn.execute("SELECT run_id, status, request FROM runs WHERE status IN "
                              "('pending', 'running')"))
-
-
-def reap_crashed(conn: sqlite3.Connection) -> list[str]:
-    """Mark ``crashed`` every ``running`` run whose process is gone (its pid no longer
-    names the process that began it: ended, killed, or the pid reused, told apart by the
-    process's start time). A run begun on another machine, or by a barca that did not
-    record its process, is left as it is: nothing here can tell. The run ids marked."""
-    from barca.store.process import process_alive
-    try:
-        live = list(conn.execute("SELECT run_id, pid, proc FROM runs WHERE status='running'"))
-    except sqlite3.OperationalError:  # a store written before runs knew their process
-        return []
-    gone = [run_id for run_id, pid, proc in live
-            if pid is not None and proc and not process_alive(pid, proc)]
-    why = "the process running it ended before it finished (killed or crashed)"
-    if gone:
-        with contextlib.suppress(sqlite3.DatabaseError):  # a read-only store: shown as is
-            _write_many(conn, "UPDATE runs SET status='crashed', finished_at=?, error=? "
-                              "WHERE run_id=? AND status='running'",
-                        [(time.time(), why, r) for r in gone])
-    return gone
 
 
 def live_targets(conn: sqlite3.Connection) -> dict[str, str | None]:
