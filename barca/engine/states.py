@@ -284,8 +284,21 @@ class NodeState:
         if self._steps is None:
             if not self._odd:
                 return self._hashes
+            odd = self._odd
+            if 8 * len(odd) >= len(self.keys):
+                # many odd steps (a first run: all of them): one pass in key order, not an
+                # index of every key (at 200,000 keys, ~15 MB held to the walk's end)
+                col: list[str] = []
+                for k, h in zip(self.keys, self._hashes or (), strict=False):
+                    s = odd.get(k)
+                    if s is not None:
+                        if s.run_hash is None or s.action not in AVAILABLE:
+                            return None
+                        h = s.run_hash
+                    col.append(h)
+                return col
             out = list(self._hashes or ())
-            for k, s in self._odd.items():  # an odd step's run hash as it is now (a sensor ran)
+            for k, s in odd.items():  # an odd step's run hash as it is now (a sensor ran)
                 if s.run_hash is None or s.action not in AVAILABLE:
                     return None
                 i = self._index(k)
