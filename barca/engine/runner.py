@@ -56,6 +56,7 @@ class Walk(Fields):
 class Runner:
     """One walk over a cone, executing (``get``/``run``) or predicting (``status``/dry run)."""
     window = 10_000  # steps per executor call: 200,000 jobs made at once cost ~150 MB
+    snapshot_now = 10_000  # keys: a node's snapshot this big is written once its rows are
 
     def __init__(self, ctx: Context, targets: list[NodeId], *, execute: bool,
                  refresh: Sequence[NodeId] = (), cascade: bool = True, refresh_all: bool = False,
@@ -98,8 +99,7 @@ class Runner:
         self._sharing: Sharing | None = None  # claims shared with concurrent runs, once executing
 
     @property
-    def small(self) -> dict[str, bytes]:
-        """Verified artifacts small enough to preview, by path."""
+    def small(self) -> dict[str, bytes]:  # verified artifacts small enough to preview, by path
         return self.integrity.small
 
     # ------------------------------------------------------------------ keys
@@ -283,7 +283,7 @@ class Runner:
             values = values_row(self.ctx, nid, ns.keys, self.w.states, ns.ident)
             if values is not None:
                 self._snapshots.append(values)
-            if len(ns.keys) >= 10_000:  # its rows are recorded: not held to the walk's end
+            if len(ns.keys) >= self.snapshot_now:  # not held to the walk's end
                 self._put_snapshots()
         m = self.graph.nodes[nid]
         if m.partitioned and ns.keys is not None and self.selection is None \
