@@ -81,7 +81,7 @@ class Runner:
         self._pool: Executor | None = None
         self._rows: list[dict[str, Any]] = []
         self._lines: list[tuple[str, str, str, float, str, str]] = []  # what steps wrote
-        self.produced: set[str] = set()  # artifacts this command wrote (the cache limit keeps them)
+        self.produced: list[str] = []  # written now (the cache limit keeps them); not a set: 16 MB
         self.produced_bytes = 0
         self._last_flush = time.monotonic()
         self.run_id = ""
@@ -432,7 +432,7 @@ class Runner:
                 s.action = "ran"
                 s.path, s.format, s.sha256, s.shape = rec.path, rec.format, rec.sha256, rec.shape
                 if s.path:
-                    self.produced.add(s.path)
+                    self.produced.append(s.path)
                     self.produced_bytes += rec.size or 0
                 if m.kind == "sensor":
                     s.run_hash, s.value_hash = rec.run_hash, rec.value_hash
