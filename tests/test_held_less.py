@@ -109,3 +109,35 @@ def test_a_steps_sha256_reads_back_as_given() -> None:
         assert st.sha256 == value
     st.sha256 = "0f" * 32
     assert st.row is None and st.sha256 == "0f" * 32
+
+
+def _row(run_id: str, run_hash: str, status: str = "success") -> dict[str, Any]:
+    return {"node": f"p.py:a[{run_hash}]", "asset": "p.py:a", "partition": run_hash,
+            "run_hash": run_hash, "path": f".barca/artifacts/x/{run_hash}.json",
+            "format": "json", "status": status, "run_id": run_id, "created_at": 0.0}
+
+
+def test_claims_hold_the_callers_run_hashes_and_read_only_other_runs_rows(
+        tmp_path: Path) -> None:
+    """Sharing's reads at scale: the run hashes claimed are the caller's own strings (not read
+    back, one new string each), and the rows recorded since are another run's and the newest
+    one (where the next look starts), not this run's own (at 200,000 results, ~70 MB)."""
+    from barca.store.claims import Claims
+    store = Store(tmp_path)
+    try:
+        mine, theirs = Claims(store, "mine"), Claims(store, "theirs")
+        assert theirs.take(["h2"]) == {"h2"}
+        want = [f"h{i}" for i in range(1, 5)]
+        got = mine.take(want)
+        assert got == {"h1", "h3", "h4"}  # h2 is another run's
+        assert all(any(g is w for w in want) for g in got)
+        assert mine.take(["h1", "h2"]) == {"h1"}  # ours from before; theirs still
+        start = mine.newest_row()
+        store.record([_row("mine", "h1"), _row("theirs", "h2"), _row("mine", "h3"),
+                      _row("theirs", "h9", "failed"), _row("mine", "h4")])
+        seen = mine.successes_since(start)
+        assert [(h, r) for _, _, h, r in seen] == [("h2", "theirs"), ("h4", "mine")]
+        assert seen[-1][0] == mine.newest_row()
+        assert mine.successes_since(seen[-1][0]) == []
+    finally:
+        store.close()
