@@ -49,9 +49,10 @@ class Claims:
             conn.execute("BEGIN IMMEDIATE")  # waits out another writer (the busy timeout)
             try:
                 conn.execute(_TABLE)
+                # made as they are written (a repeated one is ignored as any other claimed)
                 conn.executemany("INSERT OR IGNORE INTO claims VALUES (?, ?, ?, ?, ?)",
-                                 [(h, self.run_id, self.pid, self.proc, now)
-                                  for h in dict.fromkeys(hashes) if h not in self.mine])
+                                 ((h, self.run_id, self.pid, self.proc, now)
+                                  for h in hashes if h not in self.mine))
                 # each of them has one claim now (no other writer in this transaction): ours,
                 # inserted now or before, unless another run's; told by the others' claims (few),
                 # not by reading back ours (at 200,000 steps, 200,000 new strings)
