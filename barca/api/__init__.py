@@ -191,14 +191,14 @@ def _keep_under_limit(sess: Session, runner: Runner, on_event: ev.EventCallback)
     size limit, evict down to it (one line on stderr). The report, or None."""
     from barca.store import cachelimit
     produced, verified = runner.produced, runner.integrity.verified
-    cachelimit.note_reads(sess.store, produced, verified - produced)
+    cachelimit.note_reads(sess.store, produced, verified.difference(produced))
     if not runner.w.done:
         return None  # nothing was written: the cache did not grow
     from barca.engine.current import currency
     manual = {n for n, m in sess.graph.nodes.items() if m.freshness == "manual"}
     report = cachelimit.after_run(sess.store, sess.settings,
                                   lambda: currency(sess.graph, sess.settings,
-                                                   produced | verified),
+                                                   verified.union(produced)),
                                   manual, runner.produced_bytes)
     if report is None or not report.evicted:
         return None

@@ -246,7 +246,7 @@ class Ask:
                               for f in type(result).__slots__))
         return _Entry(stamps=stamps, store=store[0], db=store[1], generation=self.generation,
                       result=kept, targets=targets, verify=verify,
-                      reads=set(runner.produced | runner.integrity.verified),
+                      reads=runner.integrity.verified.union(runner.produced),
                       events=tuple(self.events), graph=graph, prefix=ctx.store.prefix,
                       pool_size=default_pool_size(self.settings), label=label, cached=w.cached)
 

@@ -24,11 +24,22 @@ class Adoption:
     def __init__(self, store: Any, remote: Any, fetch: bool) -> None:
         self.store, self.remote, self.fetch = store, remote, fetch
         self._dirs: set[str] | None = None
+        self._nodes: dict[NodeId, bool] = {}  # whether the listing holds any of its folders
 
     def apply(self, ns: NodeState) -> list[StepState]:
         """Adopt what can be among a node's steps the decision marked ``adoptable`` (the
         decision's phase 3, barca.engine.decision.adopted)."""
         return adopted(ns, self.find)
+
+    def _any_dir(self, nid: NodeId) -> bool:
+        """Whether any folder in the listing is one of this node's (they all start with its
+        part of the name)."""
+        got = self._nodes.get(nid)
+        if got is None:
+            from barca.store.artifacts import node_dir
+            part = node_dir(nid)  # (every key's folder name starts with it)
+            got = self._nodes[nid] = any(d.startswith(part) for d in self._dirs or ())
+        return got
 
     def find(self, nid: NodeId, key: str, run_hash: str) -> Row | None:
         from barca.store.artifacts import EXT, node_dir
@@ -39,8 +50,9 @@ class Adoption:
                 self._dirs = set()
         if not self._dirs and self.remote is None:  # a first run: nowhere to find one
             return None
-        d = node_dir(nid, key)
-        local = d in self._dirs
+        local = self._any_dir(nid)  # none of the node's folders: no key's (not one parse each)
+        d = node_dir(nid, key) if local or self.remote is not None else ""
+        local = local and d in self._dirs
         if not local and self.remote is None:
             return None
         for fmt, ext in EXT.items():

@@ -348,10 +348,8 @@ def step_kwargs(ctx: Any, nid: NodeId, key: str, states: dict[NodeId, NodeState]
                 kwargs[src_fn] = ("artifact", u.path, u.format, u.sha256,
                                   m.readers.get(src_fn))
     dim_params = [d.name for d in m.dims if d.name in params]
-    if dim_params:
-        kv = parse_key(key)
-        for d in dim_params:
-            kwargs[d] = ("value", kv.get(d, ""))
+    for d in dim_params:  # (a key of one plain dimension is not parsed: see dim_value)
+        kwargs[d] = ("value", dim_value(key, d))
     return kwargs
 
 

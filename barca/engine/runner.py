@@ -27,7 +27,6 @@ from barca.model.discovery import PSEUDO_ABSPATH
 from barca.store.process import new_run_id  # noqa: F401 (the front door's import)
 
 if TYPE_CHECKING:
-
     from barca.engine.executors import Executor
     from barca.engine.executors.job import StepJob, StepRecord
     from barca.engine.sharing import Sharing
@@ -58,6 +57,7 @@ class Walk(Fields):
 class Runner:
     """One walk over a cone, executing (``get``/``run``) or predicting (``status``/dry run)."""
     window = 10_000  # steps per executor call: 200,000 jobs made at once cost ~150 MB
+    snapshot_now = 10_000  # keys: a node's snapshot this big is written once its rows are
 
     def __init__(self, ctx: Context, targets: list[NodeId], *, execute: bool,
                  refresh: Sequence[NodeId] = (), cascade: bool = True, refresh_all: bool = False,
@@ -82,7 +82,7 @@ class Runner:
         self._pool: Executor | None = None
         self._rows: list[dict[str, Any]] = []
         self._lines: list[tuple[str, str, str, float, str, str]] = []  # what steps wrote
-        self.produced: set[str] = set()  # artifacts this command wrote (the cache limit keeps them)
+        self.produced: list[str] = []  # written now (the cache limit keeps them); not a set: 16 MB
         self.produced_bytes = 0
         self._last_flush = time.monotonic()
         self.run_id = ""
@@ -100,8 +100,7 @@ class Runner:
         self._sharing: Sharing | None = None  # claims shared with concurrent runs, once executing
 
     @property
-    def small(self) -> dict[str, bytes]:
-        """Verified artifacts small enough to preview, by path."""
+    def small(self) -> dict[str, bytes]:  # verified artifacts small enough to preview, by path
         return self.integrity.small
 
     # ------------------------------------------------------------------ keys
@@ -138,9 +137,7 @@ class Runner:
         keys = self.ctx.static_keys(nid)
         if keys is None:  # keys from an output: one step until they are known
             return 1
-        if self.selection is not None:
-            keys = [k for k in keys if self.selection.admits(k)]
-        return len(keys)
+        return len(keys) if self.selection is None else sum(map(self.selection.admits, keys))
 
     def _narrowed(self, nid: NodeId) -> bool:
         if self.selection is None:
@@ -215,11 +212,7 @@ class Runner:
         finally:
             self.ctx.view.load_snapshots(None)
             self._flush()
-            if self._snapshots:
-                snaps, self._snapshots = self._snapshots, []
-                # a snapshot only saves work next time: never fail for it
-                with contextlib.suppress(Exception):
-                    self.ctx.store.put_snapshots(snaps)
+            self._put_snapshots()
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
@@ -292,6 +285,8 @@ class Runner:
             values = values_row(self.ctx, nid, ns.keys, self.w.states, ns.ident)
             if values is not None:
                 self._snapshots.append(values)
+            if len(ns.keys) >= self.snapshot_now:  # not held to the walk's end
+                self._put_snapshots()
         m = self.graph.nodes[nid]
         if m.partitioned and ns.keys is not None and self.selection is None \
                 and any(k.endswith("/") for k in m.sinks):
@@ -300,6 +295,13 @@ class Runner:
             step = ns.step("")
             if step is not None and step.action == "cached" and ns.output is None:
                 ns.output = self._keys_of_cached(ns, step)
+
+    def _put_snapshots(self) -> None:
+        """Write the snapshots made so far, after their nodes' rows (a snapshot only saves
+        work next time: never fail for it)."""
+        snaps, self._snapshots = self._snapshots, []
+        with contextlib.suppress(Exception):
+            self.ctx.store.put_snapshots(snaps)
 
     def _keys_of_cached(self, ns: NodeState, step: StepState) -> Any:
         """A cached key source's keys, read from its artifact -- checked intact first when
@@ -387,7 +389,7 @@ class Runner:
         release_gc()  # the CLI holds the collector off while it only reads (faces.commands)
         from barca.engine.executors.job import StepJob, unpack_output  # only when steps run
         groups, waiting = self._sharing.split(groups) if self._sharing else (groups, [])
-        where: list[tuple[NodeId, StepState]] = []
+        where: list[StepState] = []  # each step to run by index (its node: s.node)
         nodes: dict[NodeId, tuple[Any, dict[str, str], NodeState, Any, str, Any]] = {}
         for nid, steps in groups:
             m = self.graph.nodes[nid]
@@ -399,10 +401,10 @@ class Runner:
                 # (a notebook node's function is in this kernel: the graph was read from it)
                 shipped = ship(cast("Callable[..., Any]", function_for(m.function)))
             nodes[nid] = (m, def_parts, self.w.states[nid], fm, def_hash, shipped)
-            where.extend((nid, s) for s in steps)
+            where.extend(steps)
 
         def job(i: int) -> StepJob:
-            nid, s = where[i]
+            nid = (s := where[i]).node
             m, _, _, fm, def_hash, shipped = nodes[nid]
             if s.kwargs is None:
                 s.kwargs = step_kwargs(self.ctx, nid, s.key, self.w.states)
@@ -420,7 +422,7 @@ class Runner:
         bad_inputs: dict[NodeId, list[tuple[StepState, StepRecord]]] = {}
 
         def on_record(rec: StepRecord) -> None:
-            nid, s = where[rec.index]
+            nid = (s := where[rec.index]).node
             m, def_parts, ns, *_ = nodes[nid]
             s.elapsed, s.attempts = rec.elapsed, rec.attempts
             if rec.warning:
@@ -432,7 +434,7 @@ class Runner:
                 s.action = "ran"
                 s.path, s.format, s.sha256, s.shape = rec.path, rec.format, rec.sha256, rec.shape
                 if s.path:
-                    self.produced.add(s.path)
+                    self.produced.append(s.path)
                     self.produced_bytes += rec.size or 0
                 if m.kind == "sensor":
                     s.run_hash, s.value_hash = rec.run_hash, rec.value_hash
@@ -468,12 +470,12 @@ class Runner:
             if self.execute:
                 got = []
                 for index, ts, stream, line in lines:
-                    nid, s = where[index]
-                    got.append((self.run_id, nid, s.id, ts, stream, line))
+                    s = where[index]
+                    got.append((self.run_id, s.node, s.id, ts, stream, line))
                 self.ctx.store.record((), got)
 
         if where:  # said before the first one ends: progress is drawn from the start
-            self.on_event(ev.StepsStarted(tuple(s.id for _, s in where), self.w.done,
+            self.on_event(ev.StepsStarted(tuple(s.id for s in where), self.w.done,
                                           self.w.cached, self.w.failed, self.w.total,
                                           max(0, self._unknown)))
         for lo in range(0, len(where), self.window):  # jobs made a window at a time

@@ -269,6 +269,11 @@ def _run_cli(argv: list[str] | None) -> int:
             return serve(args, settings)
         printer = EventPrinter(mode, getattr(args, "agent", False))
         outcome = dispatch(args, on_event=printer, settings=settings)
+        if getattr(outcome.result, "steps_executed", 0) >= 10_000:
+            # a big run's walk is held by a reference cycle until the collector passes: freed
+            # before its output is built, not under it (the first run's peak, #31 item 4)
+            import gc
+            gc.collect()
         render(outcome, mode)
         if outcome.command == "doctor" and not outcome.result.ok:
             return 3  # a problem found (one line each, with its fix); 1 is a failed step

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Set
+from collections.abc import Callable, Collection, Iterable, Set
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -324,7 +324,8 @@ def _assets(chosen: list[tuple[str, Store]]) -> dict[str, str]:
     return out
 
 
-def note_reads(store: Store, paths: set[str], more: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+def note_reads(store: Store, paths: Collection[str], more: Collection[str] = frozenset()
+               ) -> None:
     """What this command read or produced, for "least recently read" (``paths`` and ``more``
     written as they are: their union, at 400,000 paths, would be another large set)."""
     if (paths or more) and store.conn is not None:

@@ -96,8 +96,12 @@ class NodeHistory:
             row = self.store.success_row(self.asset, run_hash)
         elif run_hash in self._by_hash:  # every key's newest rows were just read
             return self._by_hash[run_hash]
-        else:  # a miss among the newest rows is a miss, unless older successes exist
-            row = self.store.success_row(self.asset, run_hash) if self._older else None
+        elif not self._older:
+            # a miss among the newest rows is a miss, not remembered: a first run of 200,000
+            # keys asks for each once (a dict of them all, ~10 MB, held to the walk's end)
+            return None
+        else:  # unless older successes exist
+            row = self.store.success_row(self.asset, run_hash)
         self._by_hash[run_hash] = row
         return row
 
