@@ -297,8 +297,7 @@ class Runner:
                 ns.output = self._keys_of_cached(ns, step)
 
     def _put_snapshots(self) -> None:
-        """Write the snapshots made so far, after their nodes' rows (a snapshot only saves
-        work next time: never fail for it)."""
+        """The snapshots made so far, after their nodes' rows (they only save work: no fail)."""
         snaps, self._snapshots = self._snapshots, []
         with contextlib.suppress(Exception):
             self.ctx.store.put_snapshots(snaps)
@@ -352,11 +351,10 @@ class Runner:
 
     # ------------------------------------------------------------------ the remote store
     def prepare_remote(self) -> None:
-        if self.remote is None:
-            return  # (its module only where a remote store is set)
-        from barca.store import remotesync
-        remotesync.prepare(self.remote, self.ctx.store,
-                           any(m.env for m in self.graph.nodes.values()), self._warn)
+        if self.remote is not None:  # (its module only where a remote store is set)
+            from barca.store import remotesync
+            remotesync.prepare(self.remote, self.ctx.store,
+                               any(m.env for m in self.graph.nodes.values()), self._warn)
 
     def remote_notes(self) -> list[str]:
         if self.remote is None:
