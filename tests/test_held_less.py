@@ -21,26 +21,7 @@ from barca.engine.runner import Runner
 from barca.engine.states import StepState
 from barca.store.metadata import Store
 
-PIPELINE = '''import json
-from pathlib import Path
-
-from barca import asset, partitions_from, sensor
-
-
-@sensor()
-def versions() -> dict:
-    return json.loads(Path("versions.json").read_text())
-
-
-@asset(partitions={"key": partitions_from(versions)})
-def fetched(key: str, versions: str) -> dict:
-    return {"key": key, "version": versions}
-
-
-@asset(partitions={"key": partitions_from(fetched)})
-def parsed(key: str, fetched: dict) -> dict:
-    return {"key": key, "ok": bool(fetched["version"])}
-'''
+PIPELINE = (Path(__file__).parent / "pipelines" / "dict_chain.py").read_text()
 
 N = 12
 MOVING = ("id", "created_at", "elapsed", "run_id")  # a clock's or a run's own, not the result's
