@@ -184,3 +184,14 @@ def printable(text: str) -> str:
     lines or set the clipboard (OSC 52). JSON output needs none of this: it escapes them."""
     import re
     return re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def json_preview(value: Any) -> str:
+    """A small JSON value's text as a command shows it under its path: indented, keys sorted."""
+    import json
+    # a scalar's text is the same indented or not: the C encoder (``indent`` takes the
+    # pure-Python one)
+    text = json.dumps(value, ensure_ascii=False) if type(value) in (
+        int, float, str, bool, type(None)) else json.dumps(value, indent=2, sort_keys=True,
+                                                           ensure_ascii=False)
+    return "\n".join("  " + line for line in text.splitlines())

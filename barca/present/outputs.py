@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from barca.model.topology import Graph
 
 PREVIEW_BYTES = 2048
-_SCALARS = (int, float, str, bool, type(None))
 
 
 def _preview_bytes(root: Path, path: str, small: dict[str, bytes]) -> bytes | None:
@@ -57,7 +56,7 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
         items = tuple(OutputItem(s.key, s.path, s.format, s.action == "ran")
                       for s in ns.steps.values() if s.path)
     values: Any = None
-    preview = ""
+    preview: str | None = ""
     root = graph.root
     if load:
         values = ({i.key: _loaded(settings, i.path, i.format, small) for i in items}
@@ -68,11 +67,7 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
             data = _preview_bytes(root, items[0].path, small)
             if data is not None:
                 values = json.loads(data)
-                # a scalar's text is the same indented or not: the C encoder (``indent``
-                # takes the pure-Python one), for each of 500 small targets
-                text = json.dumps(values, ensure_ascii=False) if type(values) in _SCALARS \
-                    else json.dumps(values, indent=2, sort_keys=True, ensure_ascii=False)
-                preview = "\n".join("  " + line for line in text.splitlines())
+                preview = None  # its text made only if shown (Output.shown_preview)
         except (OSError, ValueError):
             values = None
     elif items and m.partitioned and len(items) <= 1000:

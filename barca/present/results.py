@@ -302,23 +302,23 @@ class Output(Record):
     partitioned: bool
     items: tuple[OutputItem, ...]
     values: Any                 # filled by the API when it loads values (JSON-able or None)
-    preview: str
+    preview: str | None         # None: the text of ``values``, a small JSON value, once shown
     root: str                   # the project root, where a table is read for --pretty
 
     def __init__(self, target: str, partitioned: bool, items: tuple[OutputItem, ...],
-                 values: Any = None, preview: str = "", root: str = "") -> None:
+                 values: Any = None, preview: str | None = "", root: str = "") -> None:
         # one per target (500 on a wide get): not the generic Record.__init__
         _set = object.__setattr__
-        _set(self, "target", target)
-        _set(self, "partitioned", partitioned)
-        _set(self, "items", items)
-        _set(self, "values", values)
-        _set(self, "preview", preview)
-        _set(self, "root", root)
+        _set(self, "target", target), _set(self, "partitioned", partitioned)
+        _set(self, "items", items), _set(self, "values", values)
+        _set(self, "preview", preview), _set(self, "root", root)
 
     def shown_preview(self) -> str:
-        """``preview``, or for a table (parquet, csv) its shape and first rows, read only
-        when shown (JSON never pays for it)."""
+        """``preview``: a small JSON value's text, or a table's (parquet, csv) shape and first
+        rows, made only when shown (JSON output never pays for it)."""
+        if self.preview is None:
+            from barca.core.render import json_preview
+            return json_preview(self.values)
         if self.preview or self.partitioned or not self.items or not self.root:
             return self.preview
         item = self.items[0]

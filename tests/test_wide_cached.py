@@ -1,0 +1,96 @@
+"""A cached command over many nodes does little per node (issue #31): a small JSON value's text
+is made only when shown (``--json`` never formats 500 previews), and the graph's checks still
+say what is wrong. In process, with a real store."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from barca import api
+from barca.core.errors import UsageError
+from barca.core.settings import Settings
+from barca.present.results import Output
+
+PIPELINE = """
+from barca import asset
+
+
+@asset()
+def source() -> dict:
+    return {"n": 1, "b": [1, 2]}
+
+
+@asset(inputs={"source": source})
+def r0(source: dict) -> int:
+    return source["n"]
+
+
+@asset(inputs={"source": source})
+def r1(source: dict) -> str:
+    return "x" + str(source["n"])
+"""
+
+
+def test_json_previews_are_made_only_when_shown(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pipeline.py").write_text(PIPELINE)
+    api.materialize(None, "pipeline.py", settings=Settings.resolve(pool_size=1))
+    made: list[object] = []
+    from barca.core import render
+    real = render.json_preview
+    monkeypatch.setattr(render, "json_preview", lambda v: made.append(v) or real(v))
+    result = api.materialize(None, "pipeline.py", settings=Settings.resolve(pool_size=1))
+    doc = result.to_json()  # what --json prints: values, no preview text
+    assert doc["final_output"] == {"pipeline.py:source": {"n": 1, "b": [1, 2]},
+                                   "pipeline.py:r0": 1, "pipeline.py:r1": "x1"}
+    assert made == []
+    text = str(result)  # what a terminal shows: each value's text under its path
+    assert '  {\n    "b": [\n      1,\n      2\n    ],\n    "n": 1\n  }' in text
+    assert "\n  1\n" in text and '\n  "x1"' in text
+    assert len(made) == 3
+    out = next(o for o in result.outputs if o.target == "pipeline.py:r1")
+    assert isinstance(out, Output) and out.values == "x1"
+    assert json.loads(out.shown_preview()) == "x1"
+
+
+@pytest.mark.parametrize(("source", "said"), [
+    ("""
+from barca import asset
+
+@asset()
+def a(x: int) -> int:
+    return x
+""", "parameter 'x' of 'a' is not filled by any input or partition dimension"),
+    ("""
+from barca import asset, partitions, partitions_from
+
+@asset(partitions={"k": partitions(["a"])})
+def keys(k: str) -> str:
+    return k
+
+@asset(inputs={"keys": keys})
+def b(keys: str) -> str:
+    return keys
+""", "'b' reads the partitioned asset 'keys' without collect()"),
+    ("""
+from barca import asset, partitions, partitions_from
+
+@asset(partitions={"k": partitions(["a"])})
+def keys(k: str) -> str:
+    return k
+
+@asset(partitions={"j": partitions_from(keys)})
+def c(j: str) -> str:
+    return j
+""", "partitions_from(keys) must keep the upstream's dimension name"),
+])
+def test_the_graph_still_says_what_is_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            source: str, said: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pipeline.py").write_text(source)
+    with pytest.raises(UsageError, match=re.escape(said)):
+        api.materialize(None, "pipeline.py", settings=Settings.resolve(pool_size=1))
