@@ -94,3 +94,42 @@ def test_the_graph_still_says_what_is_wrong(tmp_path: Path, monkeypatch: pytest.
     (tmp_path / "pipeline.py").write_text(source)
     with pytest.raises(UsageError, match=re.escape(said)):
         api.materialize(None, "pipeline.py", settings=Settings.resolve(pool_size=1))
+
+
+RICH = '''
+from barca import asset, partitions, collect
+
+
+@asset(partitions={"k": partitions(["a", "b"])}, retries=2, description="keys")
+def keyed(k: str, scale: int = 3) -> int:
+    import os
+    return len(k) * scale + len(os.environ.get("HOME", ""))
+
+
+@asset(inputs={"keyed": collect(keyed)}, serializer="pickle")
+def total(keyed: list, **kw) -> int:
+    return sum(keyed)
+'''
+
+
+def test_a_cached_node_model_is_the_parsed_one(tmp_path: Path) -> None:
+    """The discovery cache keeps every field of every node (a node's state is one tuple in
+    its slots' order, restored by one assignment): a field added to NodeModel but not to
+    its ``__setstate__`` fails here, not as a model cache that never hits."""
+    import pickle
+
+    from barca.model.discovery import NodeModel, parse_file
+    (tmp_path / "pipeline.py").write_text(RICH)
+    fm = parse_file(tmp_path / "pipeline.py", tmp_path)
+    back = pickle.loads(pickle.dumps(fm, protocol=5))
+    assert [n.id for n in back.nodes] == ["pipeline.py:keyed", "pipeline.py:total"]
+    for a, b in zip(fm.nodes, back.nodes, strict=True):
+        for k in NodeModel.__slots__:
+            if k == "_fn":
+                assert b._fn is None  # the tree is not kept: found again when asked for
+            elif k == "_file":
+                assert b._file is back
+            else:
+                assert getattr(b, k) == getattr(a, k), k
+        assert b.fn.name == a.function and b.fn.lineno == a.line
+    assert back.nodes[0].dims and back.nodes[0].retries == 2 and back.nodes[1].var_kw

@@ -456,4 +456,4 @@ def _source_part(ctx: Context, nid: NodeId, states: dict[NodeId, NodeState],
 
 def split_hashes(text: str) -> list[str]:
     """A snapshot's run hashes, stored concatenated (64 hex digits each)."""
-    return [text[i:i + 64] for i in range(0, len(text), 64)]
+    return [text] if len(text) == 64 else [text[i:i + 64] for i in range(0, len(text), 64)]

@@ -21,13 +21,15 @@ class _Lazy:
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.slot = "_" + name
+        # the slot's own descriptor: read without a lookup by name (a walk reads 1,000s)
+        self.read = owner.__dict__[self.slot].__get__
 
     def __get__(self, st: Any, owner: type | None = None) -> Any:
         if st is None:
             return self
         if st._hist is not None:
             st._resolve()
-        return getattr(st, self.slot)
+        return self.read(st)
 
     def __set__(self, st: Any, value: Any) -> None:
         st._hist = st._src = None
@@ -250,9 +252,14 @@ class NodeState:
     @classmethod
     def from_snapshot(cls, node: NodeId, keys: list[str], ident: str, combined: str,
                       hashes: list[str], hist: NodeHistory) -> NodeState:
-        ns = cls.compact(node, keys, hashes, {}, hist)
-        ns.ident, ns.combined, ns.settled = ident, combined, True
-        ns.since = (combined, [])
+        # compact, every slot set once (a settled walk makes one per node: not __init__'s
+        # fields and then compact's again)
+        ns = cls.__new__(cls)
+        ns.node, ns.keys, ns.unknown_detail, ns.output = node, keys, "", None
+        ns.ident, ns.combined, ns.settled, ns.since = ident, combined, True, (combined, [])
+        ns._steps, ns._hashes, ns._odd, ns._made = None, hashes, {}, {}
+        ns._hist = hist
+        ns._map = None
         return ns
 
     @property

@@ -111,6 +111,10 @@ class EventPrinter:
 
     def __call__(self, e: Any) -> None:
         ev = self.ev
+        if type(e) is ev.StepCached:  # one per cached node (500 on a wide get): said first
+            if self.agent:
+                self._line(f"[barca] step:{e.step} cached")
+            return
         if isinstance(e, ev.StepsStarted):
             self._running += len(e.steps)
             if self.live and e.steps:
@@ -128,9 +132,6 @@ class EventPrinter:
                            f"({e.done}/{e.total}){env}")
             elif self.live:
                 self._draw(e.done, e.total, e.step)
-        elif isinstance(e, ev.StepCached):
-            if self.agent:
-                self._line(f"[barca] step:{e.step} cached")
         elif isinstance(e, ev.StepFailedEvent):
             self._step_output(e.step, e.output)
             # a sink that could not be written is said in every mode: the step's value was

@@ -1,7 +1,5 @@
 """Finds pipeline files and builds a static (``ast``) model of every node they declare.
-
-Nothing here imports user code: the model is read from the source text.
-"""
+Nothing here imports user code: the model is read from the source text."""
 from __future__ import annotations
 
 import os
@@ -60,16 +58,12 @@ class DimSpec(Fields):
 
 
 class _Model(Fields):
-    """A discovery model, pickled for the model cache without its syntax tree (the slot
-    ``_TREE`` names), which is parsed again only if asked for."""
+    """A discovery model, pickled for the model cache without its syntax tree (``_TREE``)."""
     __slots__: tuple[str, ...] = ()
     _TREE = ""
 
-    def __getstate__(self) -> tuple[None, dict[str, Any]]:
-        # (no dict, the slots' values): unpickling sets the slots in C, not by a Python loop
-        # per slot and per node (a cached command unpickles every node of the project)
-        tree = self._TREE
-        return None, {k: None if k == tree else getattr(self, k) for k in self.__slots__}
+    def __getstate__(self) -> Any:  # (no dict, the slots' values: set in C when unpickled)
+        return None, {k: None if k == self._TREE else getattr(self, k) for k in self.__slots__}
 
 
 class NodeModel(_Model):
@@ -118,6 +112,17 @@ class NodeModel(_Model):
         self.sinks = [] if sinks is None else sinks
         self.readers: dict[str, str] = {}  # parameter -> reader its annotation asks for
 
+    def __getstate__(self) -> tuple[Any, ...]:  # (restored by __setstate__, below)
+        return tuple(None if k == "_fn" else getattr(self, k) for k in NodeModel.__slots__)
+
+    def __setstate__(self, st: tuple[Any, ...]) -> None:
+        # one assignment: a cached command unpickles every node (tests/test_wide_cached.py)
+        (self.id, self.file, self.abspath, self.function, self.kind, self.line, self._fn,
+         self.params, self.inputs, self.dims, self.serializer, self.freshness, self.env,
+         self.retries, self.retry_backoff, self.timeout, self.description, self.weight,
+         self.schedule, self.max_failures, self.unused, self.env_reads, self.counted_decorator,
+         self.counted_names, self.sinks, self.var_kw, self._file, self.readers) = st
+
     @property
     def partitioned(self) -> bool:
         return bool(self.dims)
@@ -132,7 +137,6 @@ class NodeModel(_Model):
                             if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
                             and s.name == self.function and s.lineno == self.line)
         return self._fn
-
 
 
 class FileModel(_Model):
@@ -161,7 +165,6 @@ class FileModel(_Model):
         if self._tree is None:
             self._tree = ast.parse(self.source, filename=self.path)
         return self._tree
-
 
 
 def find_files(root: Path, include: Sequence[str] = (), exclude: Sequence[str] = ()

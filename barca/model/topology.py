@@ -157,6 +157,8 @@ def load_graph(files: list[str] | tuple[str, ...] = (), settings: Settings | Non
             refs = [(i.ref, i.by_id) for i in node.inputs]
             refs += [(d.source_ref, False) for d in node.dims if d.source_ref]
             for ref, by_id in refs:
+                if not by_id and ref.partition(".")[0] not in fm.imports:
+                    continue  # a name of this file (or none): no other file to read
                 other = (_referenced_file(ref, root) if by_id
                          else _imported_file(fm, ref, root))
                 if other is not None and relative_id(other, root) not in parsed:
@@ -220,10 +222,12 @@ def build(root: Path, files: dict[str, FileModel]) -> Graph:
             by_file_fn[(fm.path, n.function)] = n.id
     graph = Graph(root, files, nodes, [])
 
-    def resolve_ref(node: NodeModel, ref: str, line: int, where: str) -> NodeId:
+    def resolve_ref(node: NodeModel, ref: str, line: int, param: str | None) -> NodeId:
+        """``param``: the input's (None: partitions_from's), named only in an error."""
+        got = by_file_fn.get((node.file, ref)) if "." not in ref else None
+        if got is not None:
+            return got
         fm = files[node.file]
-        if "." not in ref and (node.file, ref) in by_file_fn:
-            return by_file_fn[(node.file, ref)]
         other = _imported_file(fm, ref, root)
         if other is not None:
             from barca.model.discovery import relative_id
@@ -232,6 +236,7 @@ def build(root: Path, files: dict[str, FileModel]) -> Graph:
             if (rel, fn_name) in by_file_fn:
                 return by_file_fn[(rel, fn_name)]
         names = [short_name(n) for n in nodes]
+        where = "partitions_from()" if param is None else f"inputs['{param}']"
         raise UsageError(
             f"{node.file}:{line}: {where} of '{node.function}' names '{ref}', which is not an "
             f"@asset or @sensor.",
@@ -244,13 +249,13 @@ def build(root: Path, files: dict[str, FileModel]) -> Graph:
                 inp.target = _resolve_id(nodes, n, inp)
                 ups.append(inp.target)
                 continue
-            inp.target = resolve_ref(n, inp.ref, inp.line, f"inputs['{inp.param}']")
+            inp.target = resolve_ref(n, inp.ref, inp.line, inp.param)
             ups.append(inp.target)
         for d in n.dims:
             if d.kind == "from":
-                d.source = resolve_ref(n, d.source_ref or "", d.line, "partitions_from()")
+                d.source = resolve_ref(n, d.source_ref or "", d.line, None)
                 ups.append(d.source)
-        graph.upstream[nid] = list(dict.fromkeys(ups))
+        graph.upstream[nid] = ups if len(ups) < 2 else list(dict.fromkeys(ups))
         graph.downstream.setdefault(nid, [])
     for nid, ups in graph.upstream.items():
         for u in ups:

@@ -53,8 +53,14 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
             tuple(OutputItem(s.key, s.path, s.format, True) for s in t.steps("ran")),
             every_item)
     else:
-        items = tuple(OutputItem(s.key, s.path, s.format, s.action == "ran")
-                      for s in ns.steps.values() if s.path)
+        steps = ns.steps
+        if len(steps) == 1:  # (most targets: one key, each field read once)
+            s = next(iter(steps.values()))
+            path = s.path
+            items = (OutputItem(s.key, path, s.format, s.action == "ran"),) if path else ()
+        else:
+            items = tuple(OutputItem(s.key, s.path, s.format, s.action == "ran")
+                          for s in steps.values() if s.path)
     values: Any = None
     preview: str | None = ""
     root = graph.root
@@ -66,7 +72,7 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
         try:
             data = _preview_bytes(root, items[0].path, small)
             if data is not None:
-                values = json.loads(data)
+                values = _json_value(data)
                 preview = None  # its text made only if shown (Output.shown_preview)
         except (OSError, ValueError):
             values = None
@@ -77,11 +83,21 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
                 try:
                     data = _preview_bytes(root, i.path, small)
                     if data is not None:
-                        vals[i.key] = json.loads(data)
+                        vals[i.key] = _json_value(data)
                 except (OSError, ValueError):
                     pass
         values = vals
     return Output(ns.node, m.partitioned, items, values, preview, str(root))
+
+
+def _json_value(data: bytes) -> Any:
+    """A JSON artifact's value: barca writes UTF-8, decoded as such (``json.loads`` of bytes
+    sniffs the encoding of each of 500 small values first); any other encoding JSON allows, or
+    a BOM, takes that route. Raises ValueError as ``json.loads`` does."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except ValueError:
+        return json.loads(data)
 
 
 def _loaded(settings: Settings, path: str | None, fmt: str | None,

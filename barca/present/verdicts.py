@@ -225,32 +225,41 @@ def _materialization(r: Row) -> dict[str, Any]:
 def step_summary(ctx: Context, ns: NodeState,
                  undeclared: list[str] | None = None) -> StepSummary:
     m = ctx.graph.nodes[ns.node]
-    t = ns.tally()
-    ran, failed = t.steps("ran"), t.steps("failed")
-    n_cached = t.count("cached")
     first: StepState | None
-    if failed:
-        action, first = "failed", failed[0]
-    elif ran and n_cached:
-        action, first = "partial", ran[0]
-    elif ran:
-        action, first = "ran", ran[0]
-    elif n_cached:
-        action, first = "cached", t.first("cached")
-    elif t.count("skipped"):
-        action, first = "skipped", t.first("skipped")
+    parts = None
+    steps = None if ns.lazy or m.partitioned else ns.steps
+    if steps is not None and len(steps) == 1:  # one key (most nodes): no tally to make
+        first = next(iter(steps.values()))
+        action = first.action
+        if action not in ("failed", "ran", "cached", "skipped"):
+            action, first = "cached", None
+        tries = [first.attempts] if first is not None and first.attempts and action in (
+            "ran", "failed") else []
     else:
-        action, first = "cached", None
+        t = ns.tally()
+        ran, failed = t.steps("ran"), t.steps("failed")
+        n_cached = t.count("cached")
+        if failed:
+            action, first = "failed", failed[0]
+        elif ran and n_cached:
+            action, first = "partial", ran[0]
+        elif ran:
+            action, first = "ran", ran[0]
+        elif n_cached:
+            action, first = "cached", t.first("cached")
+        elif t.count("skipped"):
+            action, first = "skipped", t.first("skipped")
+        else:
+            action, first = "cached", None
+        if m.partitioned:
+            will = ran + failed
+            parts = {"cached": n_cached, "total": t.total, "will_run": len(will),
+                     "will_run_keys": key_preview(s.key for s in will)}
+        tries = [s.attempts for s in ran + failed if s.attempts]
     detail = first.error if first is not None and first.action == "failed" else (
         first.detail if first else "")
-    parts = None
-    if m.partitioned:
-        will = ran + failed
-        parts = {"cached": n_cached, "total": t.total, "will_run": len(will),
-                 "will_run_keys": key_preview(s.key for s in will)}
     run_hash = first.run_hash if first is not None and not m.partitioned else None
     extra: dict[str, Any] = {}
-    tries = [s.attempts for s in ran + failed if s.attempts]
     if tries:  # how many calls the function took (retries=), the most over its keys
         extra["attempts"] = max(tries)
     if undeclared:
@@ -268,10 +277,14 @@ def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs:
     w = runner.w
     from barca.present.notices import undeclared_env
     env = undeclared_env(warnings)
-    failures = tuple((s.id, s.error or "", s.traceback or "") for t in w.order
-                     for s in w.states[t].odd_steps() if s.action == "failed")
-    skipped = sum(1 for t in w.order for s in w.states[t].odd_steps()
-                  if s.action == "skipped" and s.reason == "upstream_failed")
+    failures: list[tuple[str, str, str]] = []
+    skipped = 0
+    for t in w.order:  # one pass over each node's odd steps (none, for a settled node)
+        for s in w.states[t].odd_steps():
+            if s.action == "failed":
+                failures.append((s.id, s.error or "", s.traceback or ""))
+            elif s.action == "skipped" and s.reason == "upstream_failed":
+                skipped += 1
     return RunResult(
         command=command, run_id=runner.run_id, status="failed" if w.failed else "success",
         elapsed=elapsed, steps_executed=w.done, steps_total=w.total, phases=w.phases,
@@ -279,4 +292,4 @@ def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs:
         outputs=tuple(outputs), warnings=tuple(warnings),
         failed_node=failures[0][0] if failures else None,
         error=failures[0][1] if failures else None, skipped_downstream=skipped,
-        verb="ran" if command == "run" else "got", failures=failures, cache=cache)
+        verb="ran" if command == "run" else "got", failures=tuple(failures), cache=cache)
