@@ -288,7 +288,7 @@ class Runner:
             if len(ns.keys) >= self.snapshot_now:  # not held to the walk's end
                 self._put_snapshots()
         m = self.graph.nodes[nid]
-        if m.partitioned and ns.keys is not None and self.selection is None \
+        if m.dims and ns.keys is not None and self.selection is None \
                 and any(k.endswith("/") for k in m.sinks):
             self._prune_sinks(m.sinks, ns.keys)
         if nid in self.ctx.key_sources:

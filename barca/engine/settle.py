@@ -139,6 +139,6 @@ def settle_node(runner: Any, nid: NodeId, keys: list[str]) -> bool:
                                                    split_hashes(snap.hashes), view.history(nid))
     if runner.execute:  # (a prediction has nothing more to do: the state is sealed)
         runner.w.cached += len(keys)
-        if not runner.graph.nodes[nid].partitioned:
+        if not runner.graph.nodes[nid].dims:  # (not partitioned)
             runner.on_event(ev.StepCached(step_id(nid, "")))
     return True

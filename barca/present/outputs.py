@@ -35,8 +35,9 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
     JSON values. ``prefix`` is the store's folder (its environment's)."""
     small = small or {}
     m = graph.nodes[ns.node]
+    partitioned = bool(m.dims)  # (m.partitioned, read once per target)
     items: Any
-    if m.partitioned and not load and ns.lazy and len(ns.keys or ()) > MAX_KEYS_IN_OUTPUT:
+    if partitioned and not load and ns.lazy and len(ns.keys or ()) > MAX_KEYS_IN_OUTPUT:
         t = ns.tally()  # every key's path is read from the store only if it is asked for
         root = graph.root
 
@@ -66,9 +67,9 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
     root = graph.root
     if load:
         values = ({i.key: _loaded(settings, i.path, i.format, small) for i in items}
-                  if m.partitioned else
+                  if partitioned else
                   (_loaded(settings, items[0].path, items[0].format, small) if items else None))
-    elif items and not m.partitioned and items[0].format == "json":
+    elif items and not partitioned and items[0].format == "json":
         try:
             data = _preview_bytes(root, items[0].path, small)
             if data is not None:
@@ -76,7 +77,7 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
                 preview = None  # its text made only if shown (Output.shown_preview)
         except (OSError, ValueError):
             values = None
-    elif items and m.partitioned and len(items) <= 1000:
+    elif items and partitioned and len(items) <= 1000:
         vals = {}
         for i in items:
             if i.format == "json":
@@ -87,7 +88,7 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
                 except (OSError, ValueError):
                     pass
         values = vals
-    return Output(ns.node, m.partitioned, items, values, preview, str(root))
+    return Output(ns.node, partitioned, items, values, preview, str(root))
 
 
 def _json_value(data: bytes) -> Any:
