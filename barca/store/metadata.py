@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from barca.core.errors import InfrastructureError
-from barca.store import snapchunks
+from barca.store import quietclose, snapchunks
 from barca.store.process import process_token, reap_crashed
 from barca.store.rows import Row, Snapshot  # the records it returns (re-exported here)
 from barca.store.schema import RUN_COLUMNS, SCHEMA, barca_030_error, db_error, from_barca_030  # noqa: F401
@@ -30,6 +30,7 @@ class Store:
         self.conn: sqlite3.Connection | None = None
         self._evicted: set[str] | None = None
         self._seen: snapchunks.Seen = {}  # the chunked snapshots read (see snapchunks)
+        self._opened_at: int | None = None  # the generation when opened (see quietclose)
         if create:
             self._open(create=True)
         elif self.db_path.exists():
@@ -51,6 +52,7 @@ class Store:
             self.conn.execute("PRAGMA synchronous=NORMAL")
             if create:
                 self._create_schema(wait)
+            self._opened_at = quietclose.generation(self.conn)
         except sqlite3.DatabaseError as exc:
             raise db_error(self.db_path, exc) from None
         except OSError as exc:
@@ -121,8 +123,8 @@ class Store:
 
     def close(self) -> None:
         if self.conn is not None:
-            self.conn.close()
-            self.conn = None
+            conn, self.conn = self.conn, None
+            quietclose.close(conn, self.db_path, self._opened_at)
 
     # ---------------------------------------------------------------- reads
     _SELECT = ("SELECT id, node, asset, partition, run_hash, path, format, size, sha256, parts, "
