@@ -147,6 +147,7 @@ class NodeHistory:
                 got = store.rows(self.asset, "id=?", (best,))
                 if got and got[0].run_hash in wanted:
                     return got[0]
+                best = -1
             for i, h in conn.execute("SELECT id, run_hash FROM materializations WHERE asset=? "
                                      "AND status='success'", (self.asset,)):
                 if h in wanted:
