@@ -52,57 +52,57 @@ def _runs(root: Path) -> list[tuple[str, int, int]]:
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def store_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     _write(tmp_path, 1)
     assert _get() == KEYS + 1
     return tmp_path
 
 
-def test_a_cached_get_leaves_its_rows_in_the_wal_and_loses_none(project: Path) -> None:
-    assert _wal(project) == 0  # a run that wrote results checkpointed at its close
+def test_a_cached_get_leaves_its_rows_in_the_wal_and_loses_none(store_root: Path) -> None:
+    assert _wal(store_root) == 0  # a run that wrote results checkpointed at its close
     for _ in range(3):
         assert _get() == 0
-    assert _wal(project) > 0  # the cached gets did not checkpoint (nor fsync) at their close
-    runs = _runs(project)  # a new connection reads their rows from the WAL
+    assert _wal(store_root) > 0  # the cached gets did not checkpoint (nor fsync) at their close
+    runs = _runs(store_root)  # a new connection reads their rows from the WAL
     assert runs[-3:] == [("success", 0, KEYS + 1)] * 3 and len(runs) == 4
-    _write(project, 2)  # a run that writes results checkpoints everything with its own
+    _write(store_root, 2)  # a run that writes results checkpoints everything with its own
     assert _get() == KEYS + 1
-    assert _wal(project) == 0
-    assert len(_runs(project)) == 5
+    assert _wal(store_root) == 0
+    assert len(_runs(store_root)) == 5
 
 
 def test_a_wal_past_the_bound_is_checkpointed_by_a_cached_close(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        store_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _get() == 0
-    left = _wal(project)
+    left = _wal(store_root)
     assert left > 0
     monkeypatch.setattr(quietclose, "QUIET_WAL_BYTES", left - 1)
     assert _get() == 0
-    assert _wal(project) == 0
-    assert len(_runs(project)) == 3
+    assert _wal(store_root) == 0
+    assert len(_runs(store_root)) == 3
 
 
-def test_a_deleted_metadata_db_is_rebuilt_though_a_wal_was_left(project: Path) -> None:
+def test_a_deleted_metadata_db_is_rebuilt_though_a_wal_was_left(store_root: Path) -> None:
     assert _get() == 0
-    assert _wal(project) > 0
-    (project / ".barca" / "metadata.db").unlink()
+    assert _wal(store_root) > 0
+    (store_root / ".barca" / "metadata.db").unlink()
     assert _get() == 0  # the results on disk are adopted, under the same run hashes
     status = api.status(None, "pipeline.py").to_json()
     assert [n["cache"]["state"] for n in status["nodes"]] == ["cached", "cached"]
 
 
-def test_status_last_run_of_many_keys_is_the_newest_current_result(project: Path) -> None:
+def test_status_last_run_of_many_keys_is_the_newest_current_result(store_root: Path) -> None:
     def last() -> dict:
         doc = api.status("item", "pipeline.py").to_json()
         return doc["nodes"][0]["last_materialization"]
     assert _get() == 0  # a settled walk
     v1 = last()
-    _write(project, 2)
+    _write(store_root, 2)
     assert _get() == KEYS + 1
     v2 = last()
     assert v2["run_id"] != v1["run_id"]
-    _write(project, 1)  # reverted: v1's results are current again, though v2's rows are newer
+    _write(store_root, 1)  # reverted: v1's results are current again, though v2's rows are newer
     assert _get() == 0
     assert _get() == 0  # settled: the newest successful row is not a current one
     assert last() == v1

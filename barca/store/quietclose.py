@@ -39,7 +39,7 @@ def close(conn: sqlite3.Connection, db_path: Path, opened_at: int | None) -> Non
     """Close ``conn``; quietly (no checkpoint) when the generation is still ``opened_at``."""
     hold = None
     if opened_at is not None and not conn.in_transaction and generation(conn) == opened_at \
-            and _wal_size(db_path) <= QUIET_WAL_BYTES:
+            and 0 < _wal_size(db_path) <= QUIET_WAL_BYTES:  # (an empty one: nothing to keep)
         with contextlib.suppress(sqlite3.DatabaseError):
             hold = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True,
                                    timeout=0, check_same_thread=False)
