@@ -121,10 +121,10 @@ class Store:
         first run) and it was not closed."""
         return self.conn is not None
 
-    def close(self) -> None:
+    def close(self, last: bool = True) -> None:  # last: no other connection of ours is open
         if self.conn is not None:
             conn, self.conn = self.conn, None
-            quietclose.close(conn, self.db_path, self._opened_at)
+            quietclose.close(conn, self.db_path, self._opened_at if last else None)
 
     # ---------------------------------------------------------------- reads
     _SELECT = ("SELECT id, node, asset, partition, run_hash, path, format, size, sha256, parts, "

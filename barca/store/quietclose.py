@@ -36,7 +36,8 @@ def generation(conn: sqlite3.Connection) -> int | None:
 
 
 def close(conn: sqlite3.Connection, db_path: Path, opened_at: int | None) -> None:
-    """Close ``conn``; quietly (no checkpoint) when the generation is still ``opened_at``."""
+    """Close ``conn``; quietly (no checkpoint) when the generation is still ``opened_at``
+    (None: close it plainly, e.g. while another connection of this process stays open)."""
     hold = None
     if opened_at is not None and not conn.in_transaction and generation(conn) == opened_at \
             and 0 < _wal_size(db_path) <= QUIET_WAL_BYTES:  # (an empty one: nothing to keep)
