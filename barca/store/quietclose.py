@@ -44,7 +44,8 @@ def close(conn: sqlite3.Connection, db_path: Path, opened_at: int | None) -> Non
         with contextlib.suppress(sqlite3.DatabaseError):
             hold = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True,
                                    timeout=0, check_same_thread=False)
-            hold.execute("SELECT n FROM generation").fetchone()  # a read: its lock is held
+            # a read of the file's header takes the lock it holds (and parses no schema)
+            hold.execute("PRAGMA user_version").fetchone()
     try:
         conn.close()
     finally:
