@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from barca.core.errors import InfrastructureError
-from barca.store import quietclose, snapchunks
+from barca.store import quietclose, schema, snapchunks
 from barca.store.process import process_token, reap_crashed
 from barca.store.rows import Row, Snapshot  # the records it returns (re-exported here)
 from barca.store.schema import RUN_COLUMNS, SCHEMA, barca_030_error, db_error, from_barca_030  # noqa: F401
@@ -50,7 +50,7 @@ class Store:
             self._not_rust_barca()  # before anything is written into it
             # per connection: WAL syncs at checkpoints, not at each commit (nor a kernel's ask)
             self.conn.execute("PRAGMA synchronous=NORMAL")
-            if create:
+            if create and not schema.made(self.conn):  # (made: the tables are all there)
                 self._create_schema(wait)
             self._opened_at = quietclose.generation(self.conn)
         except sqlite3.DatabaseError as exc:
@@ -96,6 +96,7 @@ class Store:
         for col in ("pid INTEGER", "proc TEXT", *RUN_COLUMNS):  # added since: see serverq
             if col.split()[0] not in runs:
                 self._add_column("runs", col)
+        schema.stamp(self.conn)
 
     def _add_column(self, table: str, col: str) -> None:
         """A column added since the table was made; another process may have added it
