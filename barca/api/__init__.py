@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from barca.api import warm
@@ -454,11 +454,26 @@ def gc(*files: str, max_size: str | None = None, dry_run: bool = False,
     graph = load_graph(_files(files), settings)
     manual = {n for n, m in graph.nodes.items() if m.freshness == "manual"}
     cur = currency(graph, settings)
+    gone = _gone(graph)
     if budget is None:
         return cachelimit.evict(settings.root, None, 0, cur, manual, dry_run=dry_run,
-                                superseded_only=True)
+                                superseded_only=True, gone=gone)
     return cachelimit.evict(settings.root, budget, int(budget * cachelimit.GC_TARGET), cur,
-                            manual, dry_run=dry_run)
+                            manual, dry_run=dry_run, gone=gone)
+
+
+def _gone(graph: Graph) -> Callable[[str], bool]:
+    """Whether a node id the store names is no longer in the pipeline: its file was read and
+    does not define it, or its file is not there. A notebook's node, or one of a file this
+    command did not read, is not known to be gone."""
+    from barca.model.notebook import is_notebook_id
+
+    def gone(node: str) -> bool:
+        if node in graph.nodes or ":" not in node or is_notebook_id(node):
+            return False
+        file = node.rsplit(":", 1)[0]
+        return file in graph.files or not (graph.root / file).exists()
+    return gone
 
 
 def graph(*files: str, settings: Settings | None = None, **flags: Any) -> DagPicture:

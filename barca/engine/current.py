@@ -25,6 +25,29 @@ def rows_of(ctx: Context, ns: NodeState) -> dict[str, Row]:
     """key -> current result of a decided node, for the keys that have one (a stale key, one
     never run, or one whose run hash is not knowable yet has none). A manual asset's and an
     evicted result's row count: the decision serves them under their own run hash."""
+    hashes = _hashes(ns)
+    if not hashes:
+        return {}
+    by_hash = _success_by_hash(ctx, ns.node, set(hashes.values()))
+    return {k: by_hash[h] for k, h in hashes.items() if h in by_hash}
+
+
+def newest_current(ctx: Context, ns: NodeState) -> Row | None:
+    """The newest (by id) of ``rows_of``, when every key of the node has a current result;
+    else None. (``status``'s LAST RUN: it reads ids and run hashes, not every row.)"""
+    hashes = _hashes(ns)
+    if not hashes or ns.keys is None or len(hashes) < len(ns.keys):
+        return None
+    wanted = set(hashes.values())
+    if len(wanted) > 16:
+        return ctx.history(ns.node).newest_of(wanted, ns.lazy and not ns.odd_steps())
+    by_hash = _success_by_hash(ctx, ns.node, wanted)
+    rows = [by_hash[h] for h in hashes.values() if h in by_hash]
+    return max(rows, key=lambda r: r.id) if len(rows) == len(ns.keys) else None
+
+
+def _hashes(ns: NodeState) -> dict[str, str]:
+    """key -> run hash of each key of a decided node whose run hash is known."""
     if ns.keys is None:
         return {}
     hashes: dict[str, str] = {}
@@ -33,10 +56,7 @@ def rows_of(ctx: Context, ns: NodeState) -> dict[str, Row]:
     if not hashes or "" in hashes.values():
         hashes = {k: h for k, h, action in ns.step_hashes()
                   if h and action not in ("unknown", "skipped")}
-    if not hashes:
-        return {}
-    by_hash = _success_by_hash(ctx, ns.node, set(hashes.values()))
-    return {k: by_hash[h] for k, h in hashes.items() if h in by_hash}
+    return hashes
 
 
 def _success_by_hash(ctx: Context, nid: NodeId, wanted: set[str]) -> dict[str, Row]:

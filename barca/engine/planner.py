@@ -67,7 +67,7 @@ class Context:
         view and the definitions table read through the new one."""
         old = self.view.store
         store = Store(old.root, create=True, prefix=old.prefix)
-        old.close()
+        old.close(last=False)  # (not the last connection: it never checkpoints)
         self.view.store = store
         self.defcache.store = store
         return store

@@ -112,10 +112,10 @@ def _last_row(ctx: Context, ns: NodeState) -> Row | None:
     """The row LAST RUN and SHAPE describe: the newest current result when every key has one
     (after a revert, the earlier result, not the newer row of the reverted code); else the
     newest row (a failure of the last run first), which tells why the node is not current."""
-    from barca.engine.current import rows_of  # status only: a run's result never needs it
-    cur = rows_of(ctx, ns)
-    if cur and ns.keys is not None and len(cur) == len(ns.keys):
-        return max(cur.values(), key=lambda r: r.id)
+    from barca.engine.current import newest_current  # status only: never a run's result
+    current = newest_current(ctx, ns)
+    if current is not None:
+        return current
     hist = ctx.history(ns.node)
     keys = ns.keys if ns.keys is not None else list(hist.latest)
     rows = [hist.latest[k] for k in keys if k in hist.latest]

@@ -208,16 +208,20 @@ def _candidates(store: Store, cur: Currency, manual: Set[str], since: float | No
 
 def evict(root: Path, budget: int | None, target: int, cur: Currency,
           manual: Set[str] = frozenset(), dry_run: bool = False,
-          superseded_only: bool = False) -> CacheReport:
+          superseded_only: bool = False, gone: Callable[[str], bool] | None = None
+          ) -> CacheReport:
     """Evict until ``.barca/`` (every environment) is at most ``target`` bytes: the copies
     ``sql --server`` fetched first, then superseded results, then current ones, each tier least
     recently read first across every environment (every copy and every superseded result, and
-    nothing else, with ``superseded_only``). The
-    sizes reported add up: after = before - the bytes of the files deleted."""
+    nothing else, with ``superseded_only``). With ``gone`` (``barca gc``), before all of them
+    and whatever the target, the memos of the nodes it says are no longer in the pipeline
+    (store.prune). The sizes reported add up: after = before - the bytes of the files deleted."""
+    from barca.store import prune
     folder = root / ".barca"
     size = usage(folder)
     all_stores = stores(root)
     try:
+        removed = [prune.find(s, gone) for s in all_stores] if gone is not None else []
         superseded, current, held = [], [], []
         for store in all_stores:
             running = store.running_runs()
@@ -228,10 +232,13 @@ def evict(root: Path, budget: int | None, target: int, cur: Currency,
             held += h
         copies, kept = _copies(folder)
         held += kept
-        tiers: dict[str, list[str]] = {"copies": [], "superseded": [],
+        tiers: dict[str, list[str]] = {"removed_nodes": [], "copies": [], "superseded": [],
                                        "least_recently_read": []}
         now, chosen = size, []
         copied: list[str] = []
+        for found in removed:
+            tiers["removed_nodes"] += [p for p, _ in found.files]
+            now -= sum(n for _, n in found.files)
         for tier, items in (("copies", copies), ("superseded", superseded),
                             ("least_recently_read", current)):
             if superseded_only and tier == "least_recently_read":
@@ -248,6 +255,10 @@ def evict(root: Path, budget: int | None, target: int, cur: Currency,
         failed: list[str] = []
         freed = 0
         if not dry_run:
+            for found in removed:
+                got, lost = prune.remove(found)
+                freed += got
+                failed += lost
             for path in copied:  # not results: nothing to record, fetched again when queried
                 try:
                     p = root / path
@@ -281,7 +292,8 @@ def evict(root: Path, budget: int | None, target: int, cur: Currency,
         for store in all_stores:
             store.close()
     # paths as barca prints every path: from the project root (.barca/artifacts/...)
-    rel = [p for p in copied if p not in failed] + [p for p, _ in chosen if p not in failed]
+    rel = [p for p in tiers["removed_nodes"] + copied if p not in failed] + [
+        p for p, _ in chosen if p not in failed]
     tiers = {t: [p for p in ps if p not in failed] for t, ps in tiers.items()}
     return CacheReport(size, budget, target, now, tiers, tuple(rel), tuple(failed),
                        tuple(held), dry_run)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from barca.core.errors import InfrastructureError
-from barca.store import snapchunks
+from barca.store import quietclose, schema, snapchunks
 from barca.store.process import process_token, reap_crashed
 from barca.store.rows import Row, Snapshot  # the records it returns (re-exported here)
 from barca.store.schema import RUN_COLUMNS, SCHEMA, barca_030_error, db_error, from_barca_030  # noqa: F401
@@ -30,6 +30,7 @@ class Store:
         self.conn: sqlite3.Connection | None = None
         self._evicted: set[str] | None = None
         self._seen: snapchunks.Seen = {}  # the chunked snapshots read (see snapchunks)
+        self._opened_at: int | None = None  # the generation when opened (see quietclose)
         if create:
             self._open(create=True)
         elif self.db_path.exists():
@@ -49,8 +50,9 @@ class Store:
             self._not_rust_barca()  # before anything is written into it
             # per connection: WAL syncs at checkpoints, not at each commit (nor a kernel's ask)
             self.conn.execute("PRAGMA synchronous=NORMAL")
-            if create:
+            if create and not schema.made(self.conn):  # (made: the tables are all there)
                 self._create_schema(wait)
+            self._opened_at = quietclose.generation(self.conn)
         except sqlite3.DatabaseError as exc:
             raise db_error(self.db_path, exc) from None
         except OSError as exc:
@@ -94,6 +96,7 @@ class Store:
         for col in ("pid INTEGER", "proc TEXT", *RUN_COLUMNS):  # added since: see serverq
             if col.split()[0] not in runs:
                 self._add_column("runs", col)
+        schema.stamp(self.conn)
 
     def _add_column(self, table: str, col: str) -> None:
         """A column added since the table was made; another process may have added it
@@ -119,10 +122,10 @@ class Store:
         first run) and it was not closed."""
         return self.conn is not None
 
-    def close(self) -> None:
+    def close(self, last: bool = True) -> None:  # last: no other connection of ours is open
         if self.conn is not None:
-            self.conn.close()
-            self.conn = None
+            conn, self.conn = self.conn, None
+            quietclose.close(conn, self.db_path, self._opened_at if last else None)
 
     # ---------------------------------------------------------------- reads
     _SELECT = ("SELECT id, node, asset, partition, run_hash, path, format, size, sha256, parts, "

@@ -3,6 +3,7 @@ columns added since are added by ``Store``'s migration."""
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from pathlib import Path
 
 from barca.core.errors import InfrastructureError
@@ -51,6 +52,30 @@ INSERT INTO generation (n) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM generation);
 # server's reads and writes of them are store.serverq)
 RUN_COLUMNS = ("triggered_by TEXT", "scheduled_at TEXT", "schedule_id TEXT", "queued_at REAL",
                "request TEXT", "outcome TEXT", "exit_code INTEGER", "client_run_id TEXT")
+
+
+# what ``made`` compares: this text, and the columns Store._schema_once adds (a new one: a new
+# number here), with the file's schema cookie, which every CREATE, ALTER or DROP moves
+_SIGNATURE = zlib.crc32((SCHEMA + "".join(RUN_COLUMNS) + "remote attempts pid proc 1").encode())
+
+
+def _stamp_of(conn: sqlite3.Connection) -> int:
+    (cookie,) = conn.execute("PRAGMA schema_version").fetchone()
+    return (_SIGNATURE ^ int(cookie)) & 0x7FFFFFFF or 1
+
+
+def made(conn: sqlite3.Connection) -> bool:
+    """Whether this barca made the file's tables as they are now (its stamp in the header's
+    ``user_version``, for the schema cookie it saw): then a writer need not run the schema
+    again (~30 statements each command). Any table or column added or dropped since, by
+    anyone, moves the cookie: the schema runs again."""
+    (got,) = conn.execute("PRAGMA user_version").fetchone()
+    return bool(got) and got == _stamp_of(conn)
+
+
+def stamp(conn: sqlite3.Connection) -> None:
+    """After the schema ran: the stamp ``made`` looks for."""
+    conn.execute(f"PRAGMA user_version={_stamp_of(conn)}")
 
 
 def from_barca_030(conn: sqlite3.Connection) -> bool:

@@ -4,10 +4,13 @@ writes: recording results, snapshots and adopted artifacts is the runner's work,
 decision."""
 from __future__ import annotations
 
+from collections.abc import Set
+from sqlite3 import DatabaseError
 from typing import cast
 
 from barca.core.types import NodeId
 from barca.store.metadata import Row, Snapshot, Store
+from barca.store.schema import db_error
 
 
 class NodeHistory:
@@ -124,6 +127,38 @@ class NodeHistory:
                 return None if row is None else _where(row)
             self._where = self.store.success_locations(self.asset)
         return (self._where or {}).get(run_hash)
+
+    def newest_of(self, wanted: Set[str], settled: bool) -> Row | None:
+        """The newest successful row whose run hash is one of ``wanted``, or None unless each
+        of them has a successful row. ``settled``: the decision found a successful row for
+        each (every key cached), so the node's newest success is the answer when its run hash
+        is wanted (not after a revert). Else read from ids and run hashes, then one row: every
+        row of a 2,000-key node, parts and all, was most of what ``status`` read."""
+        store = self.store
+        conn = store.conn if store is not None else None
+        if store is None or conn is None:
+            return None
+        seen: set[str] = set()
+        best = -1
+        try:
+            if settled:
+                (best,) = conn.execute("SELECT max(id) FROM materializations WHERE asset=? "
+                                       "AND status='success'", (self.asset,)).fetchone()
+                got = store.rows(self.asset, "id=?", (best,))
+                if got and got[0].run_hash in wanted:
+                    return got[0]
+                best = -1
+            for i, h in conn.execute("SELECT id, run_hash FROM materializations WHERE asset=? "
+                                     "AND status='success'", (self.asset,)):
+                if h in wanted:
+                    seen.add(h)
+                    best = max(best, i)
+        except DatabaseError as exc:
+            raise db_error(store.db_path, exc) from None
+        if len(seen) < len(wanted):
+            return None
+        got = store.rows(self.asset, "id=?", (best,))
+        return got[0] if got else None
 
     def all_success(self) -> list[Row]:
         """Every successful row, oldest first (small nodes only: sensors)."""
