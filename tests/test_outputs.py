@@ -213,7 +213,11 @@ def b(a: int) -> int:
         assert res.code == 0, res.err
     unused = ["ast", "barca.core.render", "barca.store.shapes", "barca.present.plans",
               "barca.store.serverq", "barca.store.artifacts", "barca.model.groups",
-              "barca.core.config", "barca.core.sizes", "barca.model.arguments"]
+              "barca.core.config", "barca.core.sizes", "barca.model.arguments",
+              # #31 item 2: the command line read without the grammar (argparse, and gettext
+              # and locale it loads for its messages)
+              "argparse", "gettext", "locale", "barca.faces.grammar", "signal",
+              "hashlib", "_hashlib"]  # (barca.core.sha: no OpenSSL for a few small digests)
     code = ("import atexit, gc, sys, barca.faces.cli\n"
             f"atexit.register(lambda: print(sorted(set({unused!r}) & set(sys.modules)), "
             "gc.isenabled()))\n"
