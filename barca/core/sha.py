@@ -11,8 +11,7 @@ a walk of 10,000 keys pays OpenSSL's load once and gets its speed.
 Only for data hashed in one call; a digest fed in parts (a file in blocks) takes hashlib."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from hashlib import _Hash

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from barca.core.sha import sha256
 from barca.model.discovery import FileModel, NodeModel
 from barca.store.definitions import read_definitions, write_definitions
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
     from barca.store.metadata import Store
 

@@ -9,10 +9,13 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from barca.core.types import Reason
 from barca.engine.states import StepState
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any
 
 SMALL_BYTES = 2048   # an artifact this small is kept in memory once verified (a preview)
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, TextIO
 
 from barca.core.errors import BarcaError, Cancelled, InfrastructureError, StepFailed
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 
 def printable(text: str) -> str:

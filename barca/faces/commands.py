@@ -5,14 +5,15 @@ result object. Neither prints. The grammar (argparse, barca.faces.grammar) is im
 a line the plain reader (barca.faces.argv) leaves to it: a cached ``barca get`` never loads it."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from barca.core.errors import UsageError
 from barca.faces.argv import COMMANDS, Namespace  # noqa: F401 (COMMANDS: re-exported)
 from barca.faces.argv import read as read_plain
 from barca.faces.outcome import Outcome, split_target  # noqa: F401 (used, and re-exported)
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from typing import Any
+
     from barca.core.settings import Settings
 
 

@@ -3,9 +3,11 @@ first word is read (a target, or a file). Shared by the local commands and ``--s
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from typing import Any
+
     from barca.core.settings import Settings
     from barca.faces.argv import Namespace
 

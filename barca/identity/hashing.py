@@ -10,15 +10,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from barca.core.sha import constructor, sha256
 from barca.core.types import RunHash
 from barca.identity.digests import INSTALLED, digest, in_project, sha  # noqa: F401  (re-exported)
 from barca.model.discovery import FileModel, NodeModel
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
     import ast
+    from typing import Any
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                               allow_nan=False)

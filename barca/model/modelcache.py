@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, TypeVar
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 
 def _pickle() -> Any:

@@ -4,8 +4,8 @@ writes the rows)."""
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
     from barca.store.metadata import Store
 

@@ -19,9 +19,12 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from barca.store.rows import Snapshot
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any
 
 PART = 131_072  # characters: 2,048 run hashes
 MARK = "@"

@@ -4,9 +4,7 @@ writes: recording results, snapshots and adopted artifacts is the runner's work,
 decision."""
 from __future__ import annotations
 
-from typing import cast
-
-from barca.core.types import NodeId
+from barca.core.types import NodeId, cast
 from barca.store.metadata import Row, Snapshot, Store
 
 
