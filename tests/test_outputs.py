@@ -221,7 +221,8 @@ def b(a: int) -> int:
               # and locale it loads for its messages)
               "argparse", "gettext", "locale", "barca.faces.grammar", "signal",
               "hashlib", "_hashlib",  # (barca.core.sha: no OpenSSL for a few small digests)
-              "typing"]  # (annotations only, under TYPE_CHECKING)
+              "typing",  # (annotations only, under TYPE_CHECKING)
+              "sqlite3.dbapi2", "datetime"]  # (barca.store.driver: sqlite3's C half alone)
     # -S: no site, whose .pth files may import typing (this interpreter's do); barca from the
     # folder this test imports it from
     root = str(Path(barca.__file__).parent.parent)

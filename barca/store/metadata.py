@@ -4,13 +4,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from barca.core.errors import InfrastructureError
 from barca.store import snapchunks
+from barca.store.driver import sqlite3
 from barca.store.process import process_token, reap_crashed
 from barca.store.rows import Row, Snapshot  # the records it returns (re-exported here)
 from barca.store.schema import RUN_COLUMNS, SCHEMA, barca_030_error, db_error, from_barca_030  # noqa: F401

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 from collections.abc import Iterable, Iterator
 
+from barca.store.driver import sqlite3
 from barca.store.rows import Snapshot
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
