@@ -238,3 +238,10 @@ def b(a: int) -> int:
     doc, last = proc.stdout.strip().splitlines()
     assert json.loads(doc)["steps_executed"] == 0
     assert last == "[] False", last
+    # `barca status` of the same state: none of the standard library's costly modules either
+    stdlib = unused[unused.index("argparse"):] + ["csv"]
+    code = code.replace(repr(unused), repr(stdlib)).replace("'get', 'b'", "'status'")
+    proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=project.path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[] False", proc.stdout
