@@ -194,6 +194,9 @@ def test_a_cached_get_imports_only_what_it_uses(project: Project) -> None:
     collector held to the end of the process (no collection walks every object at exit)."""
     import subprocess
     import sys
+    from pathlib import Path
+
+    import barca
 
     project.write("pipeline.py", """
 from barca import asset
@@ -213,15 +216,32 @@ def b(a: int) -> int:
         assert res.code == 0, res.err
     unused = ["ast", "barca.core.render", "barca.store.shapes", "barca.present.plans",
               "barca.store.serverq", "barca.store.artifacts", "barca.model.groups",
-              "barca.core.config", "barca.core.sizes", "barca.model.arguments"]
-    code = ("import atexit, gc, sys, barca.faces.cli\n"
+              "barca.core.config", "barca.core.sizes", "barca.model.arguments",
+              # #31 item 2: the command line read without the grammar (argparse, and gettext
+              # and locale it loads for its messages)
+              "argparse", "gettext", "locale", "barca.faces.grammar", "signal",
+              "hashlib", "_hashlib",  # (barca.core.sha: no OpenSSL for a few small digests)
+              "typing",  # (annotations only, under TYPE_CHECKING)
+              "sqlite3.dbapi2", "datetime"]  # (barca.store.driver: sqlite3's C half alone)
+    # -S: no site, whose .pth files may import typing (this interpreter's do); barca from the
+    # folder this test imports it from
+    root = str(Path(barca.__file__).parent.parent)
+    code = (f"import sys; sys.path.insert(0, {root!r})\n"
+            "import atexit, gc, barca.faces.cli\n"
             f"atexit.register(lambda: print(sorted(set({unused!r}) & set(sys.modules)), "
             "gc.isenabled()))\n"
             "sys.argv = ['barca', 'get', 'b', 'pipeline.py', '--json']\n"
             "barca.faces.cli.main()\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=project.path, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=project.path,
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     doc, last = proc.stdout.strip().splitlines()
     assert json.loads(doc)["steps_executed"] == 0
     assert last == "[] False", last
+    # `barca status` of the same state: none of the standard library's costly modules either
+    stdlib = unused[unused.index("argparse"):] + ["csv"]
+    code = code.replace(repr(unused), repr(stdlib)).replace("'get', 'b'", "'status'")
+    proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=project.path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[] False", proc.stdout

@@ -10,8 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
 
 from barca.api import warm
 from barca.api.check import (  # the request's parts, as every run command reads them
@@ -35,7 +34,10 @@ from barca.present.results import RunResult, StatusReport
 from barca.present.verdicts import plan_row, run_result, status_row
 from barca.store.metadata import Store
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from typing import Any
+
     from barca.present.plans import PhasePlan, Plan  # imported by plan and --dry-run only
     from barca.present.results import SqlResult
     from barca.queries.picture import DagPicture

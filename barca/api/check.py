@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
 
 from barca.core.errors import UsageError
 from barca.core.settings import Settings
 from barca.core.types import NodeId, short_name
 from barca.engine.selection import Selection
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from typing import Any
+
     from barca.model.topology import Graph
 
 

@@ -32,12 +32,15 @@ import os
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
 
 from barca.core import events as ev
 from barca.engine.integrity import read_digest
 from barca.engine.runner import new_run_id
 from barca.present.outputs import node_output
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any
 
 keeping = True  # False in a process that runs one command (the CLI): nothing to keep for
 RACY_NS = 2_000_000_000  # a stamp younger than this at the command's start is not trusted

@@ -15,7 +15,9 @@ that must stay cheap. These bases cost nothing to subclass: the fields are the s
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 _set = object.__setattr__
 

@@ -62,7 +62,7 @@ def _remembered() -> str:
     file came or went): the very test Python applies before it runs a module's cached bytecode,
     so the salt follows the code that runs. Kept in barca/core/__pycache__, beside that
     bytecode; where that folder cannot be written, the salt is computed every time."""
-    import hashlib
+    from barca.core.sha import sha256  # the stamp, every command: no OpenSSL for it
     pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     files = _sources(pkg)
     cut = len(pkg) + 1
@@ -70,7 +70,7 @@ def _remembered() -> str:
     for e in files:
         st = e.stat()  # follows a symlinked file, as os.stat
         lines.append(f"{e.path[cut:]}\0{st.st_size}\0{st.st_mtime_ns}\n")
-    stamp = hashlib.sha256("".join(lines).encode())
+    stamp = sha256("".join(lines).encode())
     folder = os.path.join(pkg, "core", "__pycache__")
     memo = os.path.join(folder, f"salt-{stamp.hexdigest()[:32]}.txt")
     try:

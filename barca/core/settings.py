@@ -10,9 +10,12 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
 
 from barca.core.record import Record
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 # setting -> (environment variable, barca.toml section, key)
 SOURCES: dict[str, tuple[str, str, str]] = {

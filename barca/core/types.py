@@ -4,12 +4,26 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Any, NewType, cast
 
-NodeId = NewType("NodeId", str)          # "pipeline.py:prices"
-RunHash = NewType("RunHash", str)        # 64 hex chars (SHA-256)
-# "ticker=AAPL", "day=d1,region=amer"; "" = unpartitioned
-PartitionKey = NewType("PartitionKey", str)
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2): a cached command
+if TYPE_CHECKING:      # would load it for these three names alone
+    from typing import Any as Any  # (re-exported: see engine.runner)
+    from typing import NewType
+    from typing import cast as cast  # (re-exported: the engine imports it from here)
+
+    NodeId = NewType("NodeId", str)          # "pipeline.py:prices"
+    RunHash = NewType("RunHash", str)        # 64 hex chars (SHA-256)
+    # "ticker=AAPL", "day=d1,region=amer"; "" = unpartitioned
+    PartitionKey = NewType("PartitionKey", str)
+else:  # at run time, what NewType and cast are: the value itself
+    def NodeId(value: str) -> str:
+        return value
+
+    RunHash = PartitionKey = NodeId
+
+    def cast(_type: object, value: object) -> object:
+        """``typing.cast`` (for the engine's modules too, which import it from here)."""
+        return value
 
 
 # The words barca says about steps, nodes and runs (barca/docs/glossary.md, "What barca says

@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
 
 from barca.core.types import NodeId, Status
 from barca.engine.decision import adopted
 from barca.engine.states import NodeState, StepState
 from barca.store.metadata import Row
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Adoption:

@@ -7,13 +7,13 @@ decided NodeState's rows (``rows_of``), or a walk that decides them (``current_r
 from __future__ import annotations
 
 from collections.abc import Set
-from typing import TYPE_CHECKING
 
 from barca.core.errors import BarcaError
 from barca.core.types import NodeId
 from barca.engine.states import NodeState
 from barca.store.metadata import Row
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
     from barca.core.settings import Settings
     from barca.engine.planner import Context

@@ -24,7 +24,6 @@ Fetching, recording and running are the runner's work."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence, Set
-from typing import TYPE_CHECKING, Any
 
 from barca.core.record import Tuple
 from barca.core.types import Action, NodeId, Reason, step_id
@@ -35,7 +34,10 @@ from barca.model.discovery import NodeModel
 from barca.store.metadata import Row, Snapshot
 from barca.store.view import NodeHistory, StoreView
 
-if TYPE_CHECKING:  # the planner's context: the graph and the definitions (never the store)
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any
+
     from barca.engine.planner import Context
 
 PART_ORDER = ("code", "decorator", "helper:", "module:", "path:", "untracked:", "env:", "input:",

@@ -8,21 +8,21 @@ searched — and of the barca that made them (the one memo salt, barca.core.salt
 row's ``file_sha``), and reused while the fingerprint holds. Any doubt is a miss: recompute."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from barca.core.sha import sha256
 from barca.model.discovery import FileModel, NodeModel
 from barca.store.definitions import read_definitions, write_definitions
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
     from barca.store.metadata import Store
 
 
 def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    return sha256(data).hexdigest()
 
 
 def listing(folder: Path) -> str:

@@ -5,10 +5,9 @@ have one yet (an upstream failed, its keys or its value are not known). Read by 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NoReturn, cast
 
 from barca.core.record import Tuple
-from barca.core.types import NodeId, parse_key, short_name, step_id
+from barca.core.types import NodeId, cast, parse_key, short_name, step_id
 from barca.engine.states import (  # all_parts: re-exported
     KeyIndex,
     NodeState,
@@ -17,6 +16,10 @@ from barca.engine.states import (  # all_parts: re-exported
 )
 from barca.identity.hashing import combined_digest
 from barca.model.topology import Graph
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 
 class Hold(Tuple):

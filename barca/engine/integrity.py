@@ -9,12 +9,15 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from barca.core.types import Reason
 from barca.engine.states import StepState
 
 _POSIX = os.name == "posix"
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any
+
 SMALL_BYTES = 2048   # an artifact this small is kept in memory once verified (a preview)
 
 
@@ -120,8 +123,6 @@ def read_digest(where: str, hashed: bool = True,
     is small. Raises OSError (IsADirectoryError, FileNotFoundError) as ``open`` does.
     ``regular``: a symlink is not followed (OSError ELOOP) and anything but a regular file
     raises _NotRegular (a FIFO is opened without blocking, then refused)."""
-    import hashlib
-
     # a big artifact is hashed in blocks: a lazy consumer of a 2 GB table must not cost the
     # coordinator 2 GB
     if regular and _NOFOLLOW and os.name == "posix":
@@ -153,7 +154,8 @@ def read_digest(where: str, hashed: bool = True,
             head = f.read(SMALL_BYTES + 1)
     data = head if len(head) <= SMALL_BYTES else None
     if data is not None:
-        return hashlib.sha256(data).hexdigest(), data
+        from barca.core.sha import sha256  # (no OpenSSL for a small one)
+        return sha256(data).hexdigest(), data
     if not hashed:
         return "", None
     from barca.store.artifacts import file_sha256  # a big file only: a cached read needs none

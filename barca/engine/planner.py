@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
 
 from barca.core.errors import UsageError
-from barca.core.types import NodeId
+from barca.core.types import NodeId, cast
 from barca.engine.inputs import source_dim
 from barca.engine.states import NodeState, SourceOutput, StepState
 from barca.identity.hashing import DefinitionHasher, definition_hash
@@ -18,7 +17,9 @@ from barca.model.topology import Graph, combine, validate_keys
 from barca.store.metadata import Row, Store
 from barca.store.view import StoreView
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from typing import Any
 
     from barca.core.settings import Settings
 

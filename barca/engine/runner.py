@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Sequence  # noqa: F401 (Callable: in a cast string)
 
 from barca.core import events as ev
 from barca.core.errors import Cancelled
 from barca.core.record import Fields
-from barca.core.types import NodeId, one_dim_keys, short_name, step_id
+from barca.core.types import TYPE_CHECKING, NodeId, cast, one_dim_keys, short_name, step_id
 from barca.engine.adoption import Adoption, adopted_row
 from barca.engine.decision import decide, keys_unknown, repaired, store_says, values_row
 from barca.engine.inputs import source_dim, step_kwargs
@@ -26,7 +25,8 @@ from barca.engine.states import NodeState, SourceOutput, StepState, producer_of,
 from barca.model.discovery import PSEUDO_ABSPATH
 from barca.store.process import new_run_id  # noqa: F401 (the front door's import)
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (typing is not imported at run time: #31 item 2)
+    from barca.core.types import Any
     from barca.engine.executors import Executor
     from barca.engine.executors.job import StepJob, StepRecord
     from barca.engine.sharing import Sharing

@@ -17,7 +17,6 @@ the keys are the ones the snapshots were made of: they were evaluated from the s
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from barca.core import events as ev
 from barca.core.settings import Settings
@@ -27,6 +26,10 @@ from barca.engine.states import NodeState
 from barca.identity.hashing import sha
 from barca.model.discovery import PSEUDO_ABSPATH
 from barca.store.metadata import Snapshot
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any
 
 _OUTPUT = Settings.__slots__.index("output")  # (a value of Settings.values(), by position)
 

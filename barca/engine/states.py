@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 from barca.core.types import Action, NodeId, Reason, step_id
 from barca.identity.hashing import combined_digest, digest
 from barca.store.metadata import Row
 from barca.store.view import NodeHistory
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any
 
 # a step whose value exists, or will in a prediction
 AVAILABLE = (Action.CACHED, Action.RAN, Action.RUN)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
-from typing import Any, TextIO
 
 from barca.core.errors import BarcaError, Cancelled, InfrastructureError, StepFailed
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 
 def printable(text: str) -> str:
@@ -306,7 +308,10 @@ def _run_cli(argv: list[str] | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    # through signal's C half, which the interpreter loaded at start-up: the signal module
+    # itself makes enums of its constants on import (a tenth of what a cached get imported)
+    signals: Any = sys.modules.get("_signal") or __import__("signal")
+    signals.signal(signals.SIGTERM, _on_sigterm)
     from barca.faces.commands import hold_collector, one_command_per_process
     # The collector held (as run_cli does) before the engine loads, and not turned on again at
     # the end: the process exits next, where a collector on walks every object once more for

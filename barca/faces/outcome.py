@@ -2,12 +2,14 @@
 first word is read (a target, or a file). Shared by the local commands and ``--server``."""
 from __future__ import annotations
 
-import argparse
 import json
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from typing import Any
+
     from barca.core.settings import Settings
+    from barca.faces.argv import Namespace
 
 
 def split_target(args: list[str], takes_target: bool = True) -> tuple[str | None, list[str]]:
@@ -23,7 +25,7 @@ def split_target(args: list[str], takes_target: bool = True) -> tuple[str | None
 class Outcome:
     """What a command produced, for a front end to render."""
 
-    def __init__(self, command: str, result: Any, args: argparse.Namespace,
+    def __init__(self, command: str, result: Any, args: Namespace,
                  settings: Settings) -> None:
         self.command, self.result, self.args = command, result, args
         self.settings = settings

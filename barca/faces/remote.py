@@ -3,7 +3,6 @@
 command gives, so ``faces.cli.render`` prints it unchanged."""
 from __future__ import annotations
 
-import argparse
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +10,7 @@ from barca.core.errors import UsageError
 
 if TYPE_CHECKING:
     from barca.core.settings import Settings
+    from barca.faces.argv import Namespace
     from barca.faces.outcome import Outcome
 
 # the commands that run on a server with --server
@@ -42,11 +42,11 @@ def server_argv(argv: list[str]) -> list[str]:
     return out
 
 
-def wanted(args: argparse.Namespace) -> bool:
+def wanted(args: Namespace) -> bool:
     return getattr(args, "server", None) is not None and not getattr(args, "local", False)
 
 
-def _refuse(args: argparse.Namespace) -> None:
+def _refuse(args: Namespace) -> None:
     """Flags that mean something only here: the server runs with its own settings."""
     for attr, flag in (("env", "--env"), ("executor", "--executor")):
         if getattr(args, attr, None):
@@ -61,7 +61,7 @@ def _refuse(args: argparse.Namespace) -> None:
                          "Open the server's web UI (/ui/), or drop --widget.")
 
 
-def dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
+def dispatch(args: Namespace, on_event: Any, load_values: bool,
              settings: Settings, sql_limit: int | None = 100) -> Outcome:
     """The command run on the server: the Outcome a local run gives."""
     from barca.api import served as remote
@@ -114,7 +114,7 @@ def dispatch(args: argparse.Namespace, on_event: Any, load_values: bool,
     return Outcome(cmd, res, args, settings)
 
 
-def more_logs(args: argparse.Namespace, run_id: str, after: int, settings: Settings) -> Any:
+def more_logs(args: Namespace, run_id: str, after: int, settings: Settings) -> Any:
     """``logs -f --server``: the run's lines after line ``after``."""
     from barca.api import served as remote
     from barca.present.journal import StepLog

@@ -3,8 +3,9 @@ project's code (``in_project``): the bottom of the identity package, imported by
 module index as by the definition hash."""
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
+
+from barca.core.sha import sha256
 
 
 def sha(*parts: str | bytes) -> str:
@@ -15,12 +16,13 @@ def sha(*parts: str | bytes) -> str:
         text = "\x00".join(parts)  # type: ignore[arg-type]  # bytes: the TypeError below
         data = (text + "\x00").encode("utf-8", "surrogatepass")
     except TypeError:  # a bytes part
+        import hashlib  # fed in parts: see barca.core.sha
         h = hashlib.sha256()
         for p in parts:
             h.update(p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass"))
             h.update(b"\x00")
         return h.hexdigest()
-    return hashlib.sha256(data).hexdigest()
+    return sha256(data).hexdigest()
 
 
 def digest(*parts: str | bytes) -> str:

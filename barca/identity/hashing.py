@@ -2,7 +2,6 @@
 dependency cone) and the per-step hash that folds in inputs, sensor values and the key."""
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import operator
@@ -11,14 +10,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from barca.core.sha import constructor, sha256
 from barca.core.types import RunHash
 from barca.identity.digests import INSTALLED, digest, in_project, sha  # noqa: F401  (re-exported)
 from barca.model.discovery import FileModel, NodeModel
 
-if TYPE_CHECKING:  # ast loads where a definition is hashed: a settled cached command never does
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
     import ast
+    from typing import Any
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                               allow_nan=False)
@@ -98,9 +99,9 @@ def stable_pickle(value: Any, hook: Any = None) -> bytes:
 def json_digests(values: Iterable[Any]) -> str:
     """``value_digest`` of each of many JSON values, concatenated (64 hex digits each, in
     order): a dict source's per-key digests. TypeError or ValueError: one is not JSON."""
-    sha256 = hashlib.sha256
     if not isinstance(values, (list, tuple)):
         values = list(values)
+    sha256 = constructor(len(values))
     # a string's canonical JSON is what the encoder makes of a lone string
     enc = encode_basestring if _STRING.issuperset(map(type, values)) else _CANONICAL.encode
     return "".join([sha256(f"json\x00{c}\x00".encode("utf-8", "surrogatepass")).hexdigest()
@@ -268,7 +269,7 @@ def run_hashes(definition: str, inputs: Mapping[str, str | Iterable[str]], keys:
             columns.append(got)
             text = ""
     text += "\x00"
-    sha256 = hashlib.sha256
+    sha256 = constructor(len(keys))
     vals = values if values is not None else [""] * len(keys)
     texts: Iterable[str]
     if not columns:
@@ -299,7 +300,7 @@ def combined_digest(keys: Sequence[str], hashes: Sequence[str]) -> str:
         pieces = [""] * (4 * n)
         pieces[0::4], pieces[1::4], pieces[2::4], pieces[3::4] = keys, ["="] * n, hashes, \
             ["\x00"] * n
-        return hashlib.sha256("".join(pieces).encode("utf-8", "surrogatepass")).hexdigest()
+        return sha256("".join(pieces).encode("utf-8", "surrogatepass")).hexdigest()
     return sha("\x00".join(map("=".join, pairs)))
 
 

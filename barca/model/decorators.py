@@ -8,7 +8,10 @@ evaluated by importing the module.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any
 
 ASSET_ARGS = ("inputs", "partitions", "serializer", "freshness", "retries", "retry_backoff",
               "timeout_seconds", "description", "tags", "env", "name", "weight")

@@ -6,17 +6,18 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
 
 from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
 from barca.core.root import find_root  # noqa: F401 - re-exported: the model finds its root
-from barca.core.types import NodeId
+from barca.core.types import NodeId, cast
 from barca.model.decorators import ASSET_ARGS, SENSOR_ARGS
 from barca.model.modelcache import ModelCache
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:  # ast and the argument readers load where a file is parsed: a cached model
     import ast  # (a command whose files did not change) needs neither
+    from typing import Any
 
 KINDS = ("asset", "sensor", "task")
 PSEUDO_ABSPATH = "<notebook>"   # the abspath of the file model holding a notebook's own nodes

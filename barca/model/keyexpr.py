@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import Any
 
 from barca.model.scope import pattern_names
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any
 
 PURE_BUILTINS = frozenset((
     "abs", "all", "any", "bin", "bool", "chr", "dict", "divmod", "enumerate", "filter", "float",

@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, TypeVar
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 
 def _pickle() -> Any:
@@ -34,15 +37,15 @@ class ModelCache:
 
     @property
     def file(self) -> Path:
-        import hashlib
-        return self.dir / (hashlib.sha256(self.rel.encode("utf-8", "surrogatepass"))
+        from barca.core.sha import sha256
+        return self.dir / (sha256(self.rel.encode("utf-8", "surrogatepass"))
                            .hexdigest()[:24] + ".pickle")
 
     @property
     def key(self) -> bytes:
         if self._key is None:
-            import hashlib
-            self._key = hashlib.sha256("\0".join(
+            from barca.core.sha import sha256
+            self._key = sha256("\0".join(
                 [self.salt(), self.rel, self.abspath, self.source]).encode(
                 "utf-8", "surrogatepass")).hexdigest().encode()
         return self._key

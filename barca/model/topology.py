@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
@@ -21,7 +20,10 @@ from barca.model.discovery import (
     relative_id,
 )
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from typing import Any
+
     from barca.core.settings import Settings
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from barca.present.results import MAX_KEYS_IN_OUTPUT, Output, OutputItem, OutputItems
 from barca.store.metadata import Store
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from typing import Any
+
     from barca.core.settings import Settings
     from barca.engine.states import NodeState
     from barca.model.topology import Graph

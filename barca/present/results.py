@@ -6,15 +6,16 @@ Each is a ``barca.core.record.Record``: its fields are its ``__slots__`` in orde
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
 
 from barca.core.record import Record
-from barca.core.types import short_name
+from barca.core.types import TYPE_CHECKING, short_name
 from barca.present.display import _Displayable  # noqa: F401 - shared by every result object
 
 # The table renderer (core.render), the shape words (store.shapes) and the plans are imported
 # where they are used: a cached command printing JSON loads none of them.
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (typing is not imported at run time: #31 item 2)
+    from typing import Any
+
     from barca.present.plans import PhasePlan, Plan, PlanRow  # noqa: F401 - their old home
 
 

@@ -3,16 +3,18 @@
 every node read, so a filtered or cut report still says how the whole cone stands."""
 from __future__ import annotations
 
-import csv
 import json
 from itertools import islice
 from pathlib import Path
-from typing import Any
 
 from barca.core.errors import UsageError
 from barca.core.types import short_name
 from barca.present.results import SUMMARY_ORDER, StatusReport, StatusRow
 from barca.store import shapes
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any
 
 FIELDS = ("id", "name", "kind", "inputs", "partitioned", "cache", "partitions",
           "last_materialization", "last_bytes_change", "shape", "env", "undeclared_env",
@@ -126,6 +128,7 @@ def sample(root: str, path: str | None, fmt: str | None, n: int) -> Any:
                 return dict(islice(value.items(), n))
             return value[:n] if isinstance(value, list) else value
         if fmt == "csv":
+            import csv  # (--sample of a csv result only)
             with file.open(newline="", encoding="utf-8") as f:
                 return [row for _, row in zip(range(n), csv.DictReader(f), strict=False)]
         import pyarrow.parquet as pq

@@ -3,7 +3,6 @@ planner's per-step decisions (one row per node, never per key)."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
 
 from barca.core.types import PREVIEW_KEYS, NodeId, Reason, State, key_preview, short_name
 from barca.engine.planner import Context, NodeState
@@ -12,7 +11,10 @@ from barca.model.topology import Graph
 from barca.present.results import RunResult, StatusRow, StepSummary
 from barca.store.metadata import Row
 
-if TYPE_CHECKING:  # plans and shape words: imported where used (a cached get needs neither)
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any
+
     from barca.present.plans import PlanRow
 
 

@@ -13,12 +13,14 @@ import os
 import time
 from collections.abc import Callable, Collection, Iterable, Set
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from barca.core.record import Record
 from barca.store.metadata import Store
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from typing import Any
+
     from barca.core.settings import Settings
 
 DEFAULT = "10%"

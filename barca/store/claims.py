@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 import time
 from typing import TYPE_CHECKING, Any
 
+from barca.store.driver import sqlite3
 from barca.store.process import process_alive, process_token
 
 if TYPE_CHECKING:

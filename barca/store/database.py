@@ -4,8 +4,9 @@ annotations), and ``barca doctor``'s integrity check. Only the store package imp
 ``sqlite3``; every other module names these (a contract in ``pyproject.toml``)."""
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
+
+from barca.store.driver import sqlite3
 
 Connection = sqlite3.Connection
 DatabaseError = sqlite3.DatabaseError

@@ -3,9 +3,9 @@ parts (barca.engine.defcache decides what a row means and when it holds; this re
 writes the rows)."""
 from __future__ import annotations
 
-import sqlite3
-from typing import TYPE_CHECKING
+from barca.store.driver import sqlite3
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
     from barca.store.metadata import Store
 

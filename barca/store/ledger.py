@@ -4,10 +4,10 @@ of ``barca serve``'s ledger routes; every function takes a ``sqlite3`` connectio
 (``serverq.connect``)."""
 from __future__ import annotations
 
-import sqlite3
 import time
 from typing import Any
 
+from barca.store.driver import sqlite3
 from barca.store.metadata import COLUMNS
 
 # a materialization record as the routes show it: (column, key in the answer)

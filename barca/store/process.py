@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 from pathlib import Path
+
+from barca.store.driver import sqlite3
 
 
 def _proc_stat(pid: int) -> list[str] | None:

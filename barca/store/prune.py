@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 from barca.store import valuememo
+from barca.store.driver import sqlite3
 from barca.store.metadata import Store
 from barca.store.schema import db_error
 

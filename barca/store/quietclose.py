@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 from pathlib import Path
+
+from barca.store.driver import sqlite3
 
 QUIET_WAL_BYTES = 256 * 1024  # recovery reads it at ~10 instructions a byte: <1 ms
 

@@ -4,9 +4,10 @@ id, kept when the node is no longer scheduled (a pause applies again if its sche
 back). ``barca status`` reads it too, so both say the same of a schedule."""
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from barca.store.driver import sqlite3
 
 if TYPE_CHECKING:
     from barca.store.metadata import Store

@@ -2,11 +2,11 @@
 columns added since are added by ``Store``'s migration."""
 from __future__ import annotations
 
-import sqlite3
 import zlib
 from pathlib import Path
 
 from barca.core.errors import InfrastructureError
+from barca.store.driver import sqlite3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (

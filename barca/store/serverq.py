@@ -6,10 +6,10 @@ Every function takes the ``sqlite3`` connection of a writable ``Store`` (its sch
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import Any
 
+from barca.store.driver import sqlite3
 from barca.store.process import reap_crashed  # noqa: F401 - the queue's name for it
 from barca.store.schema import RUN_COLUMNS
 

@@ -19,7 +19,10 @@ from __future__ import annotations
 import json
 import os
 from itertools import islice
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_KEYS = 100       # keys of a dict listed (barca 0.30.2 lists as many, with key_count past)
 # Columns listed. barca 0.30.2 lists every column because it reads them from the file when

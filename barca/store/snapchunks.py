@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 from collections.abc import Iterable, Iterator
-from typing import Any
 
+from barca.store.driver import sqlite3
 from barca.store.rows import Snapshot
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any
 
 PART = 131_072  # characters: 2,048 run hashes
 MARK = "@"

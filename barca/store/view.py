@@ -5,10 +5,9 @@ decision."""
 from __future__ import annotations
 
 from collections.abc import Set
-from sqlite3 import DatabaseError
-from typing import cast
 
-from barca.core.types import NodeId
+from barca.core.types import NodeId, cast
+from barca.store.driver import sqlite3
 from barca.store.metadata import Row, Snapshot, Store
 from barca.store.schema import db_error
 
@@ -153,7 +152,7 @@ class NodeHistory:
                 if h in wanted:
                     seen.add(h)
                     best = max(best, i)
-        except DatabaseError as exc:
+        except sqlite3.DatabaseError as exc:
             raise db_error(store.db_path, exc) from None
         if len(seen) < len(wanted):
             return None

@@ -1,33 +1,26 @@
 """Executors run steps somewhere (the local process pool, or Dask) and stream back records.
 
-Every executor is an ``Executor`` (below); ``start`` is the one place that picks one, from the
-command's ``Settings``. The runner talks to the protocol only."""
+Every executor is an ``Executor`` (executors.protocol); ``start`` is the one place that picks
+one, from the command's ``Settings``. The runner talks to the protocol only."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from barca.core.settings import Settings
-    from barca.engine.executors.job import StepJob, StepRecord
+    from barca.engine.executors.protocol import Executor as Executor
 
 
-@runtime_checkable
-class Executor(Protocol):
-    """Runs steps: ``run`` hands each finished step's record to ``on_record`` (in the
-    coordinator) as it lands, and returns when every step has one; ``on_lines``, if the
-    executor can, gets the lines steps write while they run, (task index, time, stream, line),
-    before their records (the record then carries none); ``close`` stops the workers (an
-    executor is reused across the calls of one command)."""
-
-    size: int
-
-    def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None],
-            on_lines: Callable[[list[tuple[int, float, str, str]]], None] | None = None
-            ) -> None: ...
-
-    def close(self) -> None: ...
+def __getattr__(name: str) -> object:
+    """``Executor`` (the protocol, in executors.protocol), loaded when asked: the pool size a
+    cached command reads from here needs no typing."""
+    if name == "Executor":
+        from barca.engine.executors.protocol import Executor
+        return Executor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def default_pool_size(settings: Settings) -> int:
