@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from barca.api import warm
 from barca.api.check import (  # the request's parts, as every run command reads them

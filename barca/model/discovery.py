@@ -10,11 +10,10 @@ from pathlib import Path
 from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
 from barca.core.root import find_root  # noqa: F401 - re-exported: the model finds its root
-from barca.core.types import NodeId, cast
+from barca.core.types import TYPE_CHECKING, NodeId, cast  # (typing: not at run time, #31)
 from barca.model.decorators import ASSET_ARGS, SENSOR_ARGS
 from barca.model.modelcache import ModelCache
 
-TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:  # ast and the argument readers load where a file is parsed: a cached model
     import ast  # (a command whose files did not change) needs neither
     from typing import Any

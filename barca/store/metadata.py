@@ -54,7 +54,7 @@ class Store:
             # per connection: WAL syncs at checkpoints, not at each commit (nor a kernel's ask)
             self.conn.execute("PRAGMA synchronous=NORMAL")
             if create and not schema.made(self.conn):  # (made: the tables are all there)
-                self._create_schema(wait)
+                schema.create(self.conn, wait)
             self._opened_at = quietclose.generation(self.conn)
         except sqlite3.DatabaseError as exc:
             raise db_error(self.db_path, exc) from None
@@ -62,54 +62,6 @@ class Store:
             raise InfrastructureError(
                 f"cannot create {self.dir}: {exc.strerror or exc}",
                 "Check that the project directory is writable.", path=str(self.dir)) from None
-
-    def _create_schema(self, wait: float) -> None:
-        """WAL mode, the tables and the columns added since. Two processes creating a new
-        database at once (two kernels started together) can meet while it is still in rollback
-        mode, where SQLite answers "locked" at once rather than wait (deadlock avoidance): the
-        whole step is tried again until the busy timeout has passed."""
-        import time as clock
-        deadline = clock.monotonic() + wait
-        pause = 0.02
-        while True:
-            try:
-                self._schema_once()
-                return
-            except sqlite3.OperationalError as exc:
-                text = str(exc)
-                if ("locked" not in text and "busy" not in text) or clock.monotonic() > deadline:
-                    raise
-                with contextlib.suppress(sqlite3.DatabaseError):
-                    assert self.conn is not None
-                    if self.conn.in_transaction:
-                        self.conn.execute("ROLLBACK")
-                clock.sleep(pause)
-                pause = min(0.25, pause * 2)
-
-    def _schema_once(self) -> None:
-        assert self.conn is not None
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.executescript(SCHEMA)
-        cols = {r[1] for r in self.conn.execute("PRAGMA table_info(materializations)")}
-        if "remote" not in cols:  # a store written before the remote column existed
-            self._add_column("materializations", "remote INTEGER")
-        if "attempts" not in cols:  # calls of the function (retries=), for barca stats
-            self._add_column("materializations", "attempts INTEGER")
-        runs = {r[1] for r in self.conn.execute("PRAGMA table_info(runs)")}
-        for col in ("pid INTEGER", "proc TEXT", *RUN_COLUMNS):  # added since: see serverq
-            if col.split()[0] not in runs:
-                self._add_column("runs", col)
-        schema.stamp(self.conn)
-
-    def _add_column(self, table: str, col: str) -> None:
-        """A column added since the table was made; another process may have added it
-        meanwhile (that is fine; "locked" is not, and is tried again)."""
-        assert self.conn is not None
-        try:
-            self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {col}")
-        except sqlite3.OperationalError as exc:
-            if "duplicate column" not in str(exc):
-                raise
 
     def _not_rust_barca(self) -> None:
         """A database barca 0.30 wrote is neither read nor changed (see ``from_barca_030``)."""

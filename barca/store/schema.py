@@ -1,5 +1,5 @@
 """The metadata database's tables (``.barca/metadata.db``): created by every writer that opens it;
-columns added since are added by ``Store``'s migration."""
+columns added since are added by ``create``."""
 from __future__ import annotations
 
 import zlib
@@ -54,7 +54,7 @@ RUN_COLUMNS = ("triggered_by TEXT", "scheduled_at TEXT", "schedule_id TEXT", "qu
                "request TEXT", "outcome TEXT", "exit_code INTEGER", "client_run_id TEXT")
 
 
-# what ``made`` compares: this text, and the columns Store._schema_once adds (a new one: a new
+# what ``made`` compares: this text, and the columns _once adds (a new one: a new
 # number here), with the file's schema cookie, which every CREATE, ALTER or DROP moves
 _SIGNATURE = zlib.crc32((SCHEMA + "".join(RUN_COLUMNS) + "remote attempts pid proc 1").encode())
 
@@ -76,6 +76,54 @@ def made(conn: sqlite3.Connection) -> bool:
 def stamp(conn: sqlite3.Connection) -> None:
     """After the schema ran: the stamp ``made`` looks for."""
     conn.execute(f"PRAGMA user_version={_stamp_of(conn)}")
+
+def create(conn: sqlite3.Connection, wait: float) -> None:
+    """WAL mode, the tables and the columns added since. Two processes creating a new
+    database at once (two kernels started together) can meet while it is still in rollback
+    mode, where SQLite answers "locked" at once rather than wait (deadlock avoidance): the
+    whole step is tried again until the busy timeout has passed."""
+    import contextlib
+    import time as clock
+    deadline = clock.monotonic() + wait
+    pause = 0.02
+    while True:
+        try:
+            _once(conn)
+            return
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if ("locked" not in text and "busy" not in text) or clock.monotonic() > deadline:
+                raise
+            with contextlib.suppress(sqlite3.DatabaseError):
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            clock.sleep(pause)
+            pause = min(0.25, pause * 2)
+
+
+def _once(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.executescript(SCHEMA)
+    cols = {r[1] for r in conn.execute("PRAGMA table_info(materializations)")}
+    if "remote" not in cols:  # a store written before the remote column existed
+        _add_column(conn, "materializations", "remote INTEGER")
+    if "attempts" not in cols:  # calls of the function (retries=), for barca stats
+        _add_column(conn, "materializations", "attempts INTEGER")
+    runs = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    for col in ("pid INTEGER", "proc TEXT", *RUN_COLUMNS):  # added since: see serverq
+        if col.split()[0] not in runs:
+            _add_column(conn, "runs", col)
+    stamp(conn)
+
+
+def _add_column(conn: sqlite3.Connection, table: str, col: str) -> None:
+    """A column added since the table was made; another process may have added it
+    meanwhile (that is fine; "locked" is not, and is tried again)."""
+    try:
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {col}")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):
+            raise
 
 
 def from_barca_030(conn: sqlite3.Connection) -> bool:
