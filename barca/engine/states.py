@@ -222,7 +222,7 @@ class NodeState:
     the node into the *full* form, a StepState per key (as the runner builds a node it cannot
     decide). A *settled* node (its snapshot matched) is compact with nothing but cached keys."""
     __slots__ = ("node", "keys", "unknown_detail", "output", "ident", "combined", "settled",
-                 "since", "_steps", "_hashes", "_odd", "_made", "_hist", "_map")
+                 "since", "joined", "_steps", "_hashes", "_odd", "_made", "_hist", "_map")
 
     def __init__(self, node: NodeId, keys: list[str] | None, unknown_detail: str = "") -> None:
         self.node, self.keys, self.unknown_detail = node, keys, unknown_detail
@@ -233,6 +233,8 @@ class NodeState:
         # against its snapshot: the snapshot's combined digest, and the positions of the keys
         # whose run hash may not be the snapshot's (None: not compared key by key)
         self.since: tuple[str, list[int]] | None = None
+        # the keys joined by NUL, with the list they were made from (see joined_keys)
+        self.joined: tuple[list[str], str] | None = None
         self._steps: dict[str, StepState] | None = {}
         self._hashes: list[str] | None = None        # compact: every key's run hash
         self._odd: dict[str, StepState] = {}         # compact: the steps not simply cached
@@ -254,6 +256,14 @@ class NodeState:
         ns.ident, ns.combined, ns.settled = ident, combined, True
         ns.since = (combined, [])
         return ns
+
+    def joined_keys(self) -> str:
+        """The keys joined by NUL (as a snapshot holds them), made once for this keys list
+        (``keys`` is replaced, never changed in place: see KeyIndex)."""
+        got = self.joined
+        if got is None or got[0] is not self.keys:
+            got = self.joined = (self.keys or [], "\x00".join(self.keys or ()))
+        return got[1]
 
     @property
     def lazy(self) -> bool:

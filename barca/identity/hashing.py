@@ -304,13 +304,15 @@ def combined_digest(keys: Sequence[str], hashes: Sequence[str]) -> str:
 
 
 def snapshot_digest(definition: str, freshness: str, keys: list[str], inputs: list[str],
-                    source: str | None) -> str:
+                    source: str | None, joined: str | None = None) -> str:
     """What every run hash of an asset node is a function of (the key its snapshot is stored
     under): its definition, freshness, keys, each input's combined digest (``inputs``, already
     named and ordered), and its key source's digest -- under barca's one memo salt
-    (barca.core.salt): a snapshot made by a barca whose rules differ is a miss."""
+    (barca.core.salt): a snapshot made by a barca whose rules differ is a miss. ``joined``:
+    the keys joined by NUL, when made already."""
     from barca.core.salt import salt
-    parts = [salt(), definition, freshness, str(len(keys)), "\x00".join(keys), *inputs]
+    parts = [salt(), definition, freshness, str(len(keys)),
+             "\x00".join(keys) if joined is None else joined, *inputs]
     if source is not None:
         parts.append(f"source:{source}")
     return sha(*parts)
