@@ -43,10 +43,18 @@ def str_dict_json(value: dict[Any, Any]) -> tuple[str, str, str] | None:
     in_order = all(map(operator.lt, keys, islice(keys, 1, None)))  # in key order already
     vals = list(value.values())
     if in_order and _unescaped("".join(keys)) and _unescaped("".join(vals)):
-        # no string needs an escape: each is itself between quotes (no call per string)
-        return ('{"' + '", "'.join(map('": "'.join, zip(keys, vals, strict=True))) + '"}',
-                '{"' + '","'.join(map('":"'.join, zip(keys, vals, strict=True))) + '"}',
-                '["' + '", "'.join(vals) + '"]')
+        # no string needs an escape: each is itself between quotes (no call per string), and
+        # the texts are joined from one list of the pieces, not a "key": "value" string per
+        # key first (the last separator stands for the closing brace)
+        n = len(keys)
+        pieces = [""] * (4 * n)
+        pieces[0::4], pieces[1::4], pieces[2::4], pieces[3::4] = keys, ['": "'] * n, vals, \
+            ['", "'] * n
+        pieces[-1] = '"}'
+        plain = '{"' + "".join(pieces)
+        pieces[1::4], pieces[3::4] = ['":"'] * n, ['","'] * n
+        pieces[-1] = '"}'
+        return plain, '{"' + "".join(pieces), '["' + '", "'.join(vals) + '"]'
     ek = list(map(encode_basestring, keys))
     ev = list(map(encode_basestring, vals))
     plain = "{" + ", ".join(map(": ".join, zip(ek, ev, strict=True))) + "}"
