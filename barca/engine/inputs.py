@@ -276,7 +276,7 @@ class ByKey:
 
     def __init__(self, state: NodeState, hashes: list[str]) -> None:
         self.state, self.keys, self.hashes = state, state.keys or [], hashes
-        self._index = KeyIndex(self.keys)
+        self._index = state.index() if state.keys is not None else KeyIndex(self.keys)
 
     def __getitem__(self, key: str) -> str:
         i = self._index.get(key)
