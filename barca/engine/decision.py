@@ -113,7 +113,8 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
     if settled and snap is not None and len(snap.hashes) == 64 * len(keys):
         return NodeState.from_snapshot(nid, keys, snap.digest, snap.combined,
                                        split_hashes(snap.hashes), hist)
-    ident = identity(ctx, nid, keys, states) if asset else None
+    jk = "\x00".join(keys)  # the keys as the snapshot holds them: joined once per decision
+    ident = identity(ctx, nid, keys, states, joined=jk) if asset else None
     prev: tuple[str, list[str]] | None = None  # the snapshot's keys (joined) and run hashes
     if snap is not None:
         hashes = split_hashes(snap.hashes)
@@ -138,11 +139,11 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
 
     compared: list[int] | None = None  # positions not settled by the snapshot, key for key
     if plan.clean and kind != "sensor":
-        delta = _delta(ctx, nid, keys, states, plan, snap) \
+        delta = _delta(ctx, nid, keys, states, plan, snap, jk) \
             if snap is not None and m.freshness != "manual" and asset and not forced else None
         if delta is None and snap is not None and m.freshness != "manual" and asset \
                 and not forced:
-            delta = _value_delta(ctx, nid, keys, states, plan, snap, said.values)
+            delta = _value_delta(ctx, nid, keys, states, plan, snap, said.values, jk)
         if delta is not None and prev is not None:
             # the snapshot was made from the upstream run hashes its upstreams' snapshots
             # hold (or the dict source's values its values row holds): a key whose upstream
@@ -164,7 +165,7 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
             if kind != "asset" or forced:
                 todo = range(len(keys))
             else:
-                todo, positional = _differing(keys, out, prev)
+                todo, positional = _differing(keys, out, prev, jk)
                 compared = todo if positional else None
         for i in todo:
             key = keys[i]
@@ -194,7 +195,7 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
                 continue
             out.append(one(key, rh, inputs, value))
     ns = NodeState.compact(nid, keys, out, odd, hist)
-    ns.ident = ident
+    ns.ident, ns.joined = ident, (keys, jk)
     if compared is not None and snap is not None:  # (compared only against a snapshot)
         ns.since = (snap.combined, compared)
     return ns
@@ -223,28 +224,28 @@ def repaired(steps: Iterable[StepState]) -> None:
         s.action = Action.RUN
 
 
-def _differing(keys: list[str], hashes: Sequence[str], prev: tuple[str, list[str]] | None
-               ) -> tuple[list[int], bool]:
+def _differing(keys: list[str], hashes: Sequence[str], prev: tuple[str, list[str]] | None,
+               joined: str) -> tuple[list[int], bool]:
     """The positions of the keys whose run hash is not the one the last walk recorded for that
     key (``prev``: the snapshot's keys joined by NUL, and their run hashes), and whether the
     snapshot holds the same keys in the same order."""
     if prev is None:
         return list(range(len(keys))), False
     old_keys, old = prev
-    if len(old) == len(keys) and old_keys == "\x00".join(keys):  # the same keys, in order
+    if len(old) == len(keys) and old_keys == joined:  # the same keys, in order
         return [i for i, (a, b) in enumerate(zip(hashes, old, strict=True)) if a != b], True
     got = dict(zip(old_keys.split("\x00"), old, strict=False)).get
     return [i for i, (k, h) in enumerate(zip(keys, hashes, strict=True)) if got(k) != h], False
 
 
 def _delta(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
-           plan: InputPlan, snap: Snapshot) -> list[int] | None:
+           plan: InputPlan, snap: Snapshot, joined: str) -> list[int] | None:
     """The positions of the only keys whose run hash can differ from the snapshot's, when
     every other part of the node is what the snapshot was made from: the snapshot digest,
     made with each per-key upstream's combined digest as its own snapshot held it, is this
     node's snapshot digest; then a key whose upstream run hashes are the ones those snapshots
     hold (``NodeState.since``) has the snapshot's run hash. None: not so."""
-    if plan.source is not None or snap.keys != "\x00".join(keys):
+    if plan.source is not None or snap.keys != joined:
         return None
     then: dict[NodeId, str] = {}
     changed: set[int] = set()
@@ -258,13 +259,14 @@ def _delta(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
         changed.update(up.since[1])
     if not then:
         return None
-    if identity(ctx, nid, keys, states, then) != snap.digest:
+    if identity(ctx, nid, keys, states, then, joined=joined) != snap.digest:
         return None
     return sorted(changed)
 
 
 def _value_delta(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
-                 plan: InputPlan, snap: Snapshot, values: Snapshot | None) -> list[int] | None:
+                 plan: InputPlan, snap: Snapshot, values: Snapshot | None, joined: str
+                 ) -> list[int] | None:
     """The positions of the only keys whose run hash can differ from the snapshot's, for a
     node whose keys and values come from a dict source: its values row (written with the
     snapshot, see values_row) holds the source's value digests then and the source part of
@@ -272,13 +274,13 @@ def _value_delta(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId
     snapshot's (the same keys, definition, inputs and barca's salt), a key whose value digest
     is still the one then has the snapshot's run hash. None: not so."""
     if values is None or values.digest != snap.digest or values.keys \
-            or snap.keys != "\x00".join(keys):
+            or snap.keys != joined:
         return None
-    new = plan.source_digests(keys)
+    new = plan.source_digests(keys, joined)
     old = values.hashes
     if new is None or len(old) != len(new):
         return None
-    if identity(ctx, nid, keys, states, source=values.combined) != snap.digest:
+    if identity(ctx, nid, keys, states, source=values.combined, joined=joined) != snap.digest:
         return None
     return differing_digests(old, new)
 
@@ -409,15 +411,19 @@ def explain(parts: dict[str, str], old: dict[str, str]) -> str:
 
 
 def identity(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, NodeState],
-             then: dict[NodeId, str] | None = None, source: str | None = None) -> str | None:
+             then: dict[NodeId, str] | None = None, source: str | None = None,
+             joined: str | None = None) -> str | None:
     """The digest every run hash of an asset node is a function of: its definition, its keys,
     and the combined run hashes of what it reads (a dict source: the SHA-256 of its output).
     None while something it reads is not wholly available, or a key holds a NUL. ``then``:
     another combined digest for some upstreams, read key by key (see _delta); ``source``:
-    another source part of a dict source (see _value_delta)."""
+    another source part of a dict source (see _value_delta); ``joined``: the keys joined by
+    NUL, when made already."""
     graph = ctx.graph
     m = graph.nodes[nid]
-    if "\x00".join(keys).count("\x00") != len(keys) - 1:
+    if joined is None:
+        joined = "\x00".join(keys)
+    if joined.count("\x00") != len(keys) - 1:
         return None
     inputs: list[str] = []
     for inp in sorted(m.inputs, key=lambda i: i.param):
@@ -440,7 +446,8 @@ def identity(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, No
             source = up.combined if then is None else then.get(up.node, up.combined)
     else:
         source = None
-    return snapshot_digest(ctx.definition(nid)[0], m.freshness or "", keys, inputs, source)
+    return snapshot_digest(ctx.definition(nid)[0], m.freshness or "", keys, inputs, source,
+                           joined)
 
 
 def _source_part(ctx: Context, nid: NodeId, states: dict[NodeId, NodeState],

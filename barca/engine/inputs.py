@@ -214,10 +214,11 @@ class InputPlan:
             return [k[n:] for k in keys]
         return None
 
-    def source_digests(self, keys: list[str]) -> str | None:
+    def source_digests(self, keys: list[str], joined: str | None = None) -> str | None:
         """A dict source's value digests as one string (64 hex digits per key), when its keys
         are these keys in this order -- the digest of key i at ``[64 * i:64 * i + 64]``;
-        None: another order or other keys, or no dict source."""
+        None: another order or other keys, or no dict source. ``joined``: the keys joined by
+        NUL, when made already."""
         src = self.source
         if src is None or src.digests is None or len(src.digests) != 64 * len(keys) \
                 or len(src.keys) != len(keys):
@@ -225,7 +226,8 @@ class InputPlan:
         # what _raw_keys(keys) == src.keys says, without a string per key: every key is
         # <dim>=<the source's key>, in its order, none holding a NUL, a backslash or a comma
         prefix = self.dim0 + "="
-        joined = "\x00".join(keys)
+        if joined is None:
+            joined = "\x00".join(keys)
         same = "\\" not in joined and "," not in joined \
             and joined.count("\x00") == len(keys) - 1 \
             and joined == prefix + ("\x00" + prefix).join(src.keys)
@@ -277,7 +279,7 @@ class ByKey:
 
     def __init__(self, state: NodeState, hashes: list[str]) -> None:
         self.state, self.keys, self.hashes = state, state.keys or [], hashes
-        self._index = KeyIndex(self.keys)
+        self._index = state.index() if state.keys is not None else KeyIndex(self.keys)
 
     def __getitem__(self, key: str) -> str:
         i = self._index.get(key)

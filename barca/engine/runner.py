@@ -280,7 +280,7 @@ class Runner:
         ns.seal()
         if not ns.settled and ns.ident is not None and ns.combined is not None \
                 and ns.keys is not None:
-            self._snapshots.append((nid, ns.ident, ns.combined, "\x00".join(ns.keys),
+            self._snapshots.append((nid, ns.ident, ns.combined, ns.joined_keys(),
                                     "".join(ns.run_hashes() or ())))
             values = values_row(self.ctx, nid, ns.keys, self.w.states, ns.ident)
             if values is not None:

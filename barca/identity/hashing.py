@@ -44,10 +44,18 @@ def str_dict_json(value: dict[Any, Any]) -> tuple[str, str, str] | None:
     in_order = all(map(operator.lt, keys, islice(keys, 1, None)))  # in key order already
     vals = list(value.values())
     if in_order and _unescaped("".join(keys)) and _unescaped("".join(vals)):
-        # no string needs an escape: each is itself between quotes (no call per string)
-        return ('{"' + '", "'.join(map('": "'.join, zip(keys, vals, strict=True))) + '"}',
-                '{"' + '","'.join(map('":"'.join, zip(keys, vals, strict=True))) + '"}',
-                '["' + '", "'.join(vals) + '"]')
+        # no string needs an escape: each is itself between quotes (no call per string), and
+        # the texts are joined from one list of the pieces, not a "key": "value" string per
+        # key first (the last separator stands for the closing brace)
+        n = len(keys)
+        pieces = [""] * (4 * n)
+        pieces[0::4], pieces[1::4], pieces[2::4], pieces[3::4] = keys, ['": "'] * n, vals, \
+            ['", "'] * n
+        pieces[-1] = '"}'
+        plain = '{"' + "".join(pieces)
+        pieces[1::4], pieces[3::4] = ['":"'] * n, ['","'] * n
+        pieces[-1] = '"}'
+        return plain, '{"' + "".join(pieces), '["' + '", "'.join(vals) + '"]'
     ek = list(map(encode_basestring, keys))
     ev = list(map(encode_basestring, vals))
     plain = "{" + ", ".join(map(": ".join, zip(ek, ev, strict=True))) + "}"
@@ -305,13 +313,15 @@ def combined_digest(keys: Sequence[str], hashes: Sequence[str]) -> str:
 
 
 def snapshot_digest(definition: str, freshness: str, keys: list[str], inputs: list[str],
-                    source: str | None) -> str:
+                    source: str | None, joined: str | None = None) -> str:
     """What every run hash of an asset node is a function of (the key its snapshot is stored
     under): its definition, freshness, keys, each input's combined digest (``inputs``, already
     named and ordered), and its key source's digest -- under barca's one memo salt
-    (barca.core.salt): a snapshot made by a barca whose rules differ is a miss."""
+    (barca.core.salt): a snapshot made by a barca whose rules differ is a miss. ``joined``:
+    the keys joined by NUL, when made already."""
     from barca.core.salt import salt
-    parts = [salt(), definition, freshness, str(len(keys)), "\x00".join(keys), *inputs]
+    parts = [salt(), definition, freshness, str(len(keys)),
+             "\x00".join(keys) if joined is None else joined, *inputs]
     if source is not None:
         parts.append(f"source:{source}")
     return sha(*parts)

@@ -86,7 +86,11 @@ def put(conn: sqlite3.Connection, rows: list[tuple[str, str, str, str, str]],
         for sql, values in _writes(conn, rows, seen):
             conn.executemany(sql, values)
         conn.execute("COMMIT")
-        seen.clear()
+        # what was read of the rows written is no longer what is stored; what was read of the
+        # others still is (a generation is never reused): a later put this walk (another
+        # node's snapshot) keeps its unchanged parts
+        for r in rows:
+            seen.pop(r[0], None)
     except sqlite3.DatabaseError:
         with contextlib.suppress(sqlite3.DatabaseError):
             conn.execute("ROLLBACK")

@@ -107,7 +107,9 @@ def pack_output(keys: list[str], digests: str | None, raw: list[Any] | None,
 
 
 def unpack_output(keys: str | list[str], digests: bytes | None, raw: str | None
-                  ) -> tuple[list[str], str | None, str | None]:
-    """``pack_output`` undone, but for the values, decoded when one is first asked for."""
+                  ) -> tuple[list[str], str | None, str | None, str | None]:
+    """``pack_output`` undone, but for the values, decoded when one is first asked for; and the
+    keys joined by NUL, as they came (where a key is, is found in them: states.KeyIndex)."""
     return (keys.split("\x00") if isinstance(keys, str) else keys,
-            None if digests is None else digests.hex(), raw)
+            None if digests is None else digests.hex(), raw,
+            keys if isinstance(keys, str) else None)

@@ -373,13 +373,17 @@ def source_keys(value: Any, memo: str | None = None
     if is_dict and memo is not None and len(value) >= MEMO_KEYS:
         prev = valuememo.read(memo, salt())
     keys: list[str] | None = None
+    kj: str | None = None  # the keys joined by NUL, when they are the memo's keys, in order
     if is_dict and {str}.issuperset(map(type, value)):
         keys = list(value)  # a dict's string keys: unique, also case-folded (the memo's keys
-        if (prev is None or prev[0] != keys) \
-                and len({k.casefold() for k in keys}) != len(keys):  # were checked so)
+        if prev is not None:  # were checked so)
+            kj = "\x00".join(keys)
+            if kj != prev[0] or kj.count("\x00") != len(keys) - 1:
+                kj = None
+        if kj is None and len({k.casefold() for k in keys}) != len(keys):
             keys = None
     if keys is None:
-        prev = None
+        kj = None
         keys, problems = key_strings(value)
         if problems:
             k, earlier = problems[0]
@@ -391,18 +395,20 @@ def source_keys(value: Any, memo: str | None = None
     if not is_dict:
         return keys, None, None
     raw = list(value.values())
-    if prev is not None and prev[0] == keys and _STRINGS.issuperset(map(type, raw)) \
-            and _STRINGS.issuperset(map(type, prev[1])):
-        # an equal string is the same canonical JSON, so the same digest
-        moved = list(compress(range(len(raw)), map(ne, prev[1], raw)))
+    vj = valuememo.joined(raw) if prev is not None and kj is not None else None
+    if prev is not None and vj is not None:
+        # the memo's keys, in order, and string values: an equal string is the same canonical
+        # JSON, so the same digest (the memo's values split as many as its keys: see read)
+        moved = [] if vj == prev[1] else \
+            list(compress(range(len(raw)), map(ne, prev[1].split("\x00"), raw)))
         digests = _spliced(prev[2], moved, json_digests([raw[i] for i in moved]))
         if len(moved) > MEMO_MOVED and memo is not None:  # (a memo was read: it is given)
-            valuememo.write(memo, salt(), keys, raw, digests)
+            valuememo.write(memo, salt(), keys, raw, digests, kj, vj)
         return keys, digests, raw
     try:
         digests = json_digests(raw)
-        if memo is not None and len(raw) >= MEMO_KEYS and _STRINGS.issuperset(map(type, raw)):
-            valuememo.write(memo, salt(), keys, raw, digests)
+        if memo is not None and len(raw) >= MEMO_KEYS:  # (string values only: see write)
+            valuememo.write(memo, salt(), keys, raw, digests, kj)
         return keys, digests, raw
     except (TypeError, ValueError):
         for s, v in zip(keys, raw, strict=True):  # name the first value that is not JSON
@@ -414,7 +420,6 @@ def source_keys(value: Any, memo: str | None = None
         raise
 
 
-_STRINGS = frozenset({str})
 
 
 def _spliced(old: str, moved: list[int], fresh: str) -> str:
