@@ -284,7 +284,7 @@ class NodeState:
         ns.ident, ns.combined, ns.settled, ns.since = ident, combined, True, (combined, [])
         ns._steps, ns._hashes, ns._odd, ns._made = None, hashes, {}, {}
         ns._hist = hist
-        ns._map = None
+        ns._map = ns.joined = None
         return ns
 
     def joined_keys(self) -> str:
