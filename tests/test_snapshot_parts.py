@@ -1,6 +1,9 @@
 """A large snapshot is stored in parts (store.snapchunks): what is read back is always what was
 written, a walk that moved one key rewrites one part, a part that is missing makes the
-snapshot a miss (never a partial text), and rows written inline before still read. In
+snapshot a miss (never a partial text), rows written inline before still read, and nodes
+written one after another in one walk (as the runner writes a large node's snapshot as soon as
+it is made) each keep the unchanged parts of what the walk read; a part changed behind the
+walk's back is never kept. In
 process, with real SQLite and a small part size."""
 from __future__ import annotations
 
@@ -111,3 +114,48 @@ def test_a_missing_part_is_a_miss_and_an_inline_row_still_reads(tmp_path: Path,
     store.put_snapshots([_row("n", 40, tag="c")])
     store.close()
     assert _read(tmp_path, "n") == _row("n", 40, tag="c")[1:]
+
+
+# -- one walk writing several nodes' snapshots
+
+def test_nodes_written_one_after_another_each_rewrite_only_their_moved_part(
+        tmp_path: Path, small_parts: int) -> None:
+    store = Store(tmp_path)
+    store.put_snapshots([_row("a", 40), _row("b", 40)])
+    store.close()
+    before = set(_parts(tmp_path))
+
+    store = Store(tmp_path)  # a walk: both read first, then written one after the other
+    store.snapshots(["a", "b"])
+    a2 = _row("a", 40, moved={17: "f" * 64})
+    b2 = _row("b", 40, moved={30: "e" * 64})
+    store.put_snapshots([a2])
+    store.put_snapshots([b2])
+    store.close()
+    changed = {(asset, f, i) for asset, f, i, _ in set(_parts(tmp_path)) - before}
+    assert changed == {("a", "h", 4), ("b", "h", 7)}
+    assert _read(tmp_path, "a") == a2[1:]
+    assert _read(tmp_path, "b") == b2[1:]
+
+
+def test_a_node_written_twice_in_a_walk_and_parts_replaced_behind_its_back(
+        tmp_path: Path, small_parts: int) -> None:
+    store = Store(tmp_path)
+    store.put_snapshots([_row("a", 40), _row("b", 40)])
+    store.close()
+
+    store = Store(tmp_path)
+    store.snapshots(["a", "b"])
+    a2 = _row("a", 40, moved={1: "f" * 64})
+    store.put_snapshots([a2])
+    a3 = _row("a", 40, moved={1: "f" * 64, 2: "d" * 64})
+    store.put_snapshots([a3])  # what was read of "a" is not what is stored now
+    assert _read(tmp_path, "a") == a3[1:]
+    # another process writes "b" anew (new generations) before this walk writes it
+    other = Store(tmp_path)
+    other.put_snapshots([_row("b", 40, tag="c")])
+    other.close()
+    b2 = _row("b", 40, moved={30: "e" * 64})
+    store.put_snapshots([b2])
+    store.close()
+    assert _read(tmp_path, "b") == b2[1:]
