@@ -4,6 +4,7 @@ of the ``barca`` being tested, so it is fast and names the file and line of a br
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -33,6 +34,7 @@ PRIVATE_WRITERS = {"_write", "_write_all"}
 STORE_MODULES = {p.stem for p in STORE.glob("*.py")} - {"__init__"}
 
 
+@functools.cache  # parsed once for the four tests; they only read the trees
 def _outside_store() -> list[tuple[str, ast.Module]]:
     return [(p.relative_to(PACKAGE).as_posix(), ast.parse(p.read_text(), str(p)))
             for p in sorted(PACKAGE.rglob("*.py")) if STORE not in p.parents]
