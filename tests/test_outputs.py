@@ -222,7 +222,10 @@ def b(a: int) -> int:
               "argparse", "gettext", "locale", "barca.faces.grammar", "signal",
               "hashlib", "_hashlib",  # (barca.core.sha: no OpenSSL for a few small digests)
               "typing",  # (annotations only, under TYPE_CHECKING)
-              "sqlite3.dbapi2", "datetime"]  # (barca.store.driver: sqlite3's C half alone)
+              "sqlite3.dbapi2", "datetime",  # (barca.store.driver: sqlite3's C half alone)
+              # str paths: no pathlib, nor the urllib.parse and ipaddress it loads (#31 item 2)
+              "pathlib", "urllib.parse", "ipaddress", "fnmatch", "warnings",
+              "contextlib"]  # (try/except where a cached command passes)
     # -S: no site, whose .pth files may import typing (this interpreter's do); barca from the
     # folder this test imports it from
     root = str(Path(barca.__file__).parent.parent)

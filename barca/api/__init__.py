@@ -57,7 +57,7 @@ class Session:
                  settings: Settings | None = None) -> None:
         self.settings = settings or Settings.resolve()
         self.graph = load_graph(_files(files), self.settings)
-        self.store = Store(self.graph.root, create=write, prefix=self.settings.store_prefix)
+        self.store = Store(self.graph.root_dir, create=write, prefix=self.settings.store_prefix)
         self.ctx = Context(self.graph, self.store, self.settings, memo=memo)  # memo: see Context
         from barca.model.discovery import PSEUDO_ABSPATH
         if any(fm.abspath == PSEUDO_ABSPATH for fm in self.graph.files.values()):
@@ -365,7 +365,7 @@ def status(target: str | None = None, *files: str, settings: Settings | None = N
         from barca.present.statusview import mark_upstream
         return StatusReport(mark_upstream(tuple(status_row(sess.ctx, w.states[n])
                                                 for n in order)),
-                            tuple(_names(target)), str(sess.graph.root))
+                            tuple(_names(target)), sess.graph.root_dir)
     finally:
         sess.close()
 

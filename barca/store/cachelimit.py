@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Collection, Iterable, Set
-from pathlib import Path
 
 from barca.core.record import Record
 from barca.store.metadata import Store
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (nor pathlib: a cached command notes its reads here, with str paths)
+    from pathlib import Path
     from typing import Any
 
     from barca.core.settings import Settings
@@ -318,7 +318,7 @@ def _copies(folder: Path) -> tuple[list[tuple[str, int, float, None]], list[str]
                 st = os.lstat(p)
             except OSError:
                 continue
-            rel = Path(".barca", os.path.relpath(p, folder)).as_posix()
+            rel = os.path.join(".barca", os.path.relpath(p, folder)).replace(os.sep, "/")
             when = max(st.st_mtime, st.st_atime)
             if when >= recent:
                 held.append(rel)

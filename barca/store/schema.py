@@ -2,11 +2,15 @@
 columns added since are added by ``create``."""
 from __future__ import annotations
 
+import os
 import zlib
-from pathlib import Path
 
 from barca.core.errors import InfrastructureError
 from barca.store.driver import sqlite3
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -134,8 +138,8 @@ def from_barca_030(conn: sqlite3.Connection) -> bool:
     return "node_id" in cols and "node" not in cols
 
 
-def barca_030_error(root: Path, db_path: Path) -> InfrastructureError:
-    old = root / ".barca"
+def barca_030_error(root: str | Path, db_path: str | Path) -> InfrastructureError:
+    old = os.path.join(root, ".barca")
     return InfrastructureError(
         f"{db_path} was written by barca 0.30 (the Rust original); this barca keeps its "
         f"records differently and cannot read it. Nothing was run and the file was not "
@@ -145,7 +149,7 @@ def barca_030_error(root: Path, db_path: Path) -> InfrastructureError:
         f"moved folder stays as it was for barca 0.30.", path=str(db_path))
 
 
-def db_error(db_path: Path, exc: Exception) -> InfrastructureError:
+def db_error(db_path: str | Path, exc: Exception) -> InfrastructureError:
     """What a command says when SQLite fails on the metadata database: another program holds
     it (wait), or the file is not one barca can use (move it aside; it is kept)."""
     text = str(exc)
