@@ -248,3 +248,16 @@ def b(a: int) -> int:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[] False", proc.stdout
+    # a command given no file finds the project's pipelines without pathlib, and outside a
+    # kernel does not load the notebook reader (ast, inspect, typing) to learn it is not in one
+    # (run from a script file, as the console script is: a `-c` program is a REPL's __main__)
+    bare = stdlib + ["ast", "inspect", "barca.model.notebook"]
+    script = project.path / ".probe" / "run.py"  # (a hidden folder: not a pipeline)
+    script.parent.mkdir()
+    for argv in ("'get', 'b', '--json'", "'status', '--json'"):
+        script.write_text(code.replace(repr(stdlib), repr(bare)).replace(
+            "'status', 'pipeline.py', '--json'", argv))
+        proc = subprocess.run([sys.executable, "-S", str(script)], cwd=project.path,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip().splitlines()[-1] == "[] False", (argv, proc.stdout)

@@ -167,22 +167,22 @@ class FileModel(_Model):
 
 
 def find_files(root: str | Path, include: Sequence[str] = (), exclude: Sequence[str] = ()
-               ) -> list[Path]:
+               ) -> list[str]:
     """Every ``.py`` file under ``root`` that imports barca (hidden dirs, venvs, tests skipped),
     kept to the ``include`` patterns and without the ``exclude`` ones (``Settings``: barca.toml's
     ``[discovery]``; globs on the path relative to the root: ``pipelines/*.py``, ``scratch/**``).
-    (pathlib and re: loaded here, by a command that looks for its files.)"""
+    Their paths as str (no pathlib on a cached command's path, #31 item 2)."""
     import re
-    from pathlib import Path
-    found: list[Path] = []
+    found: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS
-                             and not (Path(dirpath, d) / "pyvenv.cfg").exists())
+                             and not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg")))
         for name in sorted(filenames):
             if name.endswith(".py") and not name.startswith("test_"):
-                p = Path(dirpath, name)
+                p = os.path.join(dirpath, name)
                 try:
-                    text = p.read_text(encoding="utf-8", errors="replace")
+                    with open(p, encoding="utf-8", errors="replace") as f:
+                        text = f.read()
                 except OSError:
                     continue
                 if re.search(_IMPORTS_BARCA, text, re.M):
@@ -190,8 +190,8 @@ def find_files(root: str | Path, include: Sequence[str] = (), exclude: Sequence[
     if include or exclude:
         from fnmatch import fnmatchcase
 
-        def rel(p: Path) -> str:
-            return p.relative_to(root).as_posix()
+        def rel(p: str) -> str:
+            return os.path.relpath(p, root).replace(os.sep, "/")
         found = [p for p in found
                  if (not include or any(fnmatchcase(rel(p), g) for g in include))
                  and not any(fnmatchcase(rel(p), g) for g in exclude)]
