@@ -42,7 +42,6 @@ if TYPE_CHECKING:  # (nor pathlib, loaded by a kept entry's folders: see _entry)
     from pathlib import Path
     from typing import Any
 
-keeping = True  # False in a process that runs one command (the CLI): nothing to keep for
 RACY_NS = 2_000_000_000  # a stamp younger than this at the command's start is not trusted
 MAX_ENTRIES = 16
 
@@ -129,8 +128,9 @@ class Ask:
     @staticmethod
     def wanted(files: tuple[str, ...], settings: Any, refresh: Any, refresh_all: bool,
                no_cascade: bool, partition: Any) -> bool:
-        """Whether warm state may serve (or keep) this call at all."""
-        return keeping and bool(files) and not (refresh or refresh_all or no_cascade or partition
+        """Whether warm state may serve (or keep) this call at all (in a process that keeps it:
+        ``barca.api.keeping``)."""
+        return bool(files) and not (refresh or refresh_all or no_cascade or partition
                                     or settings.remote_uri)
 
     def listen(self, on_event: ev.EventCallback) -> ev.EventCallback:
@@ -179,7 +179,7 @@ class Ask:
         # the values first: one that cannot be read leaves no run behind (the normal path runs)
         outputs = tuple(node_output(entry.graph, self.settings, entry.prefix, ns,
                                     self.key[-1], small) for ns in entry.targets)
-        from barca.store.cachelimit import reads_write  # not on the CLI's import path
+        from barca.store.metadata import reads_write
         run_id = new_run_id()
         # recorded only if no writer moved the store since the entry was kept; else the normal
         # path (which a moved store may well need)

@@ -13,7 +13,6 @@ import os
 
 from barca.core.sha import sha256
 from barca.model.discovery import FileModel, NodeModel
-from barca.store.definitions import read_definitions, write_definitions
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
@@ -58,6 +57,7 @@ class DefinitionCache:
 
     def _load(self) -> dict[str, tuple[str, str, str]]:
         if self._rows is None:
+            from barca.store.definitions import read_definitions  # (a settled walk reads none)
             self._rows = read_definitions(self.store)
         return self._rows
 
@@ -132,6 +132,7 @@ class DefinitionCache:
     def flush(self, store: Store) -> None:
         """Write what this command computed (only commands that write the store call this)."""
         if self._new and store.is_open:
+            from barca.store.definitions import write_definitions
             try:
                 write_definitions(store, self._new)
             finally:

@@ -3,7 +3,6 @@ dependency cone) and the per-step hash that folds in inputs, sensor values and t
 from __future__ import annotations
 
 import json
-import math
 import operator
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -116,6 +115,9 @@ def json_digests(values: Iterable[Any]) -> str:
                     for c in map(enc, values)])
 
 
+_INFINITE = (float("inf"), float("-inf"))
+
+
 def is_json_value(value: Any, _depth: int = 0) -> bool:
     """True when ``value`` can be stored as JSON: exact builtin types, finite floats, string
     keys; tuples are written as arrays (and read back as lists)."""
@@ -124,8 +126,8 @@ def is_json_value(value: Any, _depth: int = 0) -> bool:
     t = type(value)
     if value is None or t is bool or t is int or t is str:
         return True
-    if t is float:
-        return math.isfinite(value)
+    if t is float:  # finite: not NaN (unequal to itself), not infinite (math: not loaded)
+        return value == value and value not in _INFINITE
     if t is list or t is tuple:
         items: Iterable[Any] = value
     elif t is dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from barca.core.errors import InfrastructureError
 from barca.store import quietclose, schema, snapchunks
@@ -473,6 +473,15 @@ class Store:
     def _write(self, sql: str, values: list[tuple[Any, ...]]) -> None:
         self._write_all([(sql, values)])
 
+    def note_reads(self, paths: Collection[str], more: Collection[str] = ()) -> None:
+        """What this command read or produced, for the cache limit's "least recently read"
+        (``paths`` and ``more`` written as they are: their union, at 400,000 paths, would be
+        another large set). Here, not in barca.store.cachelimit: a cached command loads none of
+        the eviction's code."""
+        if (paths or more) and self.conn is not None:
+            import itertools
+            self._write_all([reads_write(itertools.chain(paths, more))])
+
     def _write_all(self, writes: Sequence[tuple[str, Iterable[tuple[Any, ...]]]],
                    generation: int | None = None) -> bool:
         """The writes in one transaction; with ``generation``, only if the store is still at it
@@ -493,3 +502,10 @@ class Store:
                 self.conn.execute("ROLLBACK")
             raise db_error(self.db_file, exc) from None
         return True
+
+
+def reads_write(paths: Iterable[str]) -> tuple[str, Iterable[tuple[Any, ...]]]:
+    """The write that notes ``paths`` as read now (its rows made as they are written: a list
+    of 400,000 of them would be the largest thing a first run holds)."""
+    at = time.time()
+    return "INSERT OR REPLACE INTO reads (path, at) VALUES (?, ?)", ((p, at) for p in paths)

@@ -3,9 +3,9 @@ columns added since are added by ``create``."""
 from __future__ import annotations
 
 import os
-import zlib
 
 from barca.core.errors import InfrastructureError
+from barca.core.sha import sha256
 from barca.store.driver import sqlite3
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
@@ -60,7 +60,9 @@ RUN_COLUMNS = ("triggered_by TEXT", "scheduled_at TEXT", "schedule_id TEXT", "qu
 
 # what ``made`` compares: this text, and the columns _once adds (a new one: a new
 # number here), with the file's schema cookie, which every CREATE, ALTER or DROP moves
-_SIGNATURE = zlib.crc32((SCHEMA + "".join(RUN_COLUMNS) + "remote attempts pid proc 1").encode())
+# (31 bits of its SHA-256: the digest already loaded, where zlib's crc32 loaded zlib, #31 item 2)
+_SIGNATURE = int(sha256((SCHEMA + "".join(RUN_COLUMNS) + "remote attempts pid proc 1").encode())
+                 .hexdigest()[:8], 16)
 
 
 def _stamp_of(conn: sqlite3.Connection) -> int:
