@@ -9,7 +9,6 @@ from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
 from barca.core.root import find_root  # noqa: F401 - re-exported: the model finds its root
 from barca.core.types import TYPE_CHECKING, NodeId, cast  # (typing: not at run time, #31)
-from barca.model.decorators import ASSET_ARGS, SENSOR_ARGS
 from barca.model.modelcache import ModelCache
 
 if TYPE_CHECKING:  # ast and the argument readers load where a file is parsed: a cached model
@@ -342,6 +341,7 @@ def _node_from_function(fm: FileModel, fn: ast.FunctionDef | ast.AsyncFunctionDe
                      freshness="manual" if kind == "sensor" else "always")
     from barca.model.readers import readers  # only where a file is parsed (not a cached model)
     node.readers = readers(fn, fm.imports)
+    from barca.model.decorators import ASSET_ARGS, SENSOR_ARGS  # (a file parsed: not cached)
     accepted = SENSOR_ARGS if kind == "sensor" else ASSET_ARGS
     if call is not None:
         if call.args:
