@@ -1,24 +1,29 @@
 """barca: plain Python functions as a cached dependency graph.
 
-Only the decorators and errors are imported eagerly, so ``import barca`` stays cheap in worker
-processes and notebooks; the engine's functions load on first use.
+Only the errors are imported eagerly, so ``import barca`` stays cheap in worker processes and
+notebooks; the decorators load on first use (a cached command, which reads its pipelines'
+models and never imports them, loads none: #31 item 2), the engine's functions too.
 """
 from barca.core.errors import BarcaError, Cancelled, InfrastructureError, StepFailed, UsageError
-from barca.model.decorators import (
-    Always,
-    Manual,
-    Schedule,
-    asset,
-    asset_ref,
-    collect,
-    group,
-    partitions,
-    partitions_from,
-    sensor,
-    sink,
-    task,
-    unsafe,
-)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # what a type checker (and an editor) sees: the decorators, typed
+    from barca.model.decorators import (
+        Always,
+        Manual,
+        Schedule,
+        asset,
+        asset_ref,
+        collect,
+        group,
+        partitions,
+        partitions_from,
+        sensor,
+        sink,
+        task,
+        unsafe,
+    )
+del TYPE_CHECKING  # (not a public name)
 
 __version__ = "0.1.0"
 
@@ -35,8 +40,15 @@ _API = {"get", "run", "status", "list_nodes", "plan", "history", "sql", "graph",
 
 _FANOUT = {"parallel", "parallel_map", "ParallelError", "BranchResultError"}
 
+_DECORATORS = ("Always", "Manual", "Schedule", "asset", "asset_ref", "collect", "group",
+               "partitions", "partitions_from", "sensor", "sink", "task", "unsafe")
+
 
 def __getattr__(name: str) -> object:
+    if name in _DECORATORS:  # bound here once loaded: later reads are plain attributes
+        from barca.model import decorators
+        globals().update((n, getattr(decorators, n)) for n in _DECORATORS)
+        return getattr(decorators, name)
     if name in _FANOUT:  # loaded on first use: a worker that never fans out never imports it
         from barca.engine import fanout
         return getattr(fanout, name)

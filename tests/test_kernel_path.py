@@ -104,7 +104,7 @@ def test_a_store_moved_by_another_writer_is_never_served(tmp_path: Path,
     (tmp_path / "pipeline.py").write_text(PIPELINE)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(warm, "RACY_NS", 100_000_000)
-    monkeypatch.setattr(warm, "keeping", True)
+    monkeypatch.setattr(api, "keeping", True)
     made: list[int] = []
 
     class Counting(api.Session):

@@ -214,7 +214,8 @@ def b(a: int) -> int:
     for _ in range(3):  # the first runs; then the model cache and the settle record are kept
         res = project.barca("get", "b", "pipeline.py", "--json")
         assert res.code == 0, res.err
-    unused = ["ast", "barca.core.render", "barca.store.shapes", "barca.present.plans",
+    unused = ["ast", "barca.model.decorators",  # (the models are read, the pipeline not run)
+              "barca.core.render", "barca.store.shapes", "barca.present.plans",
               "barca.store.serverq", "barca.store.artifacts", "barca.model.groups",
               "barca.core.config", "barca.core.sizes", "barca.model.arguments",
               # #31 item 2: the command line read without the grammar (argparse, and gettext
@@ -222,7 +223,10 @@ def b(a: int) -> int:
               "argparse", "gettext", "locale", "barca.faces.grammar", "signal",
               "hashlib", "_hashlib",  # (barca.core.sha: no OpenSSL for a few small digests)
               "typing",  # (annotations only, under TYPE_CHECKING)
-              "sqlite3.dbapi2", "datetime"]  # (barca.store.driver: sqlite3's C half alone)
+              "sqlite3.dbapi2", "datetime",  # (barca.store.driver: sqlite3's C half alone)
+              # str paths: no pathlib, nor the urllib.parse and ipaddress it loads (#31 item 2)
+              "pathlib", "urllib.parse", "ipaddress", "fnmatch", "warnings",
+              "contextlib"]  # (try/except where a cached command passes)
     # -S: no site, whose .pth files may import typing (this interpreter's do); barca from the
     # folder this test imports it from
     root = str(Path(barca.__file__).parent.parent)
@@ -245,3 +249,16 @@ def b(a: int) -> int:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[] False", proc.stdout
+    # a command given no file finds the project's pipelines without pathlib, and outside a
+    # kernel does not load the notebook reader (ast, inspect, typing) to learn it is not in one
+    # (run from a script file, as the console script is: a `-c` program is a REPL's __main__)
+    bare = stdlib + ["ast", "inspect", "barca.model.notebook"]
+    script = project.path / ".probe" / "run.py"  # (a hidden folder: not a pipeline)
+    script.parent.mkdir()
+    for argv in ("'get', 'b', '--json'", "'status', '--json'"):
+        script.write_text(code.replace(repr(stdlib), repr(bare)).replace(
+            "'status', 'pipeline.py', '--json'", argv))
+        proc = subprocess.run([sys.executable, "-S", str(script)], cwd=project.path,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip().splitlines()[-1] == "[] False", (argv, proc.stdout)

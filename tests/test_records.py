@@ -173,3 +173,49 @@ def test_tuples_behave_as_typing_namedtuples() -> None:
     assert Snapshot("d", "c", "k", "h").keys == "k"
     assert Hold() == (None, None, None) and Hold(unknown="why").unknown == "why"
     assert StoreSays(None, set(), None).values is None
+
+
+def test_tuples_are_made_as_collections_namedtuple_makes_them() -> None:
+    """core.record.Tuple builds its classes without namedtuple's eval (#31 item 2): every
+    behaviour a caller can see is namedtuple's, errors included."""
+    import collections
+
+    from barca.core.record import Tuple
+
+    class Mine(Tuple):
+        a: int
+        b: str
+        c: object = None
+        d: int = 4
+
+    ref = collections.namedtuple("Mine", "a b c d", defaults=(None, 4))
+    cases = [((1, "x"), {}), ((1, "x", 3, 5), {}), ((), {"a": 1, "b": "x"}),
+             ((1,), {"b": "x", "d": 9}), ((1, "x", 3, 5, 6), {}), ((1,), {}),
+             ((1, "x"), {"a": 2}), ((1, "x"), {"e": 2}), ((), {})]
+    for args, kwargs in cases:
+        got, want = [], []
+        for cls, out in ((Mine, got), (ref, want)):
+            try:
+                out.append(tuple(cls(*args, **kwargs)))
+            except TypeError:  # (the same error; its words are Python's own, not copied)
+                out.append(("TypeError",))
+        assert got == want, (args, kwargs)
+    m, r = Mine(1, "x"), ref(1, "x")
+    assert (m._fields, m._field_defaults, Mine.__match_args__) == (
+        r._fields, r._field_defaults, ref.__match_args__)
+    assert repr(m) == repr(r) and m._asdict() == r._asdict() and m == r and hash(m) == hash(r)
+    assert m._replace(d=7) == r._replace(d=7) and type(m._replace(d=7)) is Mine
+    assert Mine._make([1, 2, 3, 4]) == (1, 2, 3, 4) and type(Mine._make([1, 2, 3, 4])) is Mine
+    for bad in (lambda: Mine._make([1]), lambda: m._replace(z=1)):
+        with pytest.raises((TypeError, ValueError)) as got_e:
+            bad()
+        with pytest.raises(type(got_e.value)) as want_e:
+            (ref._make([1]) if "Expected" in str(got_e.value) else r._replace(z=1))
+        assert str(got_e.value) == str(want_e.value)
+    assert copy.copy(m) == m and copy.deepcopy(m) == m  # (pickled: a store Row, above)
+    assert Mine.a.__doc__ == ref.a.__doc__ and not hasattr(m, "__dict__")
+    match m:
+        case Mine(1, "x", None, 4):
+            pass
+        case _:
+            raise AssertionError("positional match")

@@ -105,12 +105,13 @@ def test_a_cached_magic_get_reads_one_file_and_does_not_wait_for_the_disk(
     synchronous=NORMAL on every connection, not only the one that created the store: a full
     sync per ask was most of a cached cell's 12-22 ms on a busy disk)."""
     pytest.importorskip("IPython")
+    import barca.api
     import barca.api.warm as warm
     from barca.faces.jupyter.magics import run_magic
     project.write("pipeline.py", PIPELINE)
     monkeypatch.chdir(project.path)
     monkeypatch.setattr(warm, "RACY_NS", 200_000_000)
-    monkeypatch.setattr(warm, "keeping", True)
+    monkeypatch.setattr(barca.api, "keeping", True)
     want = {"count": 50, "sum": 50 * 2 + 40}
     assert run_magic("get total pipeline.py") == want
     time.sleep(0.3)  # the files' stamps older than the (shortened) racy window

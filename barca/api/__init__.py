@@ -12,7 +12,6 @@ import os
 import time
 from collections.abc import Callable, Iterable
 
-from barca.api import warm
 from barca.api.check import (  # the request's parts, as every run command reads them
     _check_flags,
     _files,
@@ -43,6 +42,11 @@ if TYPE_CHECKING:
     from barca.queries.picture import DagPicture
     from barca.store.cachelimit import CacheReport
 
+# False in a process that runs one command (the CLI): no warm state to keep for a next ask, and
+# barca.api.warm is not even loaded (#31 item 2)
+keeping = True
+
+
 def __getattr__(name: str) -> Any:
     if name == "list_nodes":  # part of the API, its module loaded when asked (not by get)
         from barca.queries.listing import list_nodes
@@ -57,7 +61,7 @@ class Session:
                  settings: Settings | None = None) -> None:
         self.settings = settings or Settings.resolve()
         self.graph = load_graph(_files(files), self.settings)
-        self.store = Store(self.graph.root, create=write, prefix=self.settings.store_prefix)
+        self.store = Store(self.graph.root_dir, create=write, prefix=self.settings.store_prefix)
         self.ctx = Context(self.graph, self.store, self.settings, memo=memo)  # memo: see Context
         from barca.model.discovery import PSEUDO_ABSPATH
         if any(fm.abspath == PSEUDO_ABSPATH for fm in self.graph.files.values()):
@@ -92,9 +96,11 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
     settings = settings_of(settings, **flags)
     _check_flags(target, refresh, no_cascade)
     ask = None
-    if run_id is None and warm.Ask.wanted(files, settings, refresh, refresh_all, no_cascade,
-                                          partition):
-        ask = warm.Ask(target, files, command, settings, load_values)
+    if run_id is None and keeping:
+        from barca.api import warm
+        if warm.Ask.wanted(files, settings, refresh, refresh_all, no_cascade, partition):
+            ask = warm.Ask(target, files, command, settings, load_values)
+    if ask is not None:
         served = ask.serve(on_event, start)  # the same state as a call before: its outcome
         if served is not None:
             return served
@@ -191,12 +197,12 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
 def _keep_under_limit(sess: Session, runner: Runner, on_event: ev.EventCallback) -> Any:
     """After a run: note what it read and wrote; if it made ``.barca/`` grow past the cache
     size limit, evict down to it (one line on stderr). The report, or None."""
-    from barca.store import cachelimit
     produced, verified = runner.produced, runner.integrity.verified
-    cachelimit.note_reads(sess.store, produced, verified.difference(produced))
+    sess.store.note_reads(produced, verified.difference(produced))
     if not runner.w.done:
         return None  # nothing was written: the cache did not grow
     from barca.engine.current import currency
+    from barca.store import cachelimit
     manual = {n for n, m in sess.graph.nodes.items() if m.freshness == "manual"}
     report = cachelimit.after_run(sess.store, sess.settings,
                                   lambda: currency(sess.graph, sess.settings,
@@ -365,7 +371,7 @@ def status(target: str | None = None, *files: str, settings: Settings | None = N
         from barca.present.statusview import mark_upstream
         return StatusReport(mark_upstream(tuple(status_row(sess.ctx, w.states[n])
                                                 for n in order)),
-                            tuple(_names(target)), str(sess.graph.root))
+                            tuple(_names(target)), sess.graph.root_dir)
     finally:
         sess.close()
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
-from pathlib import Path
 
 from barca.core import events as ev
 from barca.engine.integrity import read_digest
@@ -39,10 +38,10 @@ from barca.engine.runner import new_run_id
 from barca.present.outputs import node_output
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (nor pathlib, loaded by a kept entry's folders: see _entry)
+    from pathlib import Path
     from typing import Any
 
-keeping = True  # False in a process that runs one command (the CLI): nothing to keep for
 RACY_NS = 2_000_000_000  # a stamp younger than this at the command's start is not trusted
 MAX_ENTRIES = 16
 
@@ -96,7 +95,7 @@ class _Entry:
             if digest is None or now is None:
                 return False
             from barca.engine.defcache import listing
-            if listing(Path(p)) != digest:
+            if listing(p) != digest:
                 return False
             if now[4] < time.time_ns() - RACY_NS:
                 self.stamps[i] = (p, now, digest)
@@ -105,7 +104,7 @@ class _Entry:
 
 def _db_id(store: Any) -> tuple[int, int] | None:
     try:
-        st = os.stat(store.db_path)
+        st = os.stat(store.db_file)
     except OSError:
         return None
     return (st.st_dev, st.st_ino)
@@ -129,8 +128,9 @@ class Ask:
     @staticmethod
     def wanted(files: tuple[str, ...], settings: Any, refresh: Any, refresh_all: bool,
                no_cascade: bool, partition: Any) -> bool:
-        """Whether warm state may serve (or keep) this call at all."""
-        return keeping and bool(files) and not (refresh or refresh_all or no_cascade or partition
+        """Whether warm state may serve (or keep) this call at all (in a process that keeps it:
+        ``barca.api.keeping``)."""
+        return bool(files) and not (refresh or refresh_all or no_cascade or partition
                                     or settings.remote_uri)
 
     def listen(self, on_event: ev.EventCallback) -> ev.EventCallback:
@@ -164,7 +164,7 @@ class Ask:
     def _serve(self, entry: _Entry, on_event: ev.EventCallback, start: float) -> Any:
         if not entry.holds():
             return None
-        root = str(entry.graph.root)
+        root = entry.graph.root_dir
         small: dict[str, bytes] = {}
         for path, sha in entry.verify:  # a deleted or corrupt target: the normal path repairs
             try:
@@ -179,7 +179,7 @@ class Ask:
         # the values first: one that cannot be read leaves no run behind (the normal path runs)
         outputs = tuple(node_output(entry.graph, self.settings, entry.prefix, ns,
                                     self.key[-1], small) for ns in entry.targets)
-        from barca.store.cachelimit import reads_write  # not on the CLI's import path
+        from barca.store.metadata import reads_write
         run_id = new_run_id()
         # recorded only if no writer moved the store since the entry was kept; else the normal
         # path (which a moved store may well need)
@@ -213,9 +213,10 @@ class Ask:
                 or w.infra or w.skipped_fanins or result.warnings or result.cache is not None
                 or result.status != "success"):
             return None
-        if any(not Path(f).is_file() for f in self.files):  # a folder: its listing may grow
+        if any(not os.path.isfile(f) for f in self.files):  # a folder: its listing may grow
             return None
         import json
+        from pathlib import Path
 
         from barca.engine.settle import Settle
         settle = Settle(ctx, w.order, set(), None)  # this state's record, as a walk names it

@@ -99,18 +99,83 @@ else:  # what a type checker never sees (it knows NamedTuple): the same class, m
         def __new__(mcls, name, bases, ns):
             if not bases:  # Tuple itself
                 return super().__new__(mcls, name, bases, ns)
-            import collections
             fields = tuple(ns.get("__annotations__", ()))
             defaults = [ns[f] for f in fields if f in ns]
             if any(f in ns for f in fields[:len(fields) - len(defaults)]):
                 raise TypeError(f"{name}: a field without a default follows one with a default")
-            cls = collections.namedtuple(name, fields, defaults=defaults, module=ns["__module__"])
+            cls = _namedtuple(name, fields, defaults, ns["__module__"])
             for key, value in ns.items():
                 if key in _PROHIBITED:
                     raise AttributeError(f"cannot overwrite NamedTuple attribute {key}")
                 if key not in _NOT_COPIED and key not in fields:
                     setattr(cls, key, value)
             return cls
+
+    def _namedtuple(name: str, fields: tuple[str, ...], defaults: list[Any], module: str
+                    ) -> type:
+        """``collections.namedtuple(name, fields, defaults=defaults, module=module)`` without
+        its ``eval`` of a ``__new__`` per class (the compiler at import: a third of the cost of
+        every class a cached command makes, #31 item 2). The same class: a tuple with the
+        fields as C getters, ``_make``, ``_replace``, ``_asdict``, ``__repr__``, pickling."""
+        from collections import _tuplegetter  # (C: the getters namedtuple uses)
+        n = len(fields)
+        given = dict(zip(fields[n - len(defaults):], defaults, strict=True))
+
+        def __new__(cls, *args, **kwargs):  # noqa: N807
+            if len(args) == n and not kwargs:
+                return tuple.__new__(cls, args)
+            if len(args) > n:
+                raise TypeError(f"{name}.__new__() takes {n + 1} positional arguments but "
+                                f"{len(args) + 1} were given")
+            values = list(args)
+            for f in fields[len(args):]:
+                if f in kwargs:
+                    values.append(kwargs.pop(f))
+                elif f in given:
+                    values.append(given[f])
+                else:
+                    raise TypeError(f"{name}.__new__() missing required argument: '{f}'")
+            if kwargs:
+                key = next(iter(kwargs))
+                raise TypeError(f"{name}.__new__() got " + (
+                    f"multiple values for argument '{key}'" if key in fields
+                    else f"an unexpected keyword argument '{key}'"))
+            return tuple.__new__(cls, values)
+
+        def _make(cls, iterable):
+            result = tuple.__new__(cls, iterable)
+            if len(result) != n:
+                raise TypeError(f"Expected {n} arguments, got {len(result)}")
+            return result
+
+        def _replace(self, /, **kwds):
+            result = self._make(map(kwds.pop, fields, self))
+            if kwds:
+                raise ValueError(f"Got unexpected field names: {list(kwds)!r}")
+            return result
+
+        shown = "(" + ", ".join(f"{f}=%r" for f in fields) + ")"
+
+        def __repr__(self):
+            return self.__class__.__name__ + shown % self
+
+        def _asdict(self):
+            return dict(zip(fields, self, strict=True))
+
+        def __getnewargs__(self):
+            return tuple(self)
+
+        space = {"__doc__": f"{name}({', '.join(fields)})", "__slots__": (), "_fields": fields,
+                 "_field_defaults": given, "__new__": __new__, "_make": classmethod(_make),
+                 "_replace": _replace, "__repr__": __repr__, "_asdict": _asdict,
+                 "__getnewargs__": __getnewargs__, "__match_args__": fields,
+                 "__module__": module}
+        for i, f in enumerate(fields):
+            space[f] = _tuplegetter(i, f"Alias for field number {i}")
+        cls = type(name, (tuple,), space)
+        for fn in (__new__, _make, _replace, __repr__, _asdict, __getnewargs__):
+            fn.__qualname__ = f"{name}.{fn.__name__}"
+        return cls
 
     class Tuple(metaclass=_TupleMeta):
         """Subclass it as ``typing.NamedTuple`` (fields annotated, defaults last, methods)."""

@@ -3,28 +3,39 @@ under it, per environment."""
 from __future__ import annotations
 
 import os
-import re
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
-def find_root(start: str | os.PathLike[str] | None = None) -> Path:
-    """The nearest directory at or above ``start`` holding ``barca.toml``, else ``start``."""
-    here = os.path.realpath(start or os.getcwd())  # Path.resolve's answer, without pathlib
+def root_dir(start: str | os.PathLike[str] | None = None) -> str:
+    """The nearest directory at or above ``start`` holding ``barca.toml``, else ``start``:
+    absolute, symlinks resolved (``Path.resolve``'s answer), as a str. A cached command
+    works on str paths: pathlib (which loads urllib.parse and ipaddress) is not imported on
+    its path (#31 item 2)."""
+    here = os.path.realpath(start or os.getcwd())
     d = here
     while True:
         if os.path.isfile(os.path.join(d, "barca.toml")):
-            return Path(d)
+            return d
         up = os.path.dirname(d)
         if up == d:
-            return Path(here)
+            return here
         d = up
 
 
-def stamp(path: Path) -> tuple[int, int, int, int] | None:
+def find_root(start: str | os.PathLike[str] | None = None) -> Path:
+    """``root_dir`` as a ``Path``."""
+    from pathlib import Path
+    return Path(root_dir(start))
+
+
+def stamp(path: str | os.PathLike[str]) -> tuple[int, int, int, int] | None:
     """A file's identity for a memo of what it holds: inode, size, mtime and ctime (an edit
     that keeps the mtime still moves the ctime); None when it cannot be read."""
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -42,11 +53,9 @@ def young(stamp: tuple[int, ...]) -> bool:
     import time
     return stamp[-1] >= time.time_ns() - RACY_NS
 
-_ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-
-
 def valid_env_name(name: str) -> bool:
-    return bool(_ENV_NAME.fullmatch(name)) and ".." not in name
+    import re  # (compiled when an environment is named: not on the path of a plain command)
+    return bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name)) and ".." not in name
 
 
 def store_prefix(env: str | None) -> str:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping
-from pathlib import Path
 
-from barca.core.record import Record
+from barca.core.record import Record, _set
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, ClassVar
 
 # setting -> (environment variable, barca.toml section, key)
@@ -32,25 +32,28 @@ SOURCES: dict[str, tuple[str, str, str]] = {
     "fsync": ("BARCA_FSYNC", "", ""),     # results fsync'ed before they count; no flag, no key
 }
 
-_FILES: dict[Path, tuple[tuple[int, ...], dict[str, dict[str, Any]]]] = {}
+_FILES: dict[str, tuple[tuple[int, ...], dict[str, dict[str, Any]]]] = {}
 
 
-def project_file(root: Path) -> dict[str, dict[str, Any]]:
+def project_file(root: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """``root/barca.toml``, checked; read again only when the file changes (its inode, size,
     mtime or ctime: an edit that keeps the mtime still moves the ctime), and while it is
     younger than ``RACY_NS``."""
     from barca.core.root import stamp, young
-    now = stamp(root / "barca.toml")  # config.FILE: the config module loads when there is one
+    root = os.fspath(root)
+    now = stamp(os.path.join(root, "barca.toml"))  # config.FILE: config loads when there is one
     if now is None:
         return {}
     got = _FILES.get(root)
     if got is None or got[0] != now or young(now):
+        from pathlib import Path
+
         from barca.core.config import load
-        got = _FILES[root] = (now, load(root))
+        got = _FILES[root] = (now, load(Path(root)))
     return got[1]
 
 
-def value(name: str, root: Path | None = None, flag: Any = None,
+def value(name: str, root: str | os.PathLike[str] | None = None, flag: Any = None,
           environ: Mapping[str, str] | None = None) -> Any:
     """The setting ``name``: ``flag`` if given, else its environment variable (if set and not
     empty), else ``barca.toml`` at ``root`` (the project root), else None."""
@@ -58,9 +61,9 @@ def value(name: str, root: Path | None = None, flag: Any = None,
     return _winner(name, flag, env, lambda: project_file(root or _root()))[0]
 
 
-def _root() -> Path:
-    from barca.core.root import find_root
-    return find_root()
+def _root() -> str:
+    from barca.core.root import root_dir
+    return root_dir()
 
 
 def _winner(name: str, flag: Any, env: Mapping[str, str],
@@ -89,14 +92,14 @@ class Settings(Record):
     executor known) does so where the value is used, naming the source it came from
     (``where``), so a bad setting fails only the commands that use it."""
 
-    __slots__ = ("root", "env", "executor", "pool_size", "remote_uri", "store_key_file",
+    __slots__ = ("root_dir", "env", "executor", "pool_size", "remote_uri", "store_key_file",
                  "output", "cache_max_size", "fsync", "include", "exclude", "capacity",
                  "_origin")
     _defaults: ClassVar[dict[str, Any]] = {
         "env": None, "executor": None, "pool_size": None, "remote_uri": None,
         "store_key_file": None, "output": None, "cache_max_size": None, "fsync": False,
         "include": (), "exclude": (), "capacity": None, "_origin": {}}
-    root: Path
+    root_dir: str               # the project root (``root``: as a Path)
     env: str | None             # a named environment's store; None: .barca
     executor: str | None        # local, dask or a scheduler address; None: local
     pool_size: str | int | None  # None: one worker per core
@@ -110,6 +113,19 @@ class Settings(Record):
     capacity: str | int | None  # None: the pool size
     _origin: Mapping[str, str]  # setting -> where its value came from (see ``where``)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if "root" in kwargs:  # the root's old name, and the Path form of it (``root``)
+            kwargs["root_dir"] = kwargs.pop("root")
+        super().__init__(*args, **kwargs)
+        _set(self, "root_dir", os.fspath(self.root_dir))
+
+    @property
+    def root(self) -> Path:
+        """The project root as a Path (made when asked: pathlib is not loaded by a cached
+        command, which works on ``root_dir``)."""
+        from pathlib import Path
+        return Path(self.root_dir)
+
     def __hash__(self) -> int:
         return hash(self.values())
 
@@ -119,8 +135,9 @@ class Settings(Record):
         return self._values()[:-1]
 
     @classmethod
-    def resolve(cls, root: Path | None = None, environ: Mapping[str, str] | None = None,
-                project: bool = True, **flags: Any) -> Settings:
+    def resolve(cls, root: str | os.PathLike[str] | None = None,
+                environ: Mapping[str, str] | None = None, project: bool = True,
+                **flags: Any) -> Settings:
         """The settings of a command run at ``root`` (default: the project root found from the
         working directory) with these flags (``env="dev"``, ``executor="dask"``, ...; None
         is no flag). ``barca.toml`` is read once here; ``project=False`` reads no file."""
@@ -133,12 +150,12 @@ class Settings(Record):
         return cls._resolve(root, environ, project, flags)
 
     @classmethod
-    def _resolve(cls, root: Path | None, environ: Mapping[str, str] | None, project: bool,
-                 flags: dict[str, Any]) -> Settings:
+    def _resolve(cls, root: str | os.PathLike[str] | None, environ: Mapping[str, str] | None,
+                 project: bool, flags: dict[str, Any]) -> Settings:
         env = os.environ if environ is None else environ
         if root is None:
-            from barca.core.root import find_root
-            root = find_root()
+            from barca.core.root import root_dir
+            root = root_dir()
         file = project_file(root) if project else {}
         got: dict[str, Any] = {}
         origin: dict[str, str] = {}
@@ -153,7 +170,7 @@ class Settings(Record):
         for name in ("env", "executor", "remote_uri", "output"):
             if isinstance(got.get(name), str):
                 got[name] = got[name].strip() or None
-        return cls(root=root, _origin=origin, **got)
+        return cls(root_dir=root, _origin=origin, **got)
 
     def where(self, name: str, default: str = "") -> str:
         """Where ``name``'s value came from, for an error message: ``--FLAG``, the environment
@@ -217,7 +234,7 @@ def _resolved(cls: type[Settings], project: bool, flags: dict[str, Any]) -> Sett
     found = d if checks[-1][1] is not None else here
     from barca.core.root import young
     fresh = checks[-1][1] is not None and young(checks[-1][1])
-    if (os.name == "posix" and str(settings.root) == found and not fresh
+    if (os.name == "posix" and settings.root_dir == found and not fresh
             and _ask(project, flags) == key):  # else (or changed meanwhile): asked again
         if len(_RESOLVED) > 64:
             _RESOLVED.clear()

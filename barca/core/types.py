@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from enum import StrEnum
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2): a cached command
 if TYPE_CHECKING:      # would load it for these three names alone
@@ -27,10 +26,30 @@ else:  # at run time, what NewType and cast are: the value itself
 
 
 # The words barca says about steps, nodes and runs (barca/docs/glossary.md, "What barca says
-# about a step or a node"). StrEnums: each member is its string (equal to it, hashed as it,
-# written as it in JSON and text), so a reader may compare with either.
+# about a step or a node"). StrEnums to a type checker; each member is its string (equal to it,
+# hashed as it, written as it in JSON and text), so a reader may compare with either.
 
-class Word(StrEnum):
+if TYPE_CHECKING:
+    from enum import StrEnum as _Words
+else:
+    class _Words(str):
+        """At run time, what these classes use of ``StrEnum``, without enum's class machinery
+        (~6 M instructions for these five classes, at every start of a command, #31 item 2):
+        each upper-case attribute of a subclass becomes an instance of it, a ``str``; ``value``
+        is the plain string. (No lookup by value, no iteration: barca names its words.)"""
+        __slots__ = ()
+
+        def __init_subclass__(cls) -> None:
+            for name, text in list(vars(cls).items()):
+                if name.isupper() and isinstance(text, str):
+                    setattr(cls, name, cls(text))
+
+        @property
+        def value(self) -> str:
+            return str(self)
+
+
+class Word(_Words):
     """A word of the vocabulary: its string everywhere a user sees it, ``repr`` included (a
     notebook cell showing ``row.state`` shows ``'cached'``, as before these were enums)."""
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 from barca.core.sha import sha256
 from barca.model.discovery import FileModel, NodeModel
-from barca.store.definitions import read_definitions, write_definitions
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from barca.store.metadata import Store
 
 
@@ -25,7 +25,7 @@ def _sha(data: bytes) -> str:
     return sha256(data).hexdigest()
 
 
-def listing(folder: Path) -> str:
+def listing(folder: str | Path) -> str:
     """A folder's listing as module resolution sees it (hidden names left out), hashed."""
     try:
         names = sorted(n for n in os.listdir(folder) if not n.startswith("."))
@@ -45,8 +45,9 @@ def _part_file(name: str) -> str | None:
 
 
 class DefinitionCache:
-    def __init__(self, store: Store | None, root: Path) -> None:
-        self.store, self.root = store, root  # the rows are read through it (the first get)
+    def __init__(self, store: Store | None, root: str | Path) -> None:
+        self.store = store  # the rows are read through it (the first get)
+        self.root = os.fspath(root)  # a str: no pathlib on a cached command's path (#31)
         self._rows: dict[str, tuple[str, str, str]] | None = None
         self._files: dict[str, str | None] = {}
         self._dirs: dict[str, str] = {}
@@ -56,20 +57,22 @@ class DefinitionCache:
 
     def _load(self) -> dict[str, tuple[str, str, str]]:
         if self._rows is None:
+            from barca.store.definitions import read_definitions  # (a settled walk reads none)
             self._rows = read_definitions(self.store)
         return self._rows
 
     def _file(self, rel: str) -> str | None:
         if rel not in self._files:
             try:
-                self._files[rel] = _sha((self.root / rel).read_bytes())
+                with open(os.path.join(self.root, rel), "rb") as f:
+                    self._files[rel] = _sha(f.read())
             except OSError:
                 self._files[rel] = None
         return self._files[rel]
 
     def _dir(self, rel: str) -> str:
         if rel not in self._dirs:
-            self._dirs[rel] = listing(self.root / rel)
+            self._dirs[rel] = listing(os.path.join(self.root, rel))
         return self._dirs[rel]
 
     def get(self, node: NodeModel, fm: FileModel) -> dict[str, str] | None:
@@ -114,6 +117,7 @@ class DefinitionCache:
         not: one may change another's names when imported (barca.identity.foreign)."""
         files = {f for f in map(_part_file, parts) if f and f != fm.path}
         files |= {f for f in modules if f != fm.path}
+        from pathlib import Path  # (a definition made now, not read: not a cached command)
         pipeline_dir = str(Path(fm.path).parent)
         dirs = {pipeline_dir, "."} | {str(Path(f).parent) for f in files}
         # a project folder the pipeline puts on sys.path: imports resolve through its listing
@@ -128,6 +132,7 @@ class DefinitionCache:
     def flush(self, store: Store) -> None:
         """Write what this command computed (only commands that write the store call this)."""
         if self._new and store.is_open:
+            from barca.store.definitions import write_definitions
             try:
                 write_definitions(store, self._new)
             finally:

@@ -8,14 +8,14 @@ import os
 import stat
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from barca.core.types import Reason
 from barca.engine.states import StepState
 
 _POSIX = os.name == "posix"
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (nor pathlib: str paths on a cached command's path)
+    from pathlib import Path
     from typing import Any
 
 SMALL_BYTES = 2048   # an artifact this small is kept in memory once verified (a preview)
@@ -25,8 +25,8 @@ class Integrity:
     """What this command has verified (each path read once), and the small artifacts read on
     the way (shown as the run's output without reading them again)."""
 
-    def __init__(self, root: Path, remote: Any, warn: Callable[[str], None]) -> None:
-        self.root, self.remote, self.warn = root, remote, warn
+    def __init__(self, root: str | Path, remote: Any, warn: Callable[[str], None]) -> None:
+        self.root, self.remote, self.warn = os.fspath(root), remote, warn
         # where a result's relative path is found: the root's text and a separator, joined by
         # concatenation (os.path.join per cached result costs more than its open)
         self._prefix = os.path.join(root, "")
@@ -45,6 +45,11 @@ class Integrity:
                 else:
                     out.append(s)
         return out
+
+    def _fetch(self, path: str, sha256: str | None) -> bool:
+        """A missing result downloaded from the remote store, checked (False: none there)."""
+        from pathlib import Path
+        return self.remote.fetch(Path(self.root), path, sha256) is not None
 
     def forget(self, paths: set[str]) -> None:
         """These artifacts must be read again (a worker found them wrong)."""
@@ -67,8 +72,7 @@ class Integrity:
         except _NotRegular as e:
             kind = e.kind
         except FileNotFoundError:
-            if (self.remote is not None and s.path
-                    and self.remote.fetch(self.root, s.path, s.sha256) is not None):
+            if self.remote is not None and s.path and self._fetch(s.path, s.sha256):
                 return self.intact(s)
             if s.reason == "evicted":
                 self.warn(f"{s.path} was evicted by the cache size limit; computing {s.id} "
@@ -85,6 +89,7 @@ class Integrity:
             if kind in ("file", None):
                 raise
         if kind != "file":
+            from pathlib import Path
             here = Path(where)
             aside = here.with_name(f"{here.name}.moved-aside-{int(time.time())}")
             here.rename(aside)
@@ -159,7 +164,7 @@ def read_digest(where: str, hashed: bool = True,
     if not hashed:
         return "", None
     from barca.store.artifacts import file_sha256  # a big file only: a cached read needs none
-    return file_sha256(Path(where)), None
+    return file_sha256(where), None
 
 
 class VerifiedFiles:
@@ -201,7 +206,7 @@ class VerifiedFiles:
         self.used.add(where)
         if self.files.get(where) == seen:
             return True
-        if file_sha256(Path(where)) != sha256:
+        if file_sha256(where) != sha256:
             self.files.pop(where, None)
             return False
         # a file changed within the clock's tick after its hash could keep these times: one

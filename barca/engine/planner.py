@@ -4,8 +4,8 @@ decision itself is ``engine.decision.decide``; the states it makes, ``engine.sta
 from __future__ import annotations
 
 import json
+import os
 import sys
-from pathlib import Path
 
 from barca.core.errors import UsageError
 from barca.core.types import NodeId, cast
@@ -39,14 +39,14 @@ class Context:
         self.settings = settings  # the command's, passed on to the runner and the views
         self.memo = memo
         self.view = StoreView(store, snapshots=memo)
-        self.hasher = DefinitionHasher(graph.root, graph.files)
+        self.hasher = DefinitionHasher(graph.root_dir, graph.files)
         self._defs: dict[NodeId, tuple[str, dict[str, str]]] = {}
         self._keys: dict[NodeId, list[str] | None] = {}
         self._modules: dict[str, Any] = {}
         self._input_names: dict[NodeId, str] | None = None
         self.orders: dict[tuple[NodeId, ...], list[NodeId]] = {}  # walk orders (selection)
         from barca.engine.defcache import DefinitionCache
-        self.defcache = DefinitionCache(store, graph.root)
+        self.defcache = DefinitionCache(store, graph.root_dir)
         self.key_sources: set[NodeId] = {
             d.source for n in graph.nodes.values() for d in n.dims
             if d.kind == "from" and d.source is not None and not graph.nodes[d.source].partitioned}
@@ -67,7 +67,7 @@ class Context:
         reader closes (the last connection to close checkpoints the WAL: once is enough); the
         view and the definitions table read through the new one."""
         old = self.view.store
-        store = Store(old.root, create=True, prefix=old.prefix)
+        store = Store(old.root_dir, create=True, prefix=old.prefix)
         old.close(last=False)  # (not the last connection: it never checkpoints)
         self.view.store = store
         self.defcache.store = store
@@ -178,7 +178,7 @@ class Context:
         if rel in self._modules:
             return self._modules[rel]
         fm = self.graph.files[rel]
-        for p in (str(self.graph.root), str(Path(fm.abspath).parent)):
+        for p in (self.graph.root_dir, os.path.dirname(fm.abspath)):
             if p not in sys.path:
                 sys.path.insert(0, p)
         import importlib.util
@@ -205,7 +205,8 @@ def keys_from_row(ctx: Context, row: Row | None) -> SourceOutput | None:
     from barca.engine.executors.worker import source_keys
     from barca.store.artifacts import deserialize
     try:
-        value = deserialize((ctx.graph.root / row.path).read_bytes(), row.format or "json")
+        with open(os.path.join(ctx.graph.root_dir, row.path), "rb") as f:
+            value = deserialize(f.read(), row.format or "json")
         return SourceOutput(*source_keys(value))
     except (OSError, ValueError, json.JSONDecodeError):
         return None

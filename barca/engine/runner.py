@@ -2,11 +2,9 @@
 (engine.decision), adopts artifacts found with no record (engine.adoption), sends the steps that
 must run to the executor, records results in the store.
 
-The same walk, without executing, predicts the state of every node for ``status`` and
-``--dry-run``."""
+The same walk, without executing, predicts every node's state for ``status``, ``--dry-run``."""
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence  # noqa: F401 (Callable: in a cast string)
 
@@ -93,7 +91,7 @@ class Runner:
         self.remote = open_remote(self.settings, self._warn)
         # a prediction reads the store's listings (what `get` would fetch), never its files
         self.adoption = Adoption(ctx.store, self.remote, fetch=execute)
-        self.integrity = Integrity(self.graph.root, self.remote, self._warn)
+        self.integrity = Integrity(self.graph.root_dir, self.remote, self._warn)
         self.upload_errors: list[str] = []
         self._unknown = 0
         self._settled = False  # a settle record vouches for the whole cone (barca.engine.settle)
@@ -299,8 +297,10 @@ class Runner:
     def _put_snapshots(self) -> None:
         """The snapshots made so far, after their nodes' rows (they only save work: no fail)."""
         snaps, self._snapshots = self._snapshots, []
-        with contextlib.suppress(Exception):
+        try:  # noqa: SIM105 - (contextlib: not loaded on a cached command's path, #31)
             self.ctx.store.put_snapshots(snaps)
+        except Exception:  # noqa: BLE001
+            pass
 
     def _keys_of_cached(self, ns: NodeState, step: StepState) -> Any:
         """A cached key source's keys, read from its artifact -- checked intact first when

@@ -62,7 +62,7 @@ class Settle:
         # --json command and a --pretty one are in the same state
         values = ctx.settings.values()
         settings = repr(values[:_OUTPUT] + values[_OUTPUT + 1:])
-        self.cone = sha(_own(), str(graph.root), *order)
+        self.cone = sha(_own(), graph.root_dir, *order)
         self.key = sha(self.cone, str(self.generation), settings,
                        *(f"{rel}\x00{ctx.defcache.fingerprint(fm)}"
                          for rel, fm in sorted(graph.files.items())))

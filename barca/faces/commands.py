@@ -76,8 +76,8 @@ def log_parts(outcome: Outcome) -> Any:
 
 def one_command_per_process() -> None:
     """The CLI: this process answers one command, so no warm state is kept for a next ask."""
-    from barca.api import warm
-    warm.keeping = False
+    import barca.api
+    barca.api.keeping = False
 
 
 def hold_collector() -> None:

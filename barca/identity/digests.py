@@ -3,9 +3,11 @@ project's code (``in_project``): the bottom of the identity package, imported by
 module index as by the definition hash."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from barca.core.sha import sha256
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:  # (nor pathlib: in_project's callers pass their Paths)
+    from pathlib import Path
 
 
 def sha(*parts: str | bytes) -> str:

@@ -3,13 +3,11 @@ dependency cone) and the per-step hash that folds in inputs, sensor values and t
 from __future__ import annotations
 
 import json
-import math
 import operator
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
 from json.encoder import encode_basestring
-from pathlib import Path
 
 from barca.core.sha import constructor, sha256
 from barca.core.types import RunHash
@@ -17,8 +15,9 @@ from barca.identity.digests import INSTALLED, digest, in_project, sha  # noqa: F
 from barca.model.discovery import FileModel, NodeModel
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (nor pathlib: the root is a str until the cone needs a Path)
     import ast
+    from pathlib import Path
     from typing import Any
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
@@ -116,6 +115,9 @@ def json_digests(values: Iterable[Any]) -> str:
                     for c in map(enc, values)])
 
 
+_INFINITE = (float("inf"), float("-inf"))
+
+
 def is_json_value(value: Any, _depth: int = 0) -> bool:
     """True when ``value`` can be stored as JSON: exact builtin types, finite floats, string
     keys; tuples are written as arrays (and read back as lists)."""
@@ -124,8 +126,8 @@ def is_json_value(value: Any, _depth: int = 0) -> bool:
     t = type(value)
     if value is None or t is bool or t is int or t is str:
         return True
-    if t is float:
-        return math.isfinite(value)
+    if t is float:  # finite: not NaN (unequal to itself), not infinite (math: not loaded)
+        return value == value and value not in _INFINITE
     if t is list or t is tuple:
         items: Iterable[Any] = value
     elif t is dict:
@@ -156,11 +158,17 @@ class DefinitionHasher:
     """Computes definition hashes for the nodes of a set of parsed files (memoised per run:
     each project module is parsed once, each helper analysed once)."""
 
-    def __init__(self, root: Path, files: dict[str, FileModel]) -> None:
-        self.root = root
+    def __init__(self, root: str | Path, files: dict[str, FileModel]) -> None:
+        self.root_dir = os.fspath(root)
         self.files = files
         self._project: Any = None
         self._checked = False
+
+    @property
+    def root(self) -> Path:
+        """The project root as a Path (for the cone: a definition hashed from its source)."""
+        from pathlib import Path
+        return Path(self.root_dir)
 
     @property
     def project(self) -> Any:
@@ -221,6 +229,7 @@ def source_only(root: str | os.PathLike[str]) -> None:
     installed packages keep their bytecode cache."""
     import importlib
     from importlib.machinery import SourceFileLoader
+    from pathlib import Path
 
     base = Path(os.path.realpath(root))
     original = SourceFileLoader.path_stats

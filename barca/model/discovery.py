@@ -3,19 +3,17 @@ Nothing here imports user code: the model is read from the source text."""
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
-from pathlib import Path
 
 from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
 from barca.core.root import find_root  # noqa: F401 - re-exported: the model finds its root
 from barca.core.types import TYPE_CHECKING, NodeId, cast  # (typing: not at run time, #31)
-from barca.model.decorators import ASSET_ARGS, SENSOR_ARGS
 from barca.model.modelcache import ModelCache
 
 if TYPE_CHECKING:  # ast and the argument readers load where a file is parsed: a cached model
-    import ast  # (a command whose files did not change) needs neither
+    import ast  # (a command whose files did not change) needs neither; nor pathlib, re
+    from pathlib import Path
     from typing import Any
 
 KINDS = ("asset", "sensor", "task")
@@ -23,7 +21,7 @@ PSEUDO_ABSPATH = "<notebook>"   # the abspath of the file model holding a notebo
 MARKERS = ("partitions", "partitions_from", "collect")
 SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "tests", "test", "venv", "env",
              "build", "dist"}
-_IMPORTS_BARCA = re.compile(r"^\s*(from\s+barca[\s.]|import\s+barca\b)", re.M)
+_IMPORTS_BARCA = r"^\s*(from\s+barca[\s.]|import\s+barca\b)"  # (re.M, by find_files)
 
 
 class InputRef(Fields):
@@ -167,41 +165,41 @@ class FileModel(_Model):
         return self._tree
 
 
-def find_files(root: Path, include: Sequence[str] = (), exclude: Sequence[str] = ()
-               ) -> list[Path]:
+def find_files(root: str | Path, include: Sequence[str] = (), exclude: Sequence[str] = ()
+               ) -> list[str]:
     """Every ``.py`` file under ``root`` that imports barca (hidden dirs, venvs, tests skipped),
     kept to the ``include`` patterns and without the ``exclude`` ones (``Settings``: barca.toml's
     ``[discovery]``; globs on the path relative to the root: ``pipelines/*.py``, ``scratch/**``).
-    """
-    found: list[Path] = []
+    Their paths as str (no pathlib on a cached command's path, #31 item 2)."""
+    import re
+    found: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS
-                             and not (Path(dirpath, d) / "pyvenv.cfg").exists())
+                             and not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg")))
         for name in sorted(filenames):
             if name.endswith(".py") and not name.startswith("test_"):
-                p = Path(dirpath, name)
+                p = os.path.join(dirpath, name)
                 try:
-                    text = p.read_text(encoding="utf-8", errors="replace")
+                    with open(p, encoding="utf-8", errors="replace") as f:
+                        text = f.read()
                 except OSError:
                     continue
-                if _IMPORTS_BARCA.search(text):
+                if re.search(_IMPORTS_BARCA, text, re.M):
                     found.append(p)
     if include or exclude:
         from fnmatch import fnmatchcase
 
-        def rel(p: Path) -> str:
-            return p.relative_to(root).as_posix()
+        def rel(p: str) -> str:
+            return os.path.relpath(p, root).replace(os.sep, "/")
         found = [p for p in found
                  if (not include or any(fnmatchcase(rel(p), g) for g in include))
                  and not any(fnmatchcase(rel(p), g) for g in exclude)]
     return found
 
 
-def relative_id(path: Path, root: Path) -> str:
-    try:
-        return path.resolve().relative_to(root).as_posix()
-    except ValueError:
-        return Path(os.path.relpath(path.resolve(), root)).as_posix()
+def relative_id(path: str | Path, root: str | Path) -> str:
+    rel = os.path.relpath(os.path.realpath(path), root)
+    return rel if os.sep == "/" else rel.replace(os.sep, "/")
 
 
 def module_name(rel: str) -> str:
@@ -222,10 +220,11 @@ def syntax_error(path: str, exc: SyntaxError) -> UsageError:
         file=path, line=exc.lineno, column=exc.offset)
 
 
-def parse_file(path: Path, root: Path) -> FileModel:
+def parse_file(path: str | Path, root: str | Path) -> FileModel:
     rel = relative_id(path, root)
     try:
-        source = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
     except FileNotFoundError:
         raise UsageError(f"File not found: {path}",
                          "Pass the path of a pipeline file, relative to the current directory."
@@ -233,7 +232,7 @@ def parse_file(path: Path, root: Path) -> FileModel:
     except UnicodeDecodeError as exc:
         raise UsageError(f"{rel}: not UTF-8 text ({exc.reason})",
                          "Save the file as UTF-8.") from None
-    abspath = str(path.resolve())
+    abspath = os.path.realpath(path)
     cache = ModelCache(root, rel, abspath, source)
     kept = cache.get(FileModel)
     if kept is not None:
@@ -342,6 +341,7 @@ def _node_from_function(fm: FileModel, fn: ast.FunctionDef | ast.AsyncFunctionDe
                      freshness="manual" if kind == "sensor" else "always")
     from barca.model.readers import readers  # only where a file is parsed (not a cached model)
     node.readers = readers(fn, fm.imports)
+    from barca.model.decorators import ASSET_ARGS, SENSOR_ARGS  # (a file parsed: not cached)
     accepted = SENSOR_ARGS if kind == "sensor" else ASSET_ARGS
     if call is not None:
         if call.args:

@@ -2,12 +2,11 @@
 parsed again only when its text (or a discovery rule) changes."""
 from __future__ import annotations
 
-import contextlib
 import os
-from pathlib import Path
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (nor pathlib: str paths, see barca.core.root.root_dir)
+    from pathlib import Path
     from typing import Any, TypeVar
 
     T = TypeVar("T")
@@ -30,16 +29,16 @@ class ModelCache:
     is parsed again only where one is needed (a definition to hash, a key expression).
     Written only into an existing ``.barca/``; anything unreadable is a miss."""
 
-    def __init__(self, root: Path, rel: str, abspath: str, source: str) -> None:
-        self.dir = root / ".barca" / "discovery"
+    def __init__(self, root: str | Path, rel: str, abspath: str, source: str) -> None:
+        self.dir = os.path.join(root, ".barca", "discovery")
         self.rel, self.abspath, self.source = rel, abspath, source
         self._key: bytes | None = None
 
     @property
-    def file(self) -> Path:
+    def file(self) -> str:
         from barca.core.sha import sha256
-        return self.dir / (sha256(self.rel.encode("utf-8", "surrogatepass"))
-                           .hexdigest()[:24] + ".pickle")
+        name = sha256(self.rel.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+        return os.path.join(self.dir, name + ".pickle")
 
     @property
     def key(self) -> bytes:
@@ -60,10 +59,11 @@ class ModelCache:
     def get(self, kind: type[T]) -> T | None:
         """The model kept for this text, if it is a ``kind`` (the caller's model class: this
         module imports no model)."""
-        if not self.dir.is_dir():  # no store here yet (or never): nothing to read, no hashing
+        if not os.path.isdir(self.dir):  # no store here yet (or never): nothing to read, no hashing
             return None
         try:
-            data = self.file.read_bytes()
+            with open(self.file, "rb") as f:
+                data = f.read()
         except OSError:
             return None
         if not data.startswith(self.key + b"\n"):
@@ -75,14 +75,16 @@ class ModelCache:
         return fm if isinstance(fm, kind) else None
 
     def put(self, fm: object) -> None:
-        if not self.dir.parent.is_dir():  # never the first thing written into a project
-            return
+        if not os.path.isdir(os.path.dirname(self.dir)):  # never the first thing written
+            return                                            # into a project
         file = self.file
-        tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")
+        tmp = f"{file}.{os.getpid()}.tmp"
         try:
-            self.dir.mkdir(exist_ok=True)
-            tmp.write_bytes(self.key + b"\n" + _pickle().dumps(fm, protocol=5))
+            os.makedirs(self.dir, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(self.key + b"\n" + _pickle().dumps(fm, protocol=5))
             os.replace(tmp, file)
         except Exception:  # noqa: BLE001 - a cache that cannot be written is only slower
+            import contextlib
             with contextlib.suppress(OSError):
-                tmp.unlink()
+                os.unlink(tmp)

@@ -22,19 +22,7 @@ from typing import Any
 
 from barca.model import decorators
 from barca.model.discovery import PSEUDO_ABSPATH
-
-
-def interactive() -> bool:
-    """True in a kernel or REPL, where ``__main__`` is not a file. ``%run -i script.py`` sets
-    ``__file__`` in the notebook's namespace: IPython's own user module is still the notebook."""
-    main = sys.modules.get("__main__")
-    if main is None:
-        return False
-    if not getattr(main, "__file__", None):
-        return True
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    return shell is not None and getattr(shell, "user_module", None) is main
+from barca.model.kernel import interactive  # noqa: F401 - re-exported (magics, widget)
 
 
 def namespace() -> dict[str, Any]:
@@ -115,7 +103,7 @@ def _source(obj: Any) -> str:
     return textwrap.dedent(inspect.getsource(obj))
 
 
-def file_model(root: Path) -> Any:
+def file_model(root: str | Path) -> Any:
     """A FileModel holding every notebook node, parsed from each function's cell source."""
     from barca.model.discovery import FileModel, UsageError, _node_from_function
 

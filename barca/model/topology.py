@@ -4,8 +4,8 @@ source text pins down)."""
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Sequence
-from pathlib import Path
 
 from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
@@ -22,20 +22,22 @@ from barca.model.discovery import (
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
     from barca.core.settings import Settings
 
 
 class Graph(Fields):
-    __slots__ = ("root", "files", "nodes", "order", "upstream", "downstream", "phase",
+    __slots__ = ("root_dir", "files", "nodes", "order", "upstream", "downstream", "phase",
                  "groups")
 
-    def __init__(self, root: Path, files: dict[str, FileModel], nodes: dict[NodeId, NodeModel],
+    def __init__(self, root: str | Path, files: dict[str, FileModel],
+                 nodes: dict[NodeId, NodeModel],
                  order: list[NodeId], upstream: dict[NodeId, list[NodeId]] | None = None,
                  downstream: dict[NodeId, list[NodeId]] | None = None,
                  phase: dict[NodeId, int] | None = None) -> None:
-        self.root = root
+        self.root_dir = os.fspath(root)  # a str: see ``root``
         self.files = files
         self.nodes = nodes
         self.order = order                # topological, stable
@@ -43,6 +45,13 @@ class Graph(Fields):
         self.downstream = {} if downstream is None else downstream
         self.phase = {} if phase is None else phase
         self.groups: list[Any] = []       # barca.model.groups.Group, metadata only
+
+    @property
+    def root(self) -> Path:
+        """The project root as a Path, made when asked (a cached command works on the str
+        ``root_dir``: pathlib is not loaded on its path, #31 item 2)."""
+        from pathlib import Path
+        return Path(self.root_dir)
 
     # -------------------------------------------------------------- names
     def resolve(self, name: str, what: str = "Asset", command: str = "get") -> NodeId:
@@ -75,9 +84,9 @@ class Graph(Fields):
         if not any(fm.abspath == PSEUDO_ABSPATH for fm in self.files.values()):
             return []
         out = []
-        for p in find_files(self.root):
+        for p in find_files(self.root_dir):
             try:
-                fm = parse_file(p, self.root)
+                fm = parse_file(p, self.root_dir)
             except Exception:  # noqa: BLE001 - a file that does not parse defines nothing here
                 continue
             if any(n.function == name for n in fm.nodes):
@@ -117,36 +126,38 @@ class Graph(Fields):
 # ---------------------------------------------------------------------------- building
 
 def load_graph(files: list[str] | tuple[str, ...] = (), settings: Settings | None = None,
-               root: Path | None = None) -> Graph:
+               root: str | Path | None = None) -> Graph:
     """The graph of ``files`` (default: every pipeline file under the project root that the
     ``Settings``' discovery patterns keep)."""
     if settings is None:
         from barca.core.settings import Settings
         settings = Settings.resolve(root)
-    root = root or settings.root
+    root = os.fspath(root or settings.root_dir)
     found = settings.include, settings.exclude
     nb: FileModel | None = None
+    paths: list[str | Path] = []
     if files:
-        paths = []
         for f in files:
-            p = Path(f)
-            if not p.is_absolute():
-                p = Path.cwd() / p
-            if p.is_dir():
+            where = os.path.join(os.getcwd(), f)  # (f itself when absolute)
+            if os.path.isdir(where):
                 # barca.toml's patterns are relative to the root: they apply to it alone
-                paths.extend(find_files(p, *found) if p.resolve() == root else find_files(p))
-            elif not p.exists():
+                paths.extend(find_files(where, *found) if os.path.realpath(where) == root
+                             else find_files(where))
+            elif not os.path.exists(where):
                 raise UsageError(f"File not found: {f}",
                                  "Pass the path of a pipeline file, relative to the current "
                                  "directory, or no file to read every pipeline under the project.")
             else:
-                paths.append(p)
+                paths.append(where)
     else:
-        from barca.model import notebook
-        nb = notebook.file_model(root) if notebook.interactive() else None
+        from barca.model.kernel import interactive  # (not the notebook's reader: no kernel)
+        if interactive():
+            from barca.model import notebook
+            nb = notebook.file_model(root)
         # a notebook's own nodes (cells): plan over them (and the pipeline files whose
         # assets they read, below)
-        paths = [] if nb is not None else find_files(root, *found)
+        if nb is None:
+            paths.extend(find_files(root, *found))
     parsed: dict[str, FileModel] = {nb.path: nb} if nb is not None else {}
     for p in paths:
         fm = parse_file(p, root)
@@ -170,7 +181,7 @@ def load_graph(files: list[str] | tuple[str, ...] = (), settings: Settings | Non
     return build(root, parsed)
 
 
-def _imported_file(fm: FileModel, ref: str, root: Path) -> Path | None:
+def _imported_file(fm: FileModel, ref: str, root: str) -> str | None:
     """The project file a reference like ``prices`` or ``mod.prices`` is imported from."""
     head, *rest = ref.split(".")
     imp = fm.imports.get(head)
@@ -179,19 +190,19 @@ def _imported_file(fm: FileModel, ref: str, root: Path) -> Path | None:
     module, attr = imp
     if attr is None and rest:            # import mod [as m]; m.prices / pkg.mod.prices
         module = ".".join([module, *rest[:-1]]) if len(rest) > 1 else module
-    for base in (Path(fm.abspath).parent, root):
-        stem = base / module.replace(".", "/")
-        for cand in (stem.with_suffix(".py"), stem / "__init__.py"):
-            if cand.is_file():
+    for base in (os.path.dirname(fm.abspath), root):
+        stem = os.path.join(base, *module.split("."))
+        for cand in (stem + ".py", os.path.join(stem, "__init__.py")):
+            if os.path.isfile(cand):
                 return cand
     return None
 
 
-def _referenced_file(node_id: str, root: Path) -> Path | None:
+def _referenced_file(node_id: str, root: str) -> str | None:
     """The project file an ``asset_ref("file.py:fn")`` names (relative to the root)."""
     file = node_id.rpartition(":")[0]
-    p = root / file if file else None
-    return p if p is not None and p.suffix == ".py" and p.is_file() else None
+    p = os.path.join(root, file) if file else None
+    return p if p is not None and os.path.splitext(p)[1] == ".py" and os.path.isfile(p) else None
 
 
 def _imported_name(fm: FileModel, ref: str) -> str:
@@ -212,7 +223,7 @@ def _resolve_id(nodes: dict[NodeId, NodeModel], n: NodeModel, inp: InputRef) -> 
         f'(asset_ref("other.py:prices")); barca list shows the ids.{hint}')
 
 
-def build(root: Path, files: dict[str, FileModel]) -> Graph:
+def build(root: str, files: dict[str, FileModel]) -> Graph:
     nodes: dict[NodeId, NodeModel] = {}
     by_file_fn: dict[tuple[str, str], NodeId] = {}
     for fm in files.values():

@@ -3,8 +3,8 @@ back as values."""
 from __future__ import annotations
 
 import json
+import os
 import sys
-from pathlib import Path
 
 from barca.present.results import MAX_KEYS_IN_OUTPUT, Output, OutputItem, OutputItems
 from barca.store.metadata import Store
@@ -20,14 +20,15 @@ if TYPE_CHECKING:
 PREVIEW_BYTES = 2048
 
 
-def _preview_bytes(root: Path, path: str, small: dict[str, bytes]) -> bytes | None:
+def _preview_bytes(root: str, path: str, small: dict[str, bytes]) -> bytes | None:
     """An artifact's bytes if it is small enough to preview (the runner has just verified most
     of them: not read twice)."""
     data = small.get(path)
     if data is not None:
         return data
-    p = root / path
-    return p.read_bytes() if p.stat().st_size <= PREVIEW_BYTES else None
+    with open(os.path.join(root, path), "rb") as f:  # (str paths: no pathlib, #31 item 2)
+        data = f.read(PREVIEW_BYTES + 1)
+    return data if len(data) <= PREVIEW_BYTES else None
 
 
 def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, load: bool,
@@ -41,7 +42,7 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
     items: Any
     if partitioned and not load and ns.lazy and len(ns.keys or ()) > MAX_KEYS_IN_OUTPUT:
         t = ns.tally()  # every key's path is read from the store only if it is asked for
-        root = graph.root
+        root = graph.root_dir
 
         def every_item() -> Any:
             store = Store(root, create=False, prefix=prefix)  # the command's store is closed
@@ -66,7 +67,7 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
                           for s in steps.values() if s.path)
     values: Any = None
     preview: str | None = ""
-    root = graph.root
+    root = graph.root_dir
     if load:
         values = ({i.key: _loaded(settings, i.path, i.format, small) for i in items}
                   if partitioned else
@@ -90,7 +91,7 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
                 except (OSError, ValueError):
                     pass
         values = vals
-    return Output(ns.node, partitioned, items, values, preview, str(root))
+    return Output(ns.node, partitioned, items, values, preview, root)
 
 
 def _json_value(data: bytes) -> Any:
@@ -111,8 +112,8 @@ def _loaded(settings: Settings, path: str | None, fmt: str | None,
     if data is None:
         return read_value(settings, path, fmt)
     from barca.store.artifacts import deserialize
-    if fmt == "pickle" and str(settings.root) not in sys.path:
-        sys.path.insert(0, str(settings.root))  # as read_value: classes of the pipeline
+    if fmt == "pickle" and settings.root_dir not in sys.path:
+        sys.path.insert(0, settings.root_dir)  # as read_value: classes of the pipeline
     return deserialize(data, fmt or "json")
 
 
@@ -122,21 +123,23 @@ def read_value(settings: Settings, path: str | None, fmt: str | None,
     table in the type it was written, or ``as_type``."""
     from barca.core.errors import InfrastructureError
     from barca.store.artifacts import deserialize
-    root = settings.root
+    root = settings.root_dir
     if path is None:
         return None
-    if fmt == "pickle" and str(root) not in sys.path:
-        sys.path.insert(0, str(root))  # a pickled value may name classes of the pipeline
-    if not (root / path).exists():  # computed by a worker on another machine
+    if fmt == "pickle" and root not in sys.path:
+        sys.path.insert(0, root)  # a pickled value may name classes of the pipeline
+    where = os.path.join(root, path)
+    if not os.path.exists(where):  # computed by a worker on another machine
         from barca.store import remote
         store = remote.open_store(settings)
         if store is not None:
-            store.fetch(root, path)
+            store.fetch(settings.root, path)
     try:
         if fmt in ("parquet", "csv"):  # a table, in the type it was written
             from barca.store import frames
-            return frames.read(root / path, fmt, as_type)
-        return deserialize((root / path).read_bytes(), fmt or "json")
+            return frames.read(settings.root / path, fmt, as_type)
+        with open(where, "rb") as f:
+            return deserialize(f.read(), fmt or "json")
     except OSError as exc:
         raise InfrastructureError(f"cannot read {path}: {exc.strerror or exc}",
                                   "Run the command again to recompute it.", path=path) from None

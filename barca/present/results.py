@@ -5,8 +5,6 @@ Each is a ``barca.core.record.Record``: its fields are its ``__slots__`` in orde
 ``_defaults``; built by position or keyword, compared, hashed and shown like a frozen dataclass."""
 from __future__ import annotations
 
-import math
-
 from barca.core.record import Record
 from barca.core.types import TYPE_CHECKING, short_name
 from barca.present.display import _Displayable  # noqa: F401 - shared by every result object
@@ -454,6 +452,7 @@ def _json_cell(v: Any) -> Any:
     """A DuckDB value as valid JSON: NaN and +-Infinity have no JSON form (null), a DECIMAL is
     a number, a LIST or STRUCT is converted item by item."""
     if isinstance(v, float):
+        import math  # (sql's cells only)
         return v if math.isfinite(v) else None
     if type(v).__name__ == "Decimal":  # decimal is not imported on the cold path
         if not v.is_finite():

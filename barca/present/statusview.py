@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from itertools import islice
-from pathlib import Path
 
 from barca.core.errors import UsageError
 from barca.core.types import short_name
@@ -120,6 +119,7 @@ def sample(root: str, path: str | None, fmt: str | None, n: int) -> Any:
     read."""
     if not path or n <= 0 or fmt not in ("json", "parquet", "csv"):
         return None
+    from pathlib import Path  # (--sample only: a plain status loads no pathlib, #31 item 2)
     file = Path(root) / path
     try:
         if fmt == "json":
@@ -153,6 +153,8 @@ def other_envs(report: StatusReport, env: str | None, where: str) -> StatusRepor
     without a word. ``where``: what chose ``env`` (``default_env in barca.toml``...)."""
     if not report.rows or any(r.last_materialization for r in report.rows):
         return report
+    from pathlib import Path
+
     from barca.store.metadata import Store
     root = Path(report.root)
     names = [""] + sorted(d.name for d in (root / ".barca" / "envs").glob("*")

@@ -84,11 +84,12 @@ def _paths(settings: Settings, files: tuple[str, ...]) -> list[Path]:
     project's."""
     from barca.model.discovery import find_files
     if not files:
-        return find_files(settings.root, settings.include, settings.exclude)
+        return [Path(p) for p in find_files(settings.root, settings.include, settings.exclude)]
     out: list[Path] = []
     for f in files:
         p = Path(f).resolve()
-        out += find_files(p, settings.include, settings.exclude) if p.is_dir() else [p]
+        out += (map(Path, find_files(p, settings.include, settings.exclude)) if p.is_dir()
+                else [p])
     return out
 
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Collection, Iterable, Set
-from pathlib import Path
+from collections.abc import Callable, Collection, Set
 
 from barca.core.record import Record
-from barca.store.metadata import Store
+from barca.store.metadata import Store, reads_write  # noqa: F401 - re-exported (moved there)
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (nor pathlib: a cached command notes its reads here, with str paths)
+    from pathlib import Path
     from typing import Any
 
     from barca.core.settings import Settings
@@ -318,7 +318,7 @@ def _copies(folder: Path) -> tuple[list[tuple[str, int, float, None]], list[str]
                 st = os.lstat(p)
             except OSError:
                 continue
-            rel = Path(".barca", os.path.relpath(p, folder)).as_posix()
+            rel = os.path.join(".barca", os.path.relpath(p, folder)).replace(os.sep, "/")
             when = max(st.st_mtime, st.st_atime)
             if when >= recent:
                 held.append(rel)
@@ -340,18 +340,8 @@ def _assets(chosen: list[tuple[str, Store]]) -> dict[str, str]:
 
 def note_reads(store: Store, paths: Collection[str], more: Collection[str] = frozenset()
                ) -> None:
-    """What this command read or produced, for "least recently read" (``paths`` and ``more``
-    written as they are: their union, at 400,000 paths, would be another large set)."""
-    if (paths or more) and store.conn is not None:
-        import itertools
-        store._write_all([reads_write(itertools.chain(paths, more))])
-
-
-def reads_write(paths: Iterable[str]) -> tuple[str, Iterable[tuple[Any, ...]]]:
-    """The write that notes ``paths`` as read now (its rows made as they are written: a list
-    of 400,000 of them would be the largest thing a first run holds)."""
-    at = time.time()
-    return "INSERT OR REPLACE INTO reads (path, at) VALUES (?, ?)", ((p, at) for p in paths)
+    """``Store.note_reads``."""
+    store.note_reads(paths, more)
 
 
 def _estimate(root: Path) -> float | None:

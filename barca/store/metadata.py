@@ -1,12 +1,10 @@
 """The local store: ``.barca/metadata.db`` (SQLite, WAL) and the artifacts directory."""
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from barca.core.errors import InfrastructureError
 from barca.store import quietclose, schema, snapchunks
@@ -17,6 +15,7 @@ from barca.store.schema import RUN_COLUMNS, SCHEMA, barca_030_error, db_error, f
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "sha256", "parts",
@@ -25,29 +24,47 @@ COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "
 
 
 class Store:
-    def __init__(self, root: Path, create: bool = True, prefix: str = ".barca") -> None:
-        self.root = root
+    def __init__(self, root: str | Path, create: bool = True, prefix: str = ".barca") -> None:
+        # str paths (``root``, ``dir``, ``db_path``: as Paths, made when asked): pathlib is not
+        # loaded on a cached command's path (#31 item 2)
+        self.root_dir = os.fspath(root)
         self.prefix = prefix   # ".barca", or ".barca/envs/<env>" (Settings.store_prefix)
-        self.dir = root / self.prefix
-        self.db_path = self.dir / "metadata.db"
+        self.folder = os.path.join(self.root_dir, prefix)
+        self.db_file = os.path.join(self.folder, "metadata.db")
         self.conn: sqlite3.Connection | None = None
         self._evicted: set[str] | None = None
         self._seen: snapchunks.Seen = {}  # the chunked snapshots read (see snapchunks)
         self._opened_at: int | None = None  # the generation when opened (see quietclose)
         if create:
             self._open(create=True)
-        elif self.db_path.exists():
+        elif os.path.exists(self.db_file):
             self._open(create=False)
+
+    @property
+    def root(self) -> Path:
+        from pathlib import Path
+        return Path(self.root_dir)
+
+    @property
+    def dir(self) -> Path:
+        from pathlib import Path
+        return Path(self.folder)
+
+    @property
+    def db_path(self) -> Path:
+        from pathlib import Path
+        return Path(self.db_file)
 
     def _open(self, create: bool) -> None:
         try:
             if create:
-                self.dir.mkdir(parents=True, exist_ok=True)
-                gi = self.root / ".barca" / ".gitignore"
-                if not gi.exists():
-                    gi.write_text("*\n")
+                os.makedirs(self.folder, exist_ok=True)
+                gi = os.path.join(self.root_dir, ".barca", ".gitignore")
+                if not os.path.exists(gi):
+                    with open(gi, "w") as f:
+                        f.write("*\n")
             wait = float(os.environ.get("BARCA_DB_TIMEOUT", "15") or 15)
-            self.conn = sqlite3.connect(self.db_path, timeout=wait, isolation_level=None,
+            self.conn = sqlite3.connect(self.db_file, timeout=wait, isolation_level=None,
                                         check_same_thread=False)
             self.conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
             self._not_rust_barca()  # before anything is written into it
@@ -57,11 +74,11 @@ class Store:
                 schema.create(self.conn, wait)
             self._opened_at = quietclose.generation(self.conn)
         except sqlite3.DatabaseError as exc:
-            raise db_error(self.db_path, exc) from None
+            raise db_error(self.db_file, exc) from None
         except OSError as exc:
             raise InfrastructureError(
-                f"cannot create {self.dir}: {exc.strerror or exc}",
-                "Check that the project directory is writable.", path=str(self.dir)) from None
+                f"cannot create {self.folder}: {exc.strerror or exc}",
+                "Check that the project directory is writable.", path=self.folder) from None
 
     def _not_rust_barca(self) -> None:
         """A database barca 0.30 wrote is neither read nor changed (see ``from_barca_030``)."""
@@ -69,7 +86,7 @@ class Store:
         if from_barca_030(self.conn):
             self.conn.close()
             self.conn = None
-            raise barca_030_error(self.root, self.db_path)
+            raise barca_030_error(self.root_dir, self.db_file)
 
     @property
     def is_open(self) -> bool:
@@ -80,7 +97,7 @@ class Store:
     def close(self, last: bool = True) -> None:  # last: no other connection of ours is open
         if self.conn is not None:
             conn, self.conn = self.conn, None
-            quietclose.close(conn, self.db_path, self._opened_at if last else None)
+            quietclose.close(conn, self.db_file, self._opened_at if last else None)
 
     # ---------------------------------------------------------------- reads
     _SELECT = ("SELECT id, node, asset, partition, run_hash, path, format, size, sha256, parts, "
@@ -96,7 +113,7 @@ class Store:
                                     (asset, *args))
             return list(map(Row._make, cur))
         except sqlite3.DatabaseError as exc:
-            raise db_error(self.db_path, exc) from None
+            raise db_error(self.db_file, exc) from None
 
     def newest_rows(self, asset: str) -> tuple[dict[str, Row], dict[str, Row], bool]:
         """The newest row per key (any status), the newest successful row per key, and whether
@@ -115,7 +132,7 @@ class Store:
                 "SELECT count(*) FROM materializations WHERE asset=? AND status='success'",
                 (asset,)).fetchone()[0]
         except sqlite3.DatabaseError as exc:
-            raise db_error(self.db_path, exc) from None
+            raise db_error(self.db_file, exc) from None
         return latest, latest_success, count > len(latest_success)
 
     def success_locations(self, asset: str) -> dict[str, tuple[str, str, str, str]]:
@@ -137,7 +154,7 @@ class Store:
                         "AND status='success' ORDER BY id", part):
                     out[a][rh] = tuple(where)
         except sqlite3.DatabaseError as exc:
-            raise db_error(self.db_path, exc) from None
+            raise db_error(self.db_file, exc) from None
         return out
 
     def newest_row(self, asset: str, key: str, success: bool) -> Row | None:
@@ -167,7 +184,7 @@ class Store:
         except sqlite3.OperationalError:  # a store written before snapshots existed
             return None
         except sqlite3.DatabaseError as exc:
-            raise db_error(self.db_path, exc) from None
+            raise db_error(self.db_file, exc) from None
         return snapchunks.whole(self.conn, asset, Snapshot._make(got), self._seen) \
             if got else None
 
@@ -189,7 +206,7 @@ class Store:
         except sqlite3.OperationalError:  # a store written before snapshots existed
             return {}
         except sqlite3.DatabaseError as exc:
-            raise db_error(self.db_path, exc) from None
+            raise db_error(self.db_file, exc) from None
         return out
 
     def put_snapshots(self, snaps: list[tuple[str, str, str, str, str]]) -> None:
@@ -199,7 +216,7 @@ class Store:
             if snaps and self.conn is not None:
                 snapchunks.put(self.conn, snaps, self._seen)
         except sqlite3.DatabaseError as exc:
-            raise db_error(self.db_path, exc) from None
+            raise db_error(self.db_file, exc) from None
 
     def pending_uploads(self) -> list[tuple[int, str, str, str]]:
         """Successful results not yet copied to the remote store: (row id, path, node, key)."""
@@ -230,7 +247,7 @@ class Store:
                 f"SELECT status, elapsed, created_at, error, run_hash, {tries} "
                 "FROM materializations WHERE asset=? ORDER BY id", (asset,)))
         except sqlite3.DatabaseError as exc:
-            raise db_error(self.db_path, exc) from None
+            raise db_error(self.db_file, exc) from None
 
     def runs(self, limit: int = 20) -> list[dict[str, Any]]:
         if self.conn is None:
@@ -293,9 +310,11 @@ class Store:
             self._evicted = set()
             if self.conn is not None:
                 # a store written before evictions existed has no such table
-                with contextlib.suppress(sqlite3.OperationalError):
+                try:  # noqa: SIM105 - (contextlib: not loaded on a cached command's path, #31)
                     self._evicted = {r[0] for r in self.conn.execute(
                         "SELECT DISTINCT asset FROM evictions")}
+                except sqlite3.OperationalError:
+                    pass
         return self._evicted
 
     def evicted_paths(self, asset: str) -> set[str]:
@@ -392,6 +411,7 @@ class Store:
                 conn.execute("COMMIT")
                 adopted.append(old)
         except sqlite3.DatabaseError:  # read-only or busy: the results are found another time
+            import contextlib
             with contextlib.suppress(sqlite3.DatabaseError):
                 conn.execute("ROLLBACK")
         return adopted
@@ -453,6 +473,15 @@ class Store:
     def _write(self, sql: str, values: list[tuple[Any, ...]]) -> None:
         self._write_all([(sql, values)])
 
+    def note_reads(self, paths: Collection[str], more: Collection[str] = ()) -> None:
+        """What this command read or produced, for the cache limit's "least recently read"
+        (``paths`` and ``more`` written as they are: their union, at 400,000 paths, would be
+        another large set). Here, not in barca.store.cachelimit: a cached command loads none of
+        the eviction's code."""
+        if (paths or more) and self.conn is not None:
+            import itertools
+            self._write_all([reads_write(itertools.chain(paths, more))])
+
     def _write_all(self, writes: Sequence[tuple[str, Iterable[tuple[Any, ...]]]],
                    generation: int | None = None) -> bool:
         """The writes in one transaction; with ``generation``, only if the store is still at it
@@ -468,7 +497,15 @@ class Store:
                 self.conn.executemany(sql, values)
             self.conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
+            import contextlib
             with contextlib.suppress(sqlite3.DatabaseError):
                 self.conn.execute("ROLLBACK")
-            raise db_error(self.db_path, exc) from None
+            raise db_error(self.db_file, exc) from None
         return True
+
+
+def reads_write(paths: Iterable[str]) -> tuple[str, Iterable[tuple[Any, ...]]]:
+    """The write that notes ``paths`` as read now (its rows made as they are written: a list
+    of 400,000 of them would be the largest thing a first run holds)."""
+    at = time.time()
+    return "INSERT OR REPLACE INTO reads (path, at) VALUES (?, ?)", ((p, at) for p in paths)

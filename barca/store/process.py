@@ -3,9 +3,7 @@ time (``/proc``), so a reused pid is told apart from the process that began the 
 whose process is gone marked ``crashed``."""
 from __future__ import annotations
 
-import contextlib
 import os
-from pathlib import Path
 
 from barca.store.driver import sqlite3
 
@@ -13,7 +11,8 @@ from barca.store.driver import sqlite3
 def _proc_stat(pid: int) -> list[str] | None:
     """/proc/<pid>/stat's fields after the command name (Linux); None elsewhere or gone."""
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
     except OSError:
         return None
     return text[text.rfind(")") + 2:].split()
@@ -43,7 +42,7 @@ def process_alive(pid: int, token: str) -> bool:
         return True
     fields = _proc_stat(pid)
     if fields is None:
-        return not Path("/proc/self/stat").exists()  # no /proc: the pid exists, trust it
+        return not os.path.exists("/proc/self/stat")  # no /proc: the pid exists, trust it
     if fields[0] in ("Z", "X"):  # a zombie: dead, not yet waited for
         return False
     return not start or (len(fields) > 19 and fields[19] == start)
@@ -69,6 +68,7 @@ def reap_crashed(conn: sqlite3.Connection) -> list[str]:
     gone = [run_id for run_id, pid, proc in live
             if pid is not None and proc and not process_alive(pid, proc)]
     if gone:
+        import contextlib
         import time
         why = "the process running it ended before it finished (killed or crashed)"
         with contextlib.suppress(sqlite3.DatabaseError):  # a read-only store: shown as is

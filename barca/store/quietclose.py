@@ -18,9 +18,7 @@ the connection opened, the close is quiet. A read-only connection never checkpoi
 open on the file while the writer closes makes the writer's close not the last one."""
 from __future__ import annotations
 
-import contextlib
 import os
-from pathlib import Path
 
 from barca.store.driver import sqlite3
 
@@ -36,17 +34,19 @@ def generation(conn: sqlite3.Connection) -> int | None:
     return None if got is None else int(got[0])
 
 
-def close(conn: sqlite3.Connection, db_path: Path, opened_at: int | None) -> None:
+def close(conn: sqlite3.Connection, db_path: str, opened_at: int | None) -> None:
     """Close ``conn``; quietly (no checkpoint) when the generation is still ``opened_at``
     (None: close it plainly, e.g. while another connection of this process stays open)."""
     hold = None
     if opened_at is not None and not conn.in_transaction and generation(conn) == opened_at \
             and 0 < _wal_size(db_path) <= QUIET_WAL_BYTES:  # (an empty one: nothing to keep)
-        with contextlib.suppress(sqlite3.DatabaseError):
-            hold = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True,
-                                   timeout=0, check_same_thread=False)
+        try:
+            hold = sqlite3.connect(f"{file_uri(db_path)}?mode=ro", uri=True, timeout=0,
+                                   check_same_thread=False)
             # a read of the file's header takes the lock it holds (and parses no schema)
             hold.execute("PRAGMA user_version").fetchone()
+        except sqlite3.DatabaseError:
+            pass
     try:
         conn.close()
     finally:
@@ -54,7 +54,18 @@ def close(conn: sqlite3.Connection, db_path: Path, opened_at: int | None) -> Non
             hold.close()  # read-only: it never checkpoints, so the WAL is left as it is
 
 
-def _wal_size(db_path: Path) -> int:
+def file_uri(path: str) -> str:
+    """``Path(path).resolve().as_uri()``, without pathlib (and the urllib.parse it loads for
+    this): ``file://`` and the absolute path, each byte but ``A-Za-z0-9_.-~/`` %-escaped, so a
+    ``?``, ``#`` or ``%`` in a folder's name is not read as part of SQLite's URI."""
+    raw = os.fsencode(os.path.realpath(path))
+    return "file://" + "".join(chr(b) if b in _SAFE else f"%{b:02X}" for b in raw)
+
+
+_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
+
+
+def _wal_size(db_path: str) -> int:
     """The WAL file's size: what it holds, or more (a WAL is reused from its start after a
     checkpoint, never shortened), so a quiet close never leaves more than the bound."""
     try:

@@ -2,11 +2,15 @@
 columns added since are added by ``create``."""
 from __future__ import annotations
 
-import zlib
-from pathlib import Path
+import os
 
 from barca.core.errors import InfrastructureError
+from barca.core.sha import sha256
 from barca.store.driver import sqlite3
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -56,7 +60,9 @@ RUN_COLUMNS = ("triggered_by TEXT", "scheduled_at TEXT", "schedule_id TEXT", "qu
 
 # what ``made`` compares: this text, and the columns _once adds (a new one: a new
 # number here), with the file's schema cookie, which every CREATE, ALTER or DROP moves
-_SIGNATURE = zlib.crc32((SCHEMA + "".join(RUN_COLUMNS) + "remote attempts pid proc 1").encode())
+# (31 bits of its SHA-256: the digest already loaded, where zlib's crc32 loaded zlib, #31 item 2)
+_SIGNATURE = int(sha256((SCHEMA + "".join(RUN_COLUMNS) + "remote attempts pid proc 1").encode())
+                 .hexdigest()[:8], 16)
 
 
 def _stamp_of(conn: sqlite3.Connection) -> int:
@@ -134,8 +140,8 @@ def from_barca_030(conn: sqlite3.Connection) -> bool:
     return "node_id" in cols and "node" not in cols
 
 
-def barca_030_error(root: Path, db_path: Path) -> InfrastructureError:
-    old = root / ".barca"
+def barca_030_error(root: str | Path, db_path: str | Path) -> InfrastructureError:
+    old = os.path.join(root, ".barca")
     return InfrastructureError(
         f"{db_path} was written by barca 0.30 (the Rust original); this barca keeps its "
         f"records differently and cannot read it. Nothing was run and the file was not "
@@ -145,7 +151,7 @@ def barca_030_error(root: Path, db_path: Path) -> InfrastructureError:
         f"moved folder stays as it was for barca 0.30.", path=str(db_path))
 
 
-def db_error(db_path: Path, exc: Exception) -> InfrastructureError:
+def db_error(db_path: str | Path, exc: Exception) -> InfrastructureError:
     """What a command says when SQLite fails on the metadata database: another program holds
     it (wait), or the file is not one barca can use (move it aside; it is kept)."""
     text = str(exc)

@@ -15,7 +15,6 @@ table) makes the snapshot a miss, never a partial text: a miss is decided key by
 hashes (``hashes``) are hex, so ``@`` never begins a row written inline."""
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterable, Iterator
 
@@ -92,6 +91,7 @@ def put(conn: sqlite3.Connection, rows: list[tuple[str, str, str, str, str]],
         for r in rows:
             seen.pop(r[0], None)
     except sqlite3.DatabaseError:
+        import contextlib
         with contextlib.suppress(sqlite3.DatabaseError):
             conn.execute("ROLLBACK")
         raise

@@ -33,13 +33,13 @@ class Project:
         from barca.model.discovery import find_files
         s = self.settings
         if not self.given:
-            return find_files(self.root, s.include, s.exclude)
+            return [Path(p) for p in find_files(self.root, s.include, s.exclude)]
         out: list[Path] = []
         for f in self.given:
             p = Path(f)
             if p.is_dir():
-                out.extend(find_files(p, s.include, s.exclude) if p.resolve() == self.root
-                           else find_files(p))
+                out.extend(map(Path, find_files(p, s.include, s.exclude)
+                                    if p.resolve() == self.root else find_files(p)))
             else:
                 out.append(p)
         return out
