@@ -175,3 +175,40 @@ def test_a_snapshot_of_other_keys_reads_as_its_own_keys_run_hashes() -> None:
     got = stored_hashes(snap, keys[:-1] + ["k999"])  # a key removed, another added
     assert got == hashes  # a list in the snapshot's key order (decided key by key)
     assert stored_hashes(Snapshot("d", "c", "a", "f" * 63), ["a"]) == []  # not 64 a hash
+
+
+@pytest.mark.slow  # every step runs in the worker processes of a real pool
+def test_a_store_of_the_earlier_form_ticks_right_and_is_rewritten_as_the_text(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dict source's tick over snapshots an earlier barca wrote (run hashes concatenated):
+    one key runs, every key served is what a decision without any memo finds, and the
+    snapshots are then the text; a tick over those is right too."""
+    from test_dict_values_memo import N, PIPELINE, from_scratch, hashed, name, ran, tick
+    (tmp_path / "pipeline.py").write_text(PIPELINE)
+    versions = {name(i): "v1" for i in range(N)}
+    assert tick(tmp_path, versions)["steps_executed"] == 2 * N + 1
+    db = tmp_path / ".barca" / "metadata.db"
+
+    def fields() -> set[tuple[str, str]]:
+        with sqlite3.connect(db) as conn:
+            got = conn.execute("SELECT DISTINCT CAST(asset AS BLOB), field FROM snapshot_parts")
+            return {(a, f) for a, f in got if not a.endswith(b"\x00values")}
+
+    nodes = {b"pipeline.py:fetched", b"pipeline.py:parsed"}
+    assert fields() == {(n, f) for n in nodes for f in ("k", "c")}
+    store = Store(tmp_path)  # as a barca before the text wrote them
+    snaps = store.snapshots(["pipeline.py:fetched", "pipeline.py:parsed"])
+    store.put_snapshots([(a, s.digest, s.combined, s.keys,
+                          "".join(stored_hashes(s, s.keys.split("\x00"))))
+                         for a, s in snaps.items()])
+    store.close()
+    assert fields() == {(n, f) for n in nodes for f in ("k", "h")}
+    for t, i in enumerate((1500, 3)):
+        versions[name(i)] = f"v{t + 2}"
+        with hashed(monkeypatch) as counts:
+            got = tick(tmp_path, versions)
+        assert got["steps_executed"] == 3
+        assert ran(got)["pipeline.py:parsed"] == [f"key={name(i)}"]
+        assert max(counts) < 10, counts  # settled from the snapshot, either form
+        assert all(a == "cached" for a, _ in from_scratch(tmp_path).values())
+        assert fields() == {(n, f) for n in nodes for f in ("k", "c")}

@@ -228,9 +228,15 @@ class InputPlan:
         prefix = self.dim0 + "="
         if joined is None:
             joined = "\x00".join(keys)
-        same = "\\" not in joined and "," not in joined \
-            and joined.count("\x00") == len(keys) - 1 \
-            and joined == prefix + ("\x00" + prefix).join(src.keys)
+        if "\\" in joined or "," in joined or joined.count("\x00") != len(keys) - 1:
+            return None
+        sent = src.joined
+        if sent is None:
+            return src.digests if joined == prefix + ("\x00" + prefix).join(src.keys) else None
+        # every key begins with the prefix (no key holds a NUL): without it, the keys as the
+        # worker sent them (one scan of the text, not a string per key)
+        same = joined.startswith(prefix) and joined.count("\x00" + prefix) == len(keys) - 1 \
+            and joined.replace("\x00" + prefix, "\x00")[len(prefix):] == sent
         return src.digests if same else None
 
     def inputs(self, key: str) -> tuple[dict[str, str] | None, Hold | None]:

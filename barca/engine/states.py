@@ -219,6 +219,11 @@ class SourceOutput:
         self.keys, self.digests, self.raw = keys, digests, raw
         self._index = KeyIndex(keys, joined)  # joined: the keys as a worker sent them
 
+    @property
+    def joined(self) -> str | None:
+        """The keys joined by NUL, as a worker sent them (None: not sent so)."""
+        return self._index.joined
+
     def digest(self, key: str) -> str | None:
         """A dict source's digest of this key's value (None: no such key, or a list source)."""
         d = self.digests
