@@ -183,7 +183,7 @@ def test_a_store_of_the_earlier_form_ticks_right_and_is_rewritten_as_the_text(
     """A dict source's tick over snapshots an earlier barca wrote (run hashes concatenated):
     one key runs, every key served is what a decision without any memo finds, and the
     snapshots are then the text; a tick over those is right too."""
-    from test_dict_values_memo import N, PIPELINE, from_scratch, hashed, name, ran, tick
+    from test_dict_values_memo import PIPELINE, N, from_scratch, hashed, name, ran, tick
     (tmp_path / "pipeline.py").write_text(PIPELINE)
     versions = {name(i): "v1" for i in range(N)}
     assert tick(tmp_path, versions)["steps_executed"] == 2 * N + 1
