@@ -17,7 +17,7 @@ from barca.core.sha import sha256
 from barca.engine.decision import stored_hashes
 from barca.identity import hashing
 from barca.identity.digests import sha
-from barca.identity.pairs import Pairs, picked, spliced, text_of
+from barca.identity.pairs import Pairs, picked, spliced, text_digest, text_of
 from barca.store import snapchunks
 from barca.store.metadata import Store
 from barca.store.rows import Snapshot
@@ -76,6 +76,13 @@ def test_a_spliced_text_digests_as_the_rule_over_the_moved_run_hashes(moved: lis
     assert list(got) == want
     assert hashing.combined_digest(keys, got) == _rule(keys, want)
     assert spliced(p, {}) is p and spliced(p, {3: hashes[3]}) is p  # nothing moved: no copy
+
+
+def test_a_long_text_is_digested_in_pieces_as_the_whole() -> None:
+    text = "k=é\ud800\u4e2d\x00" * 1000 + "x"
+    for chunk in (1, 2, 3, 7, 64, len(text), 10 ** 6):
+        assert text_digest(text, chunk) == sha256(text.encode("utf-8", "surrogatepass")
+                                                  ).hexdigest()
 
 
 def test_a_text_not_of_its_keys_shape_is_refused_or_never_read_as_run_hashes() -> None:

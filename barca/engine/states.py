@@ -5,10 +5,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Sequence
 
-from barca.core.sha import sha256
 from barca.core.types import Action, NodeId, Reason, step_id
 from barca.identity.hashing import combined_digest, digest
-from barca.identity.pairs import spliced, text_of
+from barca.identity.pairs import spliced, text_digest, text_of
 from barca.store.metadata import Row
 from barca.store.view import NodeHistory
 
@@ -424,7 +423,7 @@ class NodeState:
                 if text is None:
                     self.combined = combined_digest(self.keys, hashes)
                 else:
-                    self.combined = sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+                    self.combined = text_digest(text)
                 return text
         return None
 

@@ -11,10 +11,10 @@ from itertools import islice
 from json.encoder import encode_basestring
 from pathlib import Path
 
-from barca.core.sha import constructor, sha256
+from barca.core.sha import constructor
 from barca.core.types import RunHash
 from barca.identity.digests import INSTALLED, digest, in_project, sha  # noqa: F401  (re-exported)
-from barca.identity.pairs import text_of
+from barca.identity.pairs import text_digest, text_of
 from barca.model.discovery import FileModel, NodeModel
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
@@ -301,7 +301,7 @@ def combined_digest(keys: Sequence[str], hashes: Sequence[str]) -> str:
     # the same bytes as below (sha's closing NUL included)
     text = text_of(keys, hashes)
     if text is not None:
-        return sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        return text_digest(text)
     return sha("\x00".join(map("=".join, sorted(zip(keys, hashes, strict=False)))))
 
 

@@ -18,6 +18,8 @@ import operator
 from collections.abc import Iterator, Sequence
 from itertools import islice
 
+from barca.core.sha import sha256
+
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
     from typing import Any
@@ -38,6 +40,19 @@ def text_of(keys: Sequence[str], hashes: Sequence[str]) -> str | None:
     pieces[0::4], pieces[1::4], pieces[2::4], pieces[3::4] = keys, ["="] * n, hashes, \
         ["\x00"] * n
     return "".join(pieces)
+
+
+def text_digest(text: str, chunk: int = 1 << 20) -> str:
+    """SHA-256 (hex) of the text's UTF-8 bytes (``surrogatepass``, as ``sha`` encodes), encoded
+    a MB at a time: never a second 14 MB copy of a combined digest's text (each code point is
+    encoded alone, so the pieces' bytes are the whole text's)."""
+    if len(text) <= chunk:
+        return sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    import hashlib  # (fed in parts: see core.sha)
+    h = hashlib.sha256()
+    for i in range(0, len(text), chunk):
+        h.update(text[i:i + chunk].encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
 
 
 def _increasing(keys: Sequence[str]) -> bool:
