@@ -131,9 +131,12 @@ def test_a_dict_sources_digests_are_read_only_for_its_own_keys_in_its_order() ->
     from barca.engine.inputs import InputPlan
     from barca.engine.states import SourceOutput
 
-    def plan(src_keys: list[str]) -> InputPlan:
+    def plan(src_keys: list[str], sent: bool) -> InputPlan:
         p = InputPlan.__new__(InputPlan)
-        p.source, p.dim0 = SourceOutput(src_keys, "0" * 64 * len(src_keys)), "key"
+        # sent: the keys joined by NUL too, as a worker sends them (compared as one text)
+        p.source = SourceOutput(src_keys, "0" * 64 * len(src_keys), None,
+                                "\x00".join(src_keys) if sent else None)
+        p.dim0 = "key"
         return p
 
     cases = [
@@ -144,10 +147,14 @@ def test_a_dict_sources_digests_are_read_only_for_its_own_keys_in_its_order() ->
         (["a", "b\x00key=c"], ["key=a\x00key=b", "key=c"]), (["a=b"], ["key=a=b"]),
         (["é", ""], ["key=é", "key="]),
     ]
+    cases += [(["a", "b"], ["key=a", "key=b", "key="]), (["a", "bkey=c"], ["key=a", "key=bkey=c"]),
+              (["a", "b"], ["key=akey=b", "key="]), (["ab", "c"], ["key=a", "key=bc"])]
     for src_keys, keys in cases:
-        p = plan(src_keys)
-        was = p._raw_keys(keys) == src_keys and len(p.source.digests or "") == 64 * len(keys)
-        assert (p.source_digests(keys) is not None) == was, (src_keys, keys)
+        for sent in (False, True):
+            p = plan(src_keys, sent)
+            was = p._raw_keys(keys) == src_keys \
+                and len(p.source.digests or "") == 64 * len(keys)
+            assert (p.source_digests(keys) is not None) == was, (src_keys, keys, sent)
 
 
 def test_a_combined_digest_is_the_digest_of_its_pairs() -> None:

@@ -30,6 +30,7 @@ from barca.core.types import Action, NodeId, Reason, step_id
 from barca.engine.inputs import Hold, InputPlan, raise_missing, source_dim
 from barca.engine.states import NodeState, StepState, all_parts
 from barca.identity.hashing import run_hash, run_hashes, snapshot_digest
+from barca.identity.pairs import Pairs, picked, spliced
 from barca.model.discovery import NodeModel
 from barca.store.metadata import Row, Snapshot
 from barca.store.view import NodeHistory, StoreView
@@ -110,14 +111,15 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
     asset = m.kind == "asset"
     # (store_says reads none then; one given anyway is not used)
     snap = said.snapshot if asset and not forced and not evicted else None
-    if settled and snap is not None and len(snap.hashes) == 64 * len(keys):
-        return NodeState.from_snapshot(nid, keys, snap.digest, snap.combined,
-                                       split_hashes(snap.hashes), hist)
+    if settled and snap is not None:
+        hashes = stored_hashes(snap, keys)
+        if len(hashes) == len(keys):
+            return NodeState.from_snapshot(nid, keys, snap.digest, snap.combined, hashes, hist)
     jk = "\x00".join(keys)  # the keys as the snapshot holds them: joined once per decision
     ident = identity(ctx, nid, keys, states, joined=jk) if asset else None
-    prev: tuple[str, list[str]] | None = None  # the snapshot's keys (joined) and run hashes
+    prev: tuple[str, Sequence[str]] | None = None  # the snapshot's keys (joined), run hashes
     if snap is not None:
-        hashes = split_hashes(snap.hashes)
+        hashes = stored_hashes(snap, keys, jk)
         if ident is not None and snap.digest == ident and len(hashes) == len(keys):
             return NodeState.from_snapshot(nid, keys, ident, snap.combined, hashes, hist)
         prev = (snap.keys, hashes)
@@ -144,56 +146,60 @@ def decide(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, Node
         if delta is None and snap is not None and m.freshness != "manual" and asset \
                 and not forced:
             delta = _value_delta(ctx, nid, keys, states, plan, snap, said.values, jk)
+        new: dict[int, str] | None = None  # the run hashes that may move, by position
         if delta is not None and prev is not None:
             # the snapshot was made from the upstream run hashes its upstreams' snapshots
             # hold (or the dict source's values its values row holds): a key whose upstream
             # run hash and value are still those keeps its run hash
             old = prev[1]
-            out = list(old)
-            cols = {n: c if isinstance(c, str) else [c[i] for i in delta]
+            cols = {n: c if isinstance(c, str) else picked(c, delta)
                     for n, c in plan.columns(keys).items()}
             sub = [keys[i] for i in delta]
             vals = None if plan.source is None else [plan.value(k) for k in sub]
-            for i, h in zip(delta, run_hashes(def_hash, cols, sub, vals), strict=True):
-                out[i] = h
-            todo: Any = [i for i in delta if out[i] != old[i]]
+            new = dict(zip(delta, run_hashes(def_hash, cols, sub, vals), strict=True))
+            todo: Any = [i for i, h in zip(delta, picked(old, delta), strict=True)
+                         if new[i] != h]
             compared = todo
+            col: Any = new
         else:
             # every key has its inputs: all run hashes at once, then only the keys whose run
             # hash is not the one they were cached under at the last walk, one by one
-            out = run_hashes(def_hash, plan.columns(keys), keys, plan.value_column(keys))
+            col = run_hashes(def_hash, plan.columns(keys), keys, plan.value_column(keys))
             if kind != "asset" or forced:
                 todo = range(len(keys))
             else:
-                todo, positional = _differing(keys, out, prev, jk)
+                todo, positional = _differing(keys, col, prev, jk)
                 compared = todo if positional else None
         for i in todo:
             key = keys[i]
             inputs = plan.inputs(key)[0]
             assert inputs is not None  # a clean plan: every key has its inputs
-            out[i] = one(key, out[i], inputs, plan.value(key))
+            col[i] = one(key, col[i], inputs, plan.value(key))
+        # (the snapshot's run hashes with those that moved: its text spliced, identity.pairs)
+        out: Sequence[str] = col if new is None or prev is None else spliced(prev[1], new)
     else:
         old_at: dict[str, str] = dict(zip(prev[0].split("\x00"), prev[1], strict=False)) \
             if prev is not None else {}
         prev_get = old_at.get
-        out = []
+        lst: list[str] = []
         for key in keys:
             inputs, hold = plan.inputs(key)
             if inputs is None:
                 assert hold is not None  # no inputs: the hold says why
                 odd[key] = _held(nid, key, hold, predict)
-                out.append("")
+                lst.append("")
                 continue
             value = plan.value(key)
             if kind == "sensor":
                 st = odd[key] = _sensor(nid, key, def_parts, inputs, value, hist, predict)
-                out.append(st.run_hash or "")
+                lst.append(st.run_hash or "")
                 continue
             rh = run_hash(def_hash, inputs, key, value)
             if kind == "asset" and not forced and prev_get(key) == rh:
-                out.append(rh)  # cached at the last walk under this very run hash
+                lst.append(rh)  # cached at the last walk under this very run hash
                 continue
-            out.append(one(key, rh, inputs, value))
+            lst.append(one(key, rh, inputs, value))
+        out = lst
     ns = NodeState.compact(nid, keys, out, odd, hist)
     ns.ident, ns.joined = ident, (keys, jk)
     if compared is not None and snap is not None:  # (compared only against a snapshot)
@@ -224,7 +230,7 @@ def repaired(steps: Iterable[StepState]) -> None:
         s.action = Action.RUN
 
 
-def _differing(keys: list[str], hashes: Sequence[str], prev: tuple[str, list[str]] | None,
+def _differing(keys: list[str], hashes: Sequence[str], prev: tuple[str, Sequence[str]] | None,
                joined: str) -> tuple[list[int], bool]:
     """The positions of the keys whose run hash is not the one the last walk recorded for that
     key (``prev``: the snapshot's keys joined by NUL, and their run hashes), and whether the
@@ -464,5 +470,26 @@ def _source_part(ctx: Context, nid: NodeId, states: dict[NodeId, NodeState],
 
 
 def split_hashes(text: str) -> list[str]:
-    """A snapshot's run hashes, stored concatenated (64 hex digits each)."""
+    """A snapshot's run hashes, stored concatenated (64 hex digits each; none, when the text
+    is not so)."""
+    if len(text) % 64:
+        return []
     return [text] if len(text) == 64 else [text[i:i + 64] for i in range(0, len(text), 64)]
+
+
+def stored_hashes(snap: Snapshot, keys: list[str], joined: str | None = None
+                  ) -> Sequence[str]:
+    """A snapshot's run hashes, in its keys' order: stored concatenated, or as the text of its
+    combined digest (store.snapchunks), read in place as the run hashes of ``keys`` when they
+    are its keys (identity.pairs: a one-key change splices it); ``joined``: ``keys`` joined
+    by NUL, when made already."""
+    text = snap.hashes
+    if not text.endswith("\x00"):
+        return split_hashes(text)
+    if joined is None:
+        joined = "\x00".join(keys)
+    if snap.keys == joined:
+        got = Pairs.of(keys, text, joined)
+        if got is not None:
+            return got
+    return Pairs(snap.keys.split("\x00"), text).every()  # (its own keys: the slow path)

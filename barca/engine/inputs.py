@@ -4,7 +4,7 @@ have one yet (an upstream failed, its keys or its value are not known). Read by 
 (run hashes) and by the runner (the arguments a worker passes)."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from barca.core.record import Tuple
 from barca.core.types import NodeId, cast, parse_key, short_name, step_id
@@ -174,11 +174,11 @@ class InputPlan:
             return None, ByKey(up_ns, hashes), None, None
         return None, None, up_ns, None
 
-    def columns(self, keys: list[str]) -> dict[str, str | list[str]]:
+    def columns(self, keys: list[str]) -> dict[str, str | Sequence[str]]:
         """Every key's inputs at once, for a clean plan: name -> the run hash every key reads,
         or a list of run hashes in key order (see hashing.run_hashes)."""
         assert self.clean
-        out: dict[str, str | list[str]] = {}
+        out: dict[str, str | Sequence[str]] = {}
         for name, c, mp, _, _ in self.entries:
             if mp is None:
                 assert c is not None  # a clean plan's every input has a run hash
@@ -228,9 +228,15 @@ class InputPlan:
         prefix = self.dim0 + "="
         if joined is None:
             joined = "\x00".join(keys)
-        same = "\\" not in joined and "," not in joined \
-            and joined.count("\x00") == len(keys) - 1 \
-            and joined == prefix + ("\x00" + prefix).join(src.keys)
+        if "\\" in joined or "," in joined or joined.count("\x00") != len(keys) - 1:
+            return None
+        sent = src.joined
+        if sent is None:
+            return src.digests if joined == prefix + ("\x00" + prefix).join(src.keys) else None
+        # every key begins with the prefix (no key holds a NUL): without it, the keys as the
+        # worker sent them (one scan of the text, not a string per key)
+        same = joined.startswith(prefix) and joined.count("\x00" + prefix) == len(keys) - 1 \
+            and joined.replace("\x00" + prefix, "\x00")[len(prefix):] == sent
         return src.digests if same else None
 
     def inputs(self, key: str) -> tuple[dict[str, str] | None, Hold | None]:
@@ -277,7 +283,7 @@ class ByKey:
     KeyIndex); a downstream node with the same keys reads the list as it is."""
     __slots__ = ("state", "keys", "hashes", "_index")
 
-    def __init__(self, state: NodeState, hashes: list[str]) -> None:
+    def __init__(self, state: NodeState, hashes: Sequence[str]) -> None:
         self.state, self.keys, self.hashes = state, state.keys or [], hashes
         self._index = state.index() if state.keys is not None else KeyIndex(self.keys)
 
@@ -290,7 +296,7 @@ class ByKey:
     def __contains__(self, key: str) -> bool:
         return self._index.get(key) is not None
 
-    def column(self, keys: list[str]) -> list[str]:
+    def column(self, keys: list[str]) -> Sequence[str]:
         """The run hash of each of ``keys``, in that order (KeyError: one has none)."""
         if keys == self.keys:
             return self.hashes

@@ -275,11 +275,11 @@ class Runner:
     def _finish_node(self, nid: NodeId) -> None:
         """After a node's steps ran: its combined digest, its snapshot, a key source's keys."""
         ns = self.w.states[nid]
-        ns.seal()
+        text = ns.seal()  # (the combined digest's text: stored as it is, see snapchunks)
         if not ns.settled and ns.ident is not None and ns.combined is not None \
                 and ns.keys is not None:
             self._snapshots.append((nid, ns.ident, ns.combined, ns.joined_keys(),
-                                    "".join(ns.run_hashes() or ())))
+                                    text or "".join(ns.run_hashes() or ())))
             values = values_row(self.ctx, nid, ns.keys, self.w.states, ns.ident)
             if values is not None:
                 self._snapshots.append(values)

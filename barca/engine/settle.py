@@ -21,7 +21,7 @@ import json
 from barca.core import events as ev
 from barca.core.settings import Settings
 from barca.core.types import NodeId, step_id
-from barca.engine.decision import split_hashes
+from barca.engine.decision import stored_hashes
 from barca.engine.states import NodeState
 from barca.identity.hashing import sha
 from barca.model.discovery import PSEUDO_ABSPATH
@@ -136,10 +136,11 @@ def settle_node(runner: Any, nid: NodeId, keys: list[str]) -> bool:
     so (a snapshot that does not hold these keys), the general walk decides it."""
     view = runner.ctx.view
     snap = view.snapshot(nid)
-    if snap is None or len(snap.hashes) != 64 * len(keys):
+    hashes = stored_hashes(snap, keys) if snap is not None else ()
+    if snap is None or len(hashes) != len(keys):
         return False
     runner.w.states[nid] = NodeState.from_snapshot(nid, keys, snap.digest, snap.combined,
-                                                   split_hashes(snap.hashes), view.history(nid))
+                                                   hashes, view.history(nid))
     if runner.execute:  # (a prediction has nothing more to do: the state is sealed)
         runner.w.cached += len(keys)
         if not runner.graph.nodes[nid].dims:  # (not partitioned)

@@ -3,10 +3,11 @@ as run: what the runner, the results and the views read."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from barca.core.types import Action, NodeId, Reason, step_id
 from barca.identity.hashing import combined_digest, digest
+from barca.identity.pairs import spliced, text_digest, text_of
 from barca.store.metadata import Row
 from barca.store.view import NodeHistory
 
@@ -217,6 +218,11 @@ class SourceOutput:
         self.keys, self.digests, self.raw = keys, digests, raw
         self._index = KeyIndex(keys, joined)  # joined: the keys as a worker sent them
 
+    @property
+    def joined(self) -> str | None:
+        """The keys joined by NUL, as a worker sent them (None: not sent so)."""
+        return self._index.joined
+
     def digest(self, key: str) -> str | None:
         """A dict source's digest of this key's value (None: no such key, or a list source)."""
         d = self.digests
@@ -261,14 +267,14 @@ class NodeState:
         # the keys joined by NUL, with the list they were made from (see joined_keys)
         self.joined: tuple[list[str], str] | None = None
         self._steps: dict[str, StepState] | None = {}
-        self._hashes: list[str] | None = None        # compact: every key's run hash
+        self._hashes: Sequence[str] | None = None    # compact: every key's run hash
         self._odd: dict[str, StepState] = {}         # compact: the steps not simply cached
         self._made: dict[str, StepState] = {}        # compact: cached StepStates made so far
         self._hist: NodeHistory | None = None
         self._map: KeyIndex | None = None          # compact: where each key is in keys
 
     @classmethod
-    def compact(cls, node: NodeId, keys: list[str], hashes: list[str],
+    def compact(cls, node: NodeId, keys: list[str], hashes: Sequence[str],
                 odd: dict[str, StepState], hist: NodeHistory) -> NodeState:
         ns = cls(node, keys)
         ns._steps, ns._hashes, ns._odd, ns._hist = None, hashes, odd, hist
@@ -276,7 +282,7 @@ class NodeState:
 
     @classmethod
     def from_snapshot(cls, node: NodeId, keys: list[str], ident: str, combined: str,
-                      hashes: list[str], hist: NodeHistory) -> NodeState:
+                      hashes: Sequence[str], hist: NodeHistory) -> NodeState:
         # compact, every slot set once (a settled walk makes one per node: not __init__'s
         # fields and then compact's again)
         ns = cls.__new__(cls)
@@ -344,7 +350,7 @@ class NodeState:
             self._odd, self._made = {}, {}
         return self._steps
 
-    def run_hashes(self) -> list[str] | None:
+    def run_hashes(self) -> Sequence[str] | None:
         """Every key's run hash in key order, or None while one is unknown or unavailable."""
         if self.keys is None:
             return None
@@ -364,14 +370,14 @@ class NodeState:
                         h = s.run_hash
                     col.append(h)
                 return col
-            out = list(self._hashes or ())
+            new: dict[int, str] = {}
             for k, s in odd.items():  # an odd step's run hash as it is now (a sensor ran)
                 if s.run_hash is None or s.action not in AVAILABLE:
                     return None
                 i = self._index(k)
                 assert i is not None  # an odd step's key is one of keys
-                out[i] = s.run_hash
-            return out
+                new[i] = s.run_hash
+            return spliced(self._hashes or [], new)
         steps, out = self._steps, []
         for k in self.keys:
             got = steps.get(k)
@@ -406,13 +412,20 @@ class NodeState:
             if got is not None:
                 yield k, got[0], got[1], False
 
-    def seal(self) -> None:
+    def seal(self) -> str | None:
         """Once every step is decided (and run): the combined digest, if every key has a run
-        hash -- what a fan-in reading all keys, or a downstream snapshot, depends on."""
+        hash -- what a fan-in reading all keys, or a downstream snapshot, depends on. The
+        text it was made of (identity.pairs), when it made it of one (keys in order)."""
         if self.combined is None and self.keys is not None:
             hashes = self.run_hashes()
             if hashes is not None:
-                self.combined = combined_digest(self.keys, hashes)
+                text = text_of(self.keys, hashes)
+                if text is None:
+                    self.combined = combined_digest(self.keys, hashes)
+                else:
+                    self.combined = text_digest(text)
+                return text
+        return None
 
     def tally(self) -> Tally:
         return Tally(self)

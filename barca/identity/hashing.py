@@ -9,9 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
 from json.encoder import encode_basestring
 
-from barca.core.sha import constructor, sha256
+from barca.core.sha import constructor
 from barca.core.types import RunHash
 from barca.identity.digests import INSTALLED, digest, in_project, sha  # noqa: F401  (re-exported)
+from barca.identity.pairs import text_digest, text_of
 from barca.model.discovery import FileModel, NodeModel
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
@@ -305,20 +306,12 @@ def run_hashes(definition: str, inputs: Mapping[str, str | Iterable[str]], keys:
 def combined_digest(keys: Sequence[str], hashes: Sequence[str]) -> str:
     """A whole node as one digest: ``sha("k1=h1", "k2=h2", ...)`` over its keys in sorted order
     -- what a fan-in reading every key, or a downstream snapshot, depends on."""
-    pairs: Iterable[tuple[str, str]] = zip(keys, hashes, strict=False)
-    # usually they are sorted and unique already: strictly increasing says both, in one pass
-    # with no copy (at 200,000 keys a sort and a set cost more than the digest)
-    if not all(map(operator.lt, keys, islice(keys, 1, None))):
-        pairs = sorted(pairs)
-    elif keys and len(keys) == len(hashes):
-        # the same bytes as below (sha's closing NUL included) from one list of the pieces,
-        # not a "k=h" string per key first: a third of the time at 200,000 keys
-        n = len(keys)
-        pieces = [""] * (4 * n)
-        pieces[0::4], pieces[1::4], pieces[2::4], pieces[3::4] = keys, ["="] * n, hashes, \
-            ["\x00"] * n
-        return sha256("".join(pieces).encode("utf-8", "surrogatepass")).hexdigest()
-    return sha("\x00".join(map("=".join, pairs)))
+    # usually they are sorted and unique already: the text in their order (identity.pairs),
+    # the same bytes as below (sha's closing NUL included)
+    text = text_of(keys, hashes)
+    if text is not None:
+        return text_digest(text)
+    return sha("\x00".join(map("=".join, sorted(zip(keys, hashes, strict=False)))))
 
 
 def snapshot_digest(definition: str, freshness: str, keys: list[str], inputs: list[str],

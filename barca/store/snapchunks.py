@@ -1,8 +1,9 @@
 """A large snapshot stored in parts, so that a walk where one key moved rewrites one part.
 
 A node's snapshot row (``snapshots``) holds its keys joined by NUL and their run hashes
-concatenated: at 200,000 keys about 15 MB, written again whole by every walk that changed one
-key (a dict source's tick: three rows, ~43 MB). A row whose text is longer than ``PART``
+(concatenated; a large node's as its combined digest's text, see FIELDS): at 200,000 keys
+about 15 MB, written again whole by every walk that changed one key (a dict source's tick:
+three rows, ~43 MB). A row whose text is longer than ``PART``
 characters is stored here instead, cut at every ``PART`` characters into ``snapshot_parts``
 rows, each written once under a generation token that is never reused; the snapshot row's
 ``hashes`` then says ``@`` and, for its keys and its hashes, the generation of each part (its
@@ -27,7 +28,10 @@ if TYPE_CHECKING:
 
 PART = 131_072  # characters: 2,048 run hashes
 MARK = "@"
-FIELDS = ("k", "h")  # the keys, the hashes
+# the keys, and their run hashes: concatenated (``h``), or as the text of the node's combined
+# digest, ``key=hash NUL`` per key (``c``, see identity.pairs: a one-key change splices it).
+# A barca that knows only ``h`` reads a ``c`` row as a miss (decided key by key), never wrongly
+FIELDS = ("k", "h", "c")
 
 # what a Store read of each chunked row: its parts' generations and texts, by field
 Seen = dict[str, tuple[dict[str, list[str]], dict[str, str]]]
@@ -46,7 +50,7 @@ def _refs(hashes: str) -> dict[str, list[str]] | None:
         if not sep or field not in FIELDS:
             return None
         out[field] = gens.split(",") if gens else []
-    return out if set(out) == set(FIELDS) else None
+    return out if set(out) in ({"k", "h"}, {"k", "c"}) else None
 
 
 def expand(conn: sqlite3.Connection, asset: str, snap: Snapshot, seen: Seen | None
@@ -55,7 +59,7 @@ def expand(conn: sqlite3.Connection, asset: str, snap: Snapshot, seen: Seen | No
     refs = _refs(snap.hashes)
     if refs is None:
         return None
-    want = {(f, i): g for f in FIELDS for i, g in enumerate(refs[f])}
+    want = {(f, i): g for f in refs for i, g in enumerate(refs[f])}
     got: dict[tuple[str, int], str] = {}
     try:
         for field, idx, gen, text in conn.execute(
@@ -66,14 +70,25 @@ def expand(conn: sqlite3.Connection, asset: str, snap: Snapshot, seen: Seen | No
         return None
     if len(got) != len(want):
         return None
-    texts = {f: "".join([got[(f, i)] for i in range(len(refs[f]))]) for f in FIELDS}
+    texts = {f: "".join([got[(f, i)] for i in range(len(refs[f]))]) for f in refs}
     if seen is not None:
         seen[asset] = (refs, texts)
-    return snap._replace(keys=texts["k"], hashes=texts["h"])
+    # (a ``c`` text ends with a NUL, never a hex one: the reader tells them apart so)
+    return snap._replace(keys=texts["k"], hashes=texts["c" if "c" in texts else "h"])
 
 
 def big(row: tuple[str, str, str, str, str]) -> bool:
     return len(row[3]) > PART or len(row[4]) > PART
+
+
+def pairs_text(hashes: str) -> bool:
+    """Whether a row's run hashes are given as the combined digest's text (``c``)."""
+    return hashes.endswith("\x00")
+
+
+def _hex(text: str) -> str:
+    """A ``c`` text's run hashes concatenated (a row stored inline holds them so)."""
+    return "".join([e[-64:] for e in text.split("\x00")[:-1]])
 
 
 def put(conn: sqlite3.Connection, rows: list[tuple[str, str, str, str, str]],
@@ -101,7 +116,7 @@ def _writes(conn: sqlite3.Connection, rows: list[tuple[str, str, str, str, str]]
             seen: Seen) -> Iterator[tuple[str, Iterable[tuple[Any, ...]]]]:
     """The statements, each made when the one before has run (its parts are cut as SQLite
     takes them: never a second copy of a whole text)."""
-    inline = [r for r in rows if not big(r)]
+    inline = [r if not pairs_text(r[4]) else (*r[:4], _hex(r[4])) for r in rows if not big(r)]
     if inline:
         yield "DELETE FROM snapshot_parts WHERE asset=?", [(r[0],) for r in inline]
         yield ("INSERT OR REPLACE INTO snapshots (asset, digest, combined, keys, hashes) "
@@ -113,7 +128,8 @@ def _writes(conn: sqlite3.Connection, rows: list[tuple[str, str, str, str, str]]
         gen = os.urandom(8).hex()
         refs: dict[str, list[str]] = {}
         todo: list[tuple[str, str, int]] = []  # (field, text, index) of the parts to write
-        for field, text in (("k", keys), ("h", hashes)):
+        fields = ("k", "c" if pairs_text(hashes) else "h")
+        for field, text in zip(fields, (keys, hashes), strict=True):
             prev_refs, prev = old_refs.get(field, []), old_texts.get(field, "")
             gens = refs[field] = []
             for i in range(0, -(-len(text) // PART)):
@@ -124,11 +140,11 @@ def _writes(conn: sqlite3.Connection, rows: list[tuple[str, str, str, str, str]]
                     continue
                 gens.append(gen)
                 todo.append((field, text, i))
-        keep = {(f, i, g) for f in FIELDS for i, g in enumerate(refs[f])}
+        keep = {(f, i, g) for f in fields for i, g in enumerate(refs[f])}
         yield "DELETE FROM snapshot_parts WHERE rowid=?", [
             (rid,) for k, rid in have.items() if k not in keep]
         yield ("INSERT INTO snapshot_parts (asset, field, idx, gen, text) VALUES (?, ?, ?, ?, ?)",
                ((asset, f, i, gen, t[i * PART:(i + 1) * PART]) for f, t, i in todo))
-        ref = ";".join(f"{f}:{','.join(refs[f])}" for f in FIELDS)
+        ref = ";".join(f"{f}:{','.join(refs[f])}" for f in fields)
         yield ("INSERT OR REPLACE INTO snapshots (asset, digest, combined, keys, hashes) "
                "VALUES (?, ?, ?, ?, ?)", [(asset, digest, combined, "", MARK + ref)])

@@ -267,7 +267,10 @@ class Worker:
         tmp: str | None = None
         data: bytes | None = None
         try:
-            fmt = artifacts.choose_format(value, task.serializer)
+            # (a dict of strings, encoded above: JSON, as choose_format finds it after a walk
+            # of every value)
+            fmt = "json" if texts is not None and task.serializer not in artifacts.EXT \
+                else artifacts.choose_format(value, task.serializer)
             if fmt in frames.TABLE_FORMATS:  # written straight into a file, never as bytes
                 folder = self.root / artifacts.artifact_relpath(
                     task.node, task.key, "-", "-", task.store_prefix)
