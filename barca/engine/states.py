@@ -327,6 +327,20 @@ class NodeState:
                                        and j[0] is self.keys else None)
         return got
 
+    def only_cached(self) -> tuple[str, str] | None:
+        """(key, run hash) of a compact node of one key whose step is simply cached -- a settled
+        node, most of a cached walk -- read without making its StepState; else None."""
+        keys, hashes = self.keys, self._hashes
+        if self._steps is not None or self._odd or self._made or keys is None \
+                or len(keys) != 1 or not hashes:
+            return None
+        return keys[0], hashes[0]
+
+    def where(self, run_hash: str) -> tuple[str, str, str, str] | None:
+        """(path, format, sha256, shape) of a successful row of this run hash (see
+        NodeHistory.resolve), as a cached step reads them."""
+        return self._hist.resolve(run_hash) if self._hist is not None else None
+
     def odd_steps(self) -> list[StepState]:
         """Every step that is not simply cached, in key order (all steps of a full node)."""
         if self._steps is not None:

@@ -56,8 +56,12 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
             tuple(OutputItem(s.key, s.path, s.format, True) for s in t.steps("ran")),
             every_item)
     else:
-        steps = ns.steps
-        if len(steps) == 1:  # (most targets: one key, each field read once)
+        one = None if partitioned else ns.only_cached()
+        steps = ns.steps if one is None else {}
+        if one is not None:  # a settled node: where its row says, no StepState made for it
+            got = ns.where(one[1])
+            items = (OutputItem(one[0], got[0], got[1], False),) if got and got[0] else ()
+        elif len(steps) == 1:  # (most targets: one key, each field read once)
             s = next(iter(steps.values()))
             path = s.path
             items = (OutputItem(s.key, path, s.format, s.action == "ran"),) if path else ()

@@ -229,8 +229,11 @@ def step_summary(ctx: Context, ns: NodeState,
     m = ctx.graph.nodes[ns.node]
     first: StepState | None
     parts = None
+    one = ns.only_cached() if ns.lazy and not m.partitioned else None
     steps = None if ns.lazy or m.partitioned else ns.steps
-    if steps is not None and len(steps) == 1:  # one key (most nodes): no tally to make
+    if one is not None:  # a settled node: its one step simply cached, no StepState made
+        action, first, tries = "cached", None, []
+    elif steps is not None and len(steps) == 1:  # one key (most nodes): no tally to make
         first = next(iter(steps.values()))
         action = first.action
         if action not in ("failed", "ran", "cached", "skipped"):
@@ -261,6 +264,9 @@ def step_summary(ctx: Context, ns: NodeState,
     detail = first.error if first is not None and first.action == "failed" else (
         first.detail if first else "")
     run_hash = first.run_hash if first is not None and not m.partitioned else None
+    reason = first.reason if first else ""
+    if one is not None:  # (as StepState.cached says a cached step)
+        detail, run_hash, reason = "-", one[1], Reason.MATERIALIZED
     extra: dict[str, Any] = {}
     if tries:  # how many calls the function took (retries=), the most over its keys
         extra["attempts"] = max(tries)
@@ -269,8 +275,8 @@ def step_summary(ctx: Context, ns: NodeState,
     if m.env:  # the values it ran (or would run) with, secrets redacted
         from barca.core.dotenv import values
         extra["env"] = values(m.env, ctx.graph.root)
-    return StepSummary(ns.node, m.kind, action, first.reason if first else "", detail or "",
-                       run_hash, parts, extra or None)
+    return StepSummary(ns.node, m.kind, action, reason, detail or "", run_hash, parts,
+                       extra or None)
 
 
 def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs: Any,
