@@ -176,8 +176,8 @@ def test_a_settled_wide_walk_still_checks_every_result(tmp_path: Path,
     assert sum(settled) == n + 1  # still vouched for: the files are what changed
     assert repaired.steps_executed == 3
     said = " ".join(w["message"] for w in repaired.to_json()["warnings"])
-    assert f"artifact corrupt (SHA-256 differs from the one recorded): {paths['pipeline.py:r037']}" \
-        in said
+    corrupt_said = "artifact corrupt (SHA-256 differs from the one recorded)"
+    assert f"{corrupt_said}: {paths['pipeline.py:r037']}" in said
     assert f"artifact missing: {paths['pipeline.py:r050']}" in said
     assert "pipeline.py:r051" in said and "a directory" in said
     assert {o.target: o.values for o in repaired.outputs} == values

@@ -91,13 +91,13 @@ class Graph(Fields):
 
     # -------------------------------------------------------------- cones
     def upstream_cone(self, targets: list[NodeId]) -> set[NodeId]:
-        seen: set[NodeId] = set()
-        todo = list(targets)
+        seen: set[NodeId] = set(targets)
+        todo, upstream = list(seen), self.upstream
         while todo:
-            n = todo.pop()
-            if n not in seen:
-                seen.add(n)
-                todo.extend(self.upstream[n])
+            for u in upstream[todo.pop()]:
+                if u not in seen:
+                    seen.add(u)
+                    todo.append(u)
         return seen
 
     def downstream_cone(self, sources: list[NodeId], within: set[NodeId]) -> set[NodeId]:
@@ -290,19 +290,21 @@ def _toposort(graph: Graph) -> list[NodeId]:
         state[n] = 1
         path.append(n)
         for u in upstream[n]:
-            visit(u)
+            if state.get(u) != 2:
+                visit(u)
         path.pop()
         state[n] = 2
         order.append(n)
 
     for n in graph.nodes:  # files in given order, functions in source order
-        visit(n)
+        if state.get(n) != 2:  # (a node visited already, as an upstream: no call)
+            visit(n)
     return order
 
 
 def _validate(graph: Graph, n: NodeModel) -> None:
     where = f"{n.file}:{n.line}"
-    params = {p for p, _ in n.params}
+    params = dict(n.params)  # (made in C: not a set built by a comprehension, per node)
     has_var_kw = n.var_kw
     dims = n.dims
     if n.kind == "sensor" and dims:
@@ -347,8 +349,9 @@ def _validate(graph: Graph, n: NodeModel) -> None:
     if branch:
         return
     filled: set[str] | None = None  # made once a parameter without a default asks
+    inputs = n.inputs
     for p, has_default in n.params:
-        if has_default:
+        if has_default or (len(inputs) == 1 and inputs[0].param == p):  # (most: one input)
             continue
         if filled is None:
             filled = {i.param for i in n.inputs}
@@ -402,7 +405,11 @@ def _assign_phases(graph: Graph) -> None:
             graph.phase[nid] = 0
             continue
         ph = 1
-        collected = {i.target for i in n.inputs if i.collect}  # (most nodes: none)
+        collected: Any = ()  # (most nodes: none, no set made)
+        for i in n.inputs:
+            if i.collect:
+                collected = {i.target for i in n.inputs if i.collect}
+                break
         dims = n.dims
         for u in graph.upstream[nid]:
             un = graph.nodes[u]
