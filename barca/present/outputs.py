@@ -97,12 +97,22 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
     return Output(ns.node, partitioned, items, values, preview, str(root))
 
 
+_scan = vars(json.JSONDecoder())["scan_once"]  # json.loads' own scanner (C), its defaults
+
+
 def _json_value(data: bytes) -> Any:
     """A JSON artifact's value: barca writes UTF-8, decoded as such (``json.loads`` of bytes
     sniffs the encoding of each of 500 small values first); any other encoding JSON allows, or
-    a BOM, takes that route. Raises ValueError as ``json.loads`` does."""
+    a BOM, takes that route. Raises ValueError as ``json.loads`` does. A text that is one value
+    from its first character to its last (barca's own) is scanned as ``json.loads`` scans it,
+    without its two whitespace searches around; anything else is what ``json.loads`` says."""
     try:
-        return json.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        try:
+            value, end = _scan(text, 0)
+        except StopIteration:  # (whitespace or a BOM first, or no value: json.loads says)
+            end = -1
+        return value if end == len(text) else json.loads(text)
     except ValueError:
         return json.loads(data)
 

@@ -131,11 +131,11 @@ class Store:
         try:
             for i in range(0, len(assets), 500):
                 part = assets[i:i + 500]
-                for a, rh, *where in self.conn.execute(
+                for row in self.conn.execute(
                         "SELECT asset, run_hash, path, format, sha256, shape FROM "
                         f"materializations WHERE asset IN ({','.join('?' * len(part))}) "
                         "AND status='success' ORDER BY id", part):
-                    out[a][rh] = tuple(where)
+                    out[row[0]][row[1]] = row[2:]
         except sqlite3.DatabaseError as exc:
             raise db_error(self.db_path, exc) from None
         return out
@@ -178,14 +178,17 @@ class Store:
         out: dict[str, Snapshot] = {}
         self._seen.clear()  # a new walk: what an earlier one read is not kept
         try:
+            make, mark = tuple.__new__, snapchunks.MARK  # (per row: no Python call made)
             for i in range(0, len(assets), 500):
                 part = assets[i:i + 500]
-                for a, *rest in self.conn.execute(
+                for row in self.conn.execute(
                         "SELECT asset, digest, combined, keys, hashes FROM snapshots WHERE asset "
                         f"IN ({','.join('?' * len(part))})", part):
-                    got = snapchunks.whole(self.conn, a, Snapshot._make(rest), self._seen)
+                    snap = make(Snapshot, row[1:])
+                    got = snapchunks.expand(self.conn, row[0], snap, self._seen) \
+                        if row[4].startswith(mark) else snap  # (as snapchunks.whole)
                     if got is not None:  # (a snapshot in parts that cannot be read: a miss)
-                        out[a] = got
+                        out[row[0]] = got
         except sqlite3.OperationalError:  # a store written before snapshots existed
             return {}
         except sqlite3.DatabaseError as exc:

@@ -188,7 +188,9 @@ class StoreView:
             self._snaps = None
             return
         got = self.store.snapshots(list(nids))
-        self._snaps = {n: got.get(n) for n in nids}
+        snaps: dict[str, Snapshot | None] = dict.fromkeys(nids)  # (None: none; the rest in C)
+        snaps.update(got)
+        self._snaps = cast(dict[NodeId, Snapshot | None], snaps)
 
     @property
     def snapshots_loaded(self) -> dict[NodeId, Snapshot | None] | None:
@@ -205,8 +207,13 @@ class StoreView:
     def locate(self, nids: list[NodeId]) -> None:
         """Read where the successful results of these nodes are, in one query (rather than one
         per node when each is first asked for)."""
+        hists = self._hist
         for n, where in self.store.success_locations_of(list(nids)).items():
-            self.history(NodeId(n)).locate(where)
+            hist = hists.get(cast(NodeId, n))  # (most: made by the walk; a lookup, no call)
+            if hist is None:
+                hist = self.history(cast(NodeId, n))
+            if hist._where is None:  # (as NodeHistory.locate)
+                hist._where = where
 
     def snapshot(self, nid: NodeId) -> Snapshot | None:
         """The node's last complete walk (see Snapshot)."""
