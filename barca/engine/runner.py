@@ -197,11 +197,11 @@ class Runner:
                 for module, nids in sorted(self.ctx.untracked(list(w.order), True).items()):
                     self._warn(untracked_message(module, nids))
             if self.execute:  # a value we return (or show) must be intact too
-                verify = [t for t in self.targets if t in w.states
-                          and (self.verify_all or len(w.states[t].keys or ()) <= 1000)]
-                self.ctx.view.locate([t for t in verify if w.states[t].settled
-                                      and len(w.states[t].keys or ()) <= 64])
-                self._ensure_steps(self.integrity.to_check([w.states[t] for t in verify]))
+                got = [st for t in self.targets if (st := w.states.get(t)) is not None]
+                verify = [st for st in got if self.verify_all or len(st.keys or ()) <= 1000]
+                self.ctx.view.locate([st.node for st in verify
+                                      if st.settled and len(st.keys or ()) <= 64])
+                self._ensure_steps(self.integrity.to_check(verify))
                 settle.record(w.states)  # after a repair, the generation moved: no record
         except KeyboardInterrupt:
             raise Cancelled("cancelled: the run was interrupted; finished steps are recorded",

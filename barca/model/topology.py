@@ -431,8 +431,8 @@ def plan_warnings(graph: Graph, nids: list[NodeId]) -> list[dict[str, str]]:
     for nid in nids:
         n = graph.nodes[nid]
         params = dict(n.params)          # name -> has a default
-        defaults = [name for name, has_default in n.params if has_default]
-        if defaults or n.dims:  # else neither warning can apply (most nodes: no set made)
+        if n.dims or True in params.values():  # else neither warning can apply (most nodes)
+            defaults = [name for name, has_default in n.params if has_default]
             filled = {i.param for i in n.inputs} | {d.name for d in n.dims}
             filled |= {graph.nodes[d.source].function for d in n.dims if d.source is not None}
             for d in n.dims:
