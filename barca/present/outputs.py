@@ -57,17 +57,17 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
             every_item)
     else:
         one = None if partitioned else ns.only_cached()
-        steps = ns.steps if one is None else {}
+        steps = ns.steps if one is None else None
         if one is not None:  # a settled node: where its row says, no StepState made for it
             got = ns.where(one[1])
             items = (OutputItem(one[0], got[0], got[1], False),) if got and got[0] else ()
-        elif len(steps) == 1:  # (most targets: one key, each field read once)
+        elif steps is not None and len(steps) == 1:  # (most targets: one key, each field once)
             s = next(iter(steps.values()))
             path = s.path
             items = (OutputItem(s.key, path, s.format, s.action == "ran"),) if path else ()
         else:
             items = tuple(OutputItem(s.key, s.path, s.format, s.action == "ran")
-                          for s in steps.values() if s.path)
+                          for s in (steps or {}).values() if s.path)
     values: Any = None
     preview: str | None = ""
     root = graph.root
@@ -76,8 +76,8 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
                   if partitioned else
                   (_loaded(settings, items[0].path, items[0].format, small) if items else None))
     elif items and not partitioned and items[0].format == "json":
-        try:
-            data = _preview_bytes(root, items[0].path, small)
+        try:  # (most: verified just now, in memory)
+            data = small.get(items[0].path) or _preview_bytes(root, items[0].path, small)
             if data is not None:
                 values = _json_value(data)
                 preview = None  # its text made only if shown (Output.shown_preview)

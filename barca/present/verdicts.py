@@ -227,11 +227,16 @@ def _materialization(r: Row) -> dict[str, Any]:
 def step_summary(ctx: Context, ns: NodeState,
                  undeclared: list[str] | None = None) -> StepSummary:
     m = ctx.graph.nodes[ns.node]
+    one = None if m.dims else ns.only_cached()  # (m.partitioned, without a property call)
+    if one is not None and not undeclared and not m.env:
+        # a settled node: its one step simply cached (as StepState.cached says it), no
+        # StepState made
+        return StepSummary(ns.node, m.kind, "cached", Reason.MATERIALIZED, "-", one[1], None,
+                           None)
     first: StepState | None
     parts = None
-    one = ns.only_cached() if ns.lazy and not m.partitioned else None
     steps = None if ns.lazy or m.partitioned else ns.steps
-    if one is not None:  # a settled node: its one step simply cached, no StepState made
+    if one is not None:  # (the same, with what it says of the environment)
         action, first, tries = "cached", None, []
     elif steps is not None and len(steps) == 1:  # one key (most nodes): no tally to make
         first = next(iter(steps.values()))
