@@ -140,6 +140,7 @@ def settle_batch(runner: Any, batch: list[NodeId]) -> list[NodeId]:
     states, nodes, view = w.states, runner.graph.nodes, ctx.view
     snaps = view.snapshots_loaded or {}
     static_keys, history, make = ctx.static_keys, view.history, NodeState.from_snapshot
+    located = view.located  # (read with the snapshots: nothing was written since)
     execute, on_event, event = runner.execute, runner.on_event, ev.StepCached
     left: list[NodeId] = []
     for nid in batch:
@@ -150,9 +151,11 @@ def settle_batch(runner: Any, batch: list[NodeId]) -> list[NodeId]:
         if keys is None or snap is None or len(hashes := snap.hashes) != 64 * len(keys):
             left.append(nid)
             continue
+        hist = history(nid)
+        if len(hashes) == 64 and (where := located.get(nid)) is not None:
+            hist.hint(hashes, where)  # where its one result is: not looked up again
         states[nid] = make(nid, keys, snap.digest, snap.combined,
-                           [hashes] if len(hashes) == 64 else split_hashes(hashes),
-                           history(nid))
+                           [hashes] if len(hashes) == 64 else split_hashes(hashes), hist)
         if execute:  # (a prediction has nothing more to do: the state is sealed)
             w.cached += len(keys)
             if not m.dims:  # (not partitioned)
