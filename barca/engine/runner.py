@@ -156,7 +156,7 @@ class Runner:
         settle = Settle(self.ctx, w.order, w.forced, self.selection)
         self.ctx.view.load_snapshots([n for n in w.order if n not in w.forced
                                       and self.graph.nodes[n].kind == "asset"],
-                                     located=settle.key is not None)
+                                     located=self.execute and settle.key is not None)
         self._settled = settle.check(self.ctx.view.snapshots_loaded)
         if self.execute and not self._settled and self.ctx.store.is_open:
             from barca.engine.sharing import Sharing  # a settled cone runs nothing to share
