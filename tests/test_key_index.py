@@ -1,10 +1,11 @@
-"""Where a key is in a node's keys (engine.states.KeyIndex), found in the keys joined by NUL
+"""Where a key is in a node's keys (engine.keyindex.KeyIndex), found in the keys joined by NUL
 when they are at hand: always the position a scan of the list finds, for the first and the
 last key, an empty key, keys that begin or end another, keys that are not there, and keys
 holding a NUL (the joined text is not used then). In process."""
 from __future__ import annotations
 
-from barca.engine.states import KeyIndex, NodeState
+from barca.engine.keyindex import KeyIndex
+from barca.engine.states import NodeState
 
 
 def _positions(keys: list[str], asked: list[str]) -> None:

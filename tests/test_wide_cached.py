@@ -133,3 +133,70 @@ def test_a_cached_node_model_is_the_parsed_one(tmp_path: Path) -> None:
                 assert getattr(b, k) == getattr(a, k), k
         assert b.fn.name == a.function and b.fn.lineno == a.line
     assert back.nodes[0].dims and back.nodes[0].retries == 2 and back.nodes[1].var_kw
+
+
+def _wide(n: int) -> str:
+    return "import time\n\nfrom barca import asset\n\n\n@asset()\ndef source() -> dict:\n" \
+           "    return {'n': 1}\n\n\n@asset()\ndef stamp() -> int:\n    return time.time_ns()\n" \
+           + "".join(
+               f"\n\n@asset(inputs={{'source': source}})\ndef r{i:03d}(source: dict) -> int:\n"
+               f"    return source['n'] + {i}\n" for i in range(n))
+
+
+def test_a_settled_wide_walk_still_checks_every_result(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A walk a settle record vouches for checks each result it returns against its recorded
+    SHA-256 as any walk does (reliability.md): a corrupted, a deleted and a replaced artifact
+    among 120 settled readers are each found, said, computed again and returned intact; a
+    result computed again with other bytes (``stamp``) is then read from its newest row."""
+    monkeypatch.chdir(tmp_path)
+    n = 120
+    (tmp_path / "pipeline.py").write_text(_wide(n))
+    settings = Settings.resolve(pool_size=1)
+    first = api.materialize(None, "pipeline.py", settings=settings)
+    assert first.steps_executed == n + 2
+    api.materialize(None, "pipeline.py", settings=settings)  # decided: its record written
+    from barca.engine import settle
+    settled: list[int] = []
+    real = settle.settle_batch
+    monkeypatch.setattr(settle, "settle_batch",
+                        lambda runner, batch: settled.append(len(batch)) or real(runner, batch))
+    from barca.engine import runner as runner_module
+    monkeypatch.setattr(runner_module, "settle_batch", settle.settle_batch)
+    again = api.materialize(None, "pipeline.py", settings=settings)
+    assert sum(settled) == n + 2 and again.steps_executed == 0  # the settled path was taken
+    values = {o.target: o.values for o in again.outputs}
+    assert values == {o.target: o.values for o in first.outputs}
+    paths = {o.target: o.items[0].path for o in again.outputs}
+    corrupt, gone, folder = (tmp_path / paths[f"pipeline.py:r{i:03d}"] for i in (37, 50, 51))
+    corrupt.write_bytes(b"99")  # as long as "38": the same size, other bytes
+    stamp = tmp_path / paths["pipeline.py:stamp"]
+    stamp.write_bytes(b"1" * len(stamp.read_bytes()))
+    gone.unlink()
+    folder.unlink()
+    folder.mkdir()
+    settled.clear()
+    repaired = api.materialize(None, "pipeline.py", settings=settings)
+    assert sum(settled) == n + 2  # still vouched for: the files are what changed
+    assert repaired.steps_executed == 4
+    said = " ".join(w["message"] for w in repaired.to_json()["warnings"])
+    corrupt_said = "artifact corrupt (SHA-256 differs from the one recorded)"
+    assert f"{corrupt_said}: {paths['pipeline.py:r037']}" in said
+    assert f"artifact missing: {paths['pipeline.py:r050']}" in said
+    assert "pipeline.py:r051" in said and "a directory" in said
+    now = {o.target: o.values for o in repaired.outputs}
+    assert now.pop("pipeline.py:stamp") != values.pop("pipeline.py:stamp")  # other bytes
+    assert now == values
+    assert corrupt.read_bytes() == b"38" and gone.read_bytes() == b"51"
+    steps = {s["id"]: s for s in repaired.to_json()["steps"]}
+    assert steps["pipeline.py:r037"]["reason"] == "artifact_corrupt"
+    assert steps["pipeline.py:r036"] == dict(steps["pipeline.py:r036"], status="cached",
+                                              reason="materialized", detail="-")
+    for _ in range(2):  # decided (its record written), then settled: each reads the new row
+        settled.clear()
+        last = api.materialize(None, "pipeline.py", settings=settings)
+        assert last.steps_executed == 0 and not last.warnings
+        got = {o.target: o.values for o in last.outputs}
+        assert got.pop("pipeline.py:stamp") == json.loads(stamp.read_bytes())
+        assert got == values
+    assert sum(settled) == n + 2

@@ -28,6 +28,12 @@ def _public(cls: type[Fields]) -> tuple[str, ...]:
     return tuple(f for f in cls.__slots__ if not f.startswith("_"))
 
 
+def slot_setters(cls: type[Fields]) -> tuple[Any, ...]:
+    """The ``__set__`` of each of ``cls``'s own slots, in order: what the ``__init__`` of a
+    record made per node calls, past ``object.__setattr__``'s lookup of the slot by name."""
+    return tuple(cls.__dict__[f].__set__ for f in cls.__slots__)
+
+
 class Fields:
     __slots__: tuple[str, ...] = ()
 

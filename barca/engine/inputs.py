@@ -8,8 +8,8 @@ from collections.abc import Iterable, Sequence
 
 from barca.core.record import Tuple
 from barca.core.types import NodeId, cast, parse_key, short_name, step_id
+from barca.engine.keyindex import KeyIndex
 from barca.engine.states import (  # all_parts: re-exported
-    KeyIndex,
     NodeState,
     SourceOutput,
     StepState,

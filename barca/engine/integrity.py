@@ -9,8 +9,9 @@ import stat
 import time
 from collections.abc import Callable
 
+from barca.core.sha import sha256 as _sha256  # (no OpenSSL for a small one)
 from barca.core.types import Reason
-from barca.engine.states import StepState
+from barca.engine.states import NodeState, StepState
 
 _POSIX = os.name == "posix"
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
@@ -50,6 +51,32 @@ class Integrity:
         """A missing result downloaded from the remote store, checked (False: none there)."""
         from pathlib import Path
         return self.remote.fetch(Path(self.root), path, sha256) is not None
+
+    def to_check(self, states: list[NodeState]) -> list[StepState]:
+        """The cached steps of these nodes for ``broken`` to check. A node of one simply cached
+        key (a settled one: NodeState.only_cached) is checked here, from where its row says the
+        result is, without a StepState; only if its file is not intact is its step made, for
+        ``broken`` to read it again and say why."""
+        out: list[StepState] = []
+        verified, small, prefix = self.verified, self.small, self._prefix
+        for ns in states:
+            one = ns.only_cached()
+            where = ns.where(one[1]) if one is not None and _POSIX else None
+            if where is not None and where[0] and where[0][:1] != "/":
+                path, sha256 = where[0], where[2]
+                if path in verified:
+                    continue
+                try:
+                    digest, data = read_digest(prefix + path, bool(sha256), regular=True)
+                except OSError:  # (_NotRegular too) said by broken, below
+                    digest, data = None, None
+                if digest is not None and (not sha256 or digest == sha256):
+                    verified.add(path)
+                    if data is not None:
+                        small[path] = data
+                    continue
+            out.extend(s for s in ns.steps.values() if s.action == "cached")
+        return out
 
     def forget(self, paths: set[str]) -> None:
         """These artifacts must be read again (a worker found them wrong)."""
@@ -159,8 +186,8 @@ def read_digest(where: str, hashed: bool = True,
             head = f.read(SMALL_BYTES + 1)
     data = head if len(head) <= SMALL_BYTES else None
     if data is not None:
-        from barca.core.sha import sha256  # (no OpenSSL for a small one)
-        return sha256(data).hexdigest(), data
+        # (imported once, above: an import statement run per result costs more than its hash)
+        return _sha256(data).hexdigest(), data
     if not hashed:
         return "", None
     from barca.store.artifacts import file_sha256  # a big file only: a cached read needs none

@@ -18,7 +18,7 @@ from barca.engine.inputs import source_dim, step_kwargs
 from barca.engine.integrity import Integrity
 from barca.engine.planner import Context, keys_from_row
 from barca.engine.selection import Selection, check_keys, walk_order
-from barca.engine.settle import Settle, settle_node
+from barca.engine.settle import Settle, settle_batch
 from barca.engine.states import NodeState, SourceOutput, StepState, producer_of, result_row
 from barca.model.discovery import PSEUDO_ABSPATH
 from barca.store.process import new_run_id  # noqa: F401 (the front door's import)
@@ -131,12 +131,6 @@ class Runner:
             keys = [k for k in keys if self.selection.admits(k)]
         return keys, ""
 
-    def _static_count(self, nid: NodeId) -> int:
-        keys = self.ctx.static_keys(nid)
-        if keys is None:  # keys from an output: one step until they are known
-            return 1
-        return len(keys) if self.selection is None else sum(map(self.selection.admits, keys))
-
     def _narrowed(self, nid: NodeId) -> bool:
         if self.selection is None:
             return False
@@ -159,21 +153,27 @@ class Runner:
                                "Run without --partition to update it.")
         settle = Settle(self.ctx, w.order, w.forced, self.selection)
         self.ctx.view.load_snapshots([n for n in w.order if n not in w.forced
-                                      and self.graph.nodes[n].kind == "asset"])
+                                      and self.graph.nodes[n].kind == "asset"],
+                                     located=self.execute and settle.key is not None)
         self._settled = settle.check(self.ctx.view.snapshots_loaded)
         if self.execute and not self._settled and self.ctx.store.is_open:
             from barca.engine.sharing import Sharing  # a settled cone runs nothing to share
             self._sharing = Sharing(self.ctx.store, self.run_id, w, self.graph, self._repairing,
                                     self.on_event)
-        w.total = sum(self._static_count(n) for n in w.order if n not in skip_below)
+        walked = [n for n in w.order if n not in skip_below] if skip_below else w.order
+        known = list(map(self.ctx.static_keys, walked))  # (one pass, for the two counts)
         # nodes whose keys come from an output: one step each in the total until walked
-        self._unknown = sum(1 for n in w.order if n not in skip_below
-                            and self.ctx.static_keys(n) is None)
+        self._unknown = known.count(None)
+        admits = self.selection.admits if self.selection is not None else None
+        w.total = self._unknown + sum(map(len, filter(None, known)) if admits is None
+                                      else (sum(map(admits, k)) for k in known if k))
         if self.execute:
             for note in w.notes:
                 self.on_event(ev.Note(note))
         try:
             for batch in self._batches():
+                if self._settled:  # each node from its snapshot, in one loop (engine.settle)
+                    batch = settle_batch(self, batch)
                 ready = []
                 for nid in batch:
                     if nid in skip_below:
@@ -196,12 +196,11 @@ class Runner:
                 for module, nids in sorted(self.ctx.untracked(list(w.order), True).items()):
                     self._warn(untracked_message(module, nids))
             if self.execute:  # a value we return (or show) must be intact too
-                verify = [t for t in self.targets if t in w.states
-                          and (self.verify_all or len(w.states[t].keys or ()) <= 1000)]
-                self.ctx.view.locate([t for t in verify if w.states[t].settled
-                                      and len(w.states[t].keys or ()) <= 64])
-                self._ensure_steps([s for t in verify
-                                    for s in w.states[t].steps.values() if s.action == "cached"])
+                got = [st for t in self.targets if (st := w.states.get(t)) is not None]
+                verify = [st for st in got if self.verify_all or len(st.keys or ()) <= 1000]
+                self.ctx.view.locate([st.node for st in verify
+                                      if st.settled and len(st.keys or ()) <= 64])
+                self._ensure_steps(self.integrity.to_check(verify))
                 settle.record(w.states)  # after a repair, the generation moved: no record
         except KeyboardInterrupt:
             raise Cancelled("cancelled: the run was interrupted; finished steps are recorded",
@@ -224,12 +223,15 @@ class Runner:
         pool together, so 500 independent assets are one round of work, not 500."""
         w, graph = self.w, self.graph
         level: dict[NodeId, int] = {}
-        for nid in w.order:
-            ups = [level[u] for u in graph.upstream[nid] if u in level]
-            level[nid] = 1 + max(ups, default=-1)
         batches: dict[tuple[int, int], list[NodeId]] = {}
-        for nid in w.order:
-            batches.setdefault((graph.phase[nid], level[nid]), []).append(nid)
+        upstream, phase = graph.upstream, graph.phase
+        for nid in w.order:  # (in walk order: a node's upstream levels are known before it)
+            lv = 0
+            for u in upstream[nid]:
+                if u in level and level[u] >= lv:
+                    lv = level[u] + 1
+            level[nid] = lv
+            batches.setdefault((phase[nid], lv), []).append(nid)
         return [batches[k] for k in sorted(batches)]
 
     def _walk_node(self, nid: NodeId) -> list[StepState] | None:
@@ -243,8 +245,6 @@ class Runner:
             src_state = w.states.get(src[0]) if src else None
             w.states[nid] = keys_unknown(nid, why, src_state.step("") if src_state else None)
             return None
-        if self._settled and settle_node(self, nid, keys):  # from its snapshot (engine.settle)
-            return [] if self.execute else None
         if self.ctx.static_keys(nid) is None:  # keys known now from an output: the total grows
             w.total += len(keys) - 1
         forced = nid in w.forced

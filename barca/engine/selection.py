@@ -25,10 +25,12 @@ def walk_order(ctx: Context, targets: list[NodeId]) -> list[NodeId]:
     API and the runner both ask), a copy each time."""
     got = ctx.orders.get(tuple(targets))
     if got is None:
-        cone = ctx.graph.upstream_cone(targets)
-        index = {n: i for i, n in enumerate(ctx.graph.order)}
+        graph = ctx.graph
+        cone, order = graph.upstream_cone(targets), graph.order
+        # by phase, then graph order: a stable sort of the cone in graph order, keyed in C
         got = ctx.orders[tuple(targets)] = sorted(
-            cone, key=lambda n: (ctx.graph.phase[n], index[n]))
+            order if len(cone) == len(order) else [n for n in order if n in cone],
+            key=graph.phase.__getitem__)
     return list(got)
 
 

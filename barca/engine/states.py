@@ -6,6 +6,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from barca.core.types import Action, NodeId, Reason, step_id
+from barca.engine.keyindex import KeyIndex  # noqa: F401 - re-exported (readers: engine.inputs)
 from barca.identity.hashing import combined_digest, digest
 from barca.identity.pairs import spliced, text_digest, text_of
 from barca.store.metadata import Row
@@ -165,48 +166,6 @@ class StepState:
                 f"run_hash={self.run_hash!r})")
 
 
-class KeyIndex:
-    """The position of a key in a list of keys: found by a search while only a few are asked
-    for (one key of 200,000 changed; each found once, however often asked), then by a dict of
-    them all, made once. ``joined``: the keys joined by NUL, when made already: a key is then
-    found by a search of that text (~10 times faster than comparing each key)."""
-    __slots__ = ("keys", "joined", "_map", "_scans", "_hits")
-
-    def __init__(self, keys: list[str], joined: str | None = None) -> None:
-        self.keys = keys
-        # (a key holding a NUL would make the text lie about positions: not used then)
-        self.joined = joined if joined is not None and keys \
-            and joined.count("\x00") == len(keys) - 1 else None
-        self._map: dict[str, int] | None = None
-        self._scans = 0
-        self._hits: dict[str, int | None] = {}
-
-    def get(self, key: str) -> int | None:
-        if self._map is None:
-            if key in self._hits:
-                return self._hits[key]
-            self._scans += 1
-            if self._scans <= 16:
-                got = self._hits[key] = self._find(key)
-                return got
-            self._map = {k: i for i, k in enumerate(self.keys)}
-        return self._map.get(key)
-
-    def _find(self, key: str) -> int | None:
-        text = self.joined
-        if text is None or "\x00" in key:
-            try:
-                return self.keys.index(key)
-            except ValueError:
-                return None
-        if text == key or text.startswith(key + "\x00"):
-            return 0
-        at = text.find("\x00" + key + "\x00")
-        if at >= 0:  # the position: how many keys end before it
-            return text.count("\x00", 0, at + 1)
-        return len(self.keys) - 1 if text.endswith("\x00" + key) else None
-
-
 class SourceOutput:
     """A key source's output, as its step returned it (or the runner read it back): its keys,
     in order, and for a dict source each key's value and that value's digest. The digests are
@@ -332,6 +291,20 @@ class NodeState:
             got = self._map = KeyIndex(self.keys or [], j[1] if j is not None
                                        and j[0] is self.keys else None)
         return got
+
+    def only_cached(self) -> tuple[str, str] | None:
+        """(key, run hash) of a compact node of one key whose step is simply cached -- a settled
+        node, most of a cached walk -- read without making its StepState; else None."""
+        keys, hashes = self.keys, self._hashes
+        if self._steps is not None or self._odd or self._made or keys is None \
+                or len(keys) != 1 or not hashes:
+            return None
+        return keys[0], hashes[0]
+
+    def where(self, run_hash: str) -> tuple[str, str, str, str] | None:
+        """(path, format, sha256, shape) of a successful row of this run hash (see
+        NodeHistory.resolve), as a cached step reads them."""
+        return self._hist.resolve(run_hash) if self._hist is not None else None
 
     def odd_steps(self) -> list[StepState]:
         """Every step that is not simply cached, in key order (all steps of a full node)."""

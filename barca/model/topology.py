@@ -100,13 +100,13 @@ class Graph(Fields):
 
     # -------------------------------------------------------------- cones
     def upstream_cone(self, targets: list[NodeId]) -> set[NodeId]:
-        seen: set[NodeId] = set()
-        todo = list(targets)
+        seen: set[NodeId] = set(targets)
+        todo, upstream = list(seen), self.upstream
         while todo:
-            n = todo.pop()
-            if n not in seen:
-                seen.add(n)
-                todo.extend(self.upstream[n])
+            for u in upstream[todo.pop()]:
+                if u not in seen:
+                    seen.add(u)
+                    todo.append(u)
         return seen
 
     def downstream_cone(self, sources: list[NodeId], within: set[NodeId]) -> set[NodeId]:
@@ -301,19 +301,21 @@ def _toposort(graph: Graph) -> list[NodeId]:
         state[n] = 1
         path.append(n)
         for u in upstream[n]:
-            visit(u)
+            if state.get(u) != 2:
+                visit(u)
         path.pop()
         state[n] = 2
         order.append(n)
 
     for n in graph.nodes:  # files in given order, functions in source order
-        visit(n)
+        if state.get(n) != 2:  # (a node visited already, as an upstream: no call)
+            visit(n)
     return order
 
 
 def _validate(graph: Graph, n: NodeModel) -> None:
     where = f"{n.file}:{n.line}"
-    params = {p for p, _ in n.params}
+    params = dict(n.params)  # (made in C: not a set built by a comprehension, per node)
     has_var_kw = n.var_kw
     dims = n.dims
     if n.kind == "sensor" and dims:
@@ -358,8 +360,9 @@ def _validate(graph: Graph, n: NodeModel) -> None:
     if branch:
         return
     filled: set[str] | None = None  # made once a parameter without a default asks
+    inputs = n.inputs
     for p, has_default in n.params:
-        if has_default:
+        if has_default or (len(inputs) == 1 and inputs[0].param == p):  # (most: one input)
             continue
         if filled is None:
             filled = {i.param for i in n.inputs}
@@ -413,7 +416,11 @@ def _assign_phases(graph: Graph) -> None:
             graph.phase[nid] = 0
             continue
         ph = 1
-        collected = {i.target for i in n.inputs if i.collect}  # (most nodes: none)
+        collected: Any = ()  # (most nodes: none, no set made)
+        for i in n.inputs:
+            if i.collect:
+                collected = {i.target for i in n.inputs if i.collect}
+                break
         dims = n.dims
         for u in graph.upstream[nid]:
             un = graph.nodes[u]
@@ -435,8 +442,8 @@ def plan_warnings(graph: Graph, nids: list[NodeId]) -> list[dict[str, str]]:
     for nid in nids:
         n = graph.nodes[nid]
         params = dict(n.params)          # name -> has a default
-        defaults = [name for name, has_default in n.params if has_default]
-        if defaults or n.dims:  # else neither warning can apply (most nodes: no set made)
+        if n.dims or True in params.values():  # else neither warning can apply (most nodes)
+            defaults = [name for name, has_default in n.params if has_default]
             filled = {i.param for i in n.inputs} | {d.name for d in n.dims}
             filled |= {graph.nodes[d.source].function for d in n.dims if d.source is not None}
             for d in n.dims:

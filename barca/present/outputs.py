@@ -57,14 +57,18 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
             tuple(OutputItem(s.key, s.path, s.format, True) for s in t.steps("ran")),
             every_item)
     else:
-        steps = ns.steps
-        if len(steps) == 1:  # (most targets: one key, each field read once)
+        one = None if partitioned else ns.only_cached()
+        steps = ns.steps if one is None else None
+        if one is not None:  # a settled node: where its row says, no StepState made for it
+            got = ns.where(one[1])
+            items = (OutputItem(one[0], got[0], got[1], False),) if got and got[0] else ()
+        elif steps is not None and len(steps) == 1:  # (most targets: one key, each field once)
             s = next(iter(steps.values()))
             path = s.path
             items = (OutputItem(s.key, path, s.format, s.action == "ran"),) if path else ()
         else:
             items = tuple(OutputItem(s.key, s.path, s.format, s.action == "ran")
-                          for s in steps.values() if s.path)
+                          for s in (steps or {}).values() if s.path)
     values: Any = None
     preview: str | None = ""
     root = graph.root_dir
@@ -73,8 +77,8 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
                   if partitioned else
                   (_loaded(settings, items[0].path, items[0].format, small) if items else None))
     elif items and not partitioned and items[0].format == "json":
-        try:
-            data = _preview_bytes(root, items[0].path, small)
+        try:  # (most: verified just now, in memory)
+            data = small.get(items[0].path) or _preview_bytes(root, items[0].path, small)
             if data is not None:
                 values = _json_value(data)
                 preview = None  # its text made only if shown (Output.shown_preview)
@@ -94,12 +98,22 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
     return Output(ns.node, partitioned, items, values, preview, root)
 
 
+_scan = vars(json.JSONDecoder())["scan_once"]  # json.loads' own scanner (C), its defaults
+
+
 def _json_value(data: bytes) -> Any:
     """A JSON artifact's value: barca writes UTF-8, decoded as such (``json.loads`` of bytes
     sniffs the encoding of each of 500 small values first); any other encoding JSON allows, or
-    a BOM, takes that route. Raises ValueError as ``json.loads`` does."""
+    a BOM, takes that route. Raises ValueError as ``json.loads`` does. A text that is one value
+    from its first character to its last (barca's own) is scanned as ``json.loads`` scans it,
+    without its two whitespace searches around; anything else is what ``json.loads`` says."""
     try:
-        return json.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        try:
+            value, end = _scan(text, 0)
+        except StopIteration:  # (whitespace or a BOM first, or no value: json.loads says)
+            end = -1
+        return value if end == len(text) else json.loads(text)
     except ValueError:
         return json.loads(data)
 

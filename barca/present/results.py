@@ -5,7 +5,7 @@ Each is a ``barca.core.record.Record``: its fields are its ``__slots__`` in orde
 ``_defaults``; built by position or keyword, compared, hashed and shown like a frozen dataclass."""
 from __future__ import annotations
 
-from barca.core.record import Record
+from barca.core.record import Record, slot_setters
 from barca.core.types import TYPE_CHECKING, short_name
 from barca.present.display import _Displayable  # noqa: F401 - shared by every result object
 
@@ -211,15 +211,10 @@ class StepSummary(Record):
     def __init__(self, id: str, kind: str, action: str, reason: str,  # noqa: A002
                  detail: str, run_hash: str | None, partitions: dict[str, Any] | None = None,
                  extra: dict[str, Any] | None = None) -> None:  # one per node: not generic
-        _set = object.__setattr__
-        _set(self, "id", id)
-        _set(self, "kind", kind)
-        _set(self, "action", action)
-        _set(self, "reason", reason)
-        _set(self, "detail", detail)
-        _set(self, "run_hash", run_hash)
-        _set(self, "partitions", partitions)
-        _set(self, "extra", extra)
+        s_id, s_kind, s_action, s_reason, s_detail, s_hash, s_parts, s_extra = _SUMMARY
+        s_id(self, id), s_kind(self, kind), s_action(self, action), s_reason(self, reason)
+        s_detail(self, detail), s_hash(self, run_hash), s_parts(self, partitions)
+        s_extra(self, extra)
 
     def entry(self) -> dict[str, Any]:
         """The step's entry in a run's JSON."""
@@ -242,11 +237,8 @@ class OutputItem(Record):
 
     def __init__(self, key: str, path: str | None, format: str | None,  # noqa: A002
                  computed: bool) -> None:  # one per key of a target: no generic __init__
-        _set = object.__setattr__
-        _set(self, "key", key)
-        _set(self, "path", path)
-        _set(self, "format", format)
-        _set(self, "computed", computed)
+        s_key, s_path, s_format, s_computed = _ITEM
+        s_key(self, key), s_path(self, path), s_format(self, format), s_computed(self, computed)
 
 
 class OutputItems:
@@ -307,10 +299,9 @@ class Output(Record):
     def __init__(self, target: str, partitioned: bool, items: tuple[OutputItem, ...],
                  values: Any = None, preview: str | None = "", root: str = "") -> None:
         # one per target (500 on a wide get): not the generic Record.__init__
-        _set = object.__setattr__
-        _set(self, "target", target), _set(self, "partitioned", partitioned)
-        _set(self, "items", items), _set(self, "values", values)
-        _set(self, "preview", preview), _set(self, "root", root)
+        s_target, s_partitioned, s_items, s_values, s_preview, s_root = _OUTPUT
+        s_target(self, target), s_partitioned(self, partitioned), s_items(self, items)
+        s_values(self, values), s_preview(self, preview), s_root(self, root)
 
     def shown_preview(self) -> str:
         """``preview``: a small JSON value's text, or a table's (parquet, csv) shape and first
@@ -329,6 +320,7 @@ class Output(Record):
         return table_preview(Path(self.root) / item.path, item.format)
 
 
+_SUMMARY, _ITEM, _OUTPUT = map(slot_setters, (StepSummary, OutputItem, Output))
 MAX_KEYS_IN_OUTPUT = 1000
 
 

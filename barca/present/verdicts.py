@@ -227,10 +227,18 @@ def _materialization(r: Row) -> dict[str, Any]:
 def step_summary(ctx: Context, ns: NodeState,
                  undeclared: list[str] | None = None) -> StepSummary:
     m = ctx.graph.nodes[ns.node]
+    one = None if m.dims else ns.only_cached()  # (m.partitioned, without a property call)
+    if one is not None and not undeclared and not m.env:
+        # a settled node: its one step simply cached (as StepState.cached says it), no
+        # StepState made
+        return StepSummary(ns.node, m.kind, "cached", Reason.MATERIALIZED, "-", one[1], None,
+                           None)
     first: StepState | None
     parts = None
     steps = None if ns.lazy or m.partitioned else ns.steps
-    if steps is not None and len(steps) == 1:  # one key (most nodes): no tally to make
+    if one is not None:  # (the same, with what it says of the environment)
+        action, first, tries = "cached", None, []
+    elif steps is not None and len(steps) == 1:  # one key (most nodes): no tally to make
         first = next(iter(steps.values()))
         action = first.action
         if action not in ("failed", "ran", "cached", "skipped"):
@@ -261,6 +269,9 @@ def step_summary(ctx: Context, ns: NodeState,
     detail = first.error if first is not None and first.action == "failed" else (
         first.detail if first else "")
     run_hash = first.run_hash if first is not None and not m.partitioned else None
+    reason = first.reason if first else ""
+    if one is not None:  # (as StepState.cached says a cached step)
+        detail, run_hash, reason = "-", one[1], Reason.MATERIALIZED
     extra: dict[str, Any] = {}
     if tries:  # how many calls the function took (retries=), the most over its keys
         extra["attempts"] = max(tries)
@@ -269,8 +280,8 @@ def step_summary(ctx: Context, ns: NodeState,
     if m.env:  # the values it ran (or would run) with, secrets redacted
         from barca.core.dotenv import values
         extra["env"] = values(m.env, ctx.graph.root)
-    return StepSummary(ns.node, m.kind, action, first.reason if first else "", detail or "",
-                       run_hash, parts, extra or None)
+    return StepSummary(ns.node, m.kind, action, reason, detail or "", run_hash, parts,
+                       extra or None)
 
 
 def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs: Any,

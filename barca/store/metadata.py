@@ -1,7 +1,6 @@
 """The local store: ``.barca/metadata.db`` (SQLite, WAL) and the artifacts directory."""
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -148,11 +147,11 @@ class Store:
         try:
             for i in range(0, len(assets), 500):
                 part = assets[i:i + 500]
-                for a, rh, *where in self.conn.execute(
+                for row in self.conn.execute(
                         "SELECT asset, run_hash, path, format, sha256, shape FROM "
                         f"materializations WHERE asset IN ({','.join('?' * len(part))}) "
                         "AND status='success' ORDER BY id", part):
-                    out[a][rh] = tuple(where)
+                    out[row[0]][row[1]] = row[2:]
         except sqlite3.DatabaseError as exc:
             raise db_error(self.db_file, exc) from None
         return out
@@ -188,21 +187,34 @@ class Store:
         return snapchunks.whole(self.conn, asset, Snapshot._make(got), self._seen) \
             if got else None
 
-    def snapshots(self, assets: list[str]) -> dict[str, Snapshot]:
-        """The snapshots of these nodes (see ``snapshot``), in one query per 500 names."""
+    def snapshots(self, assets: list[str],
+                  located: dict[str, tuple[str, str, str, str]] | None = None
+                  ) -> dict[str, Snapshot]:
+        """The snapshots of these nodes (see ``snapshot``), in one query per 500 names.
+        ``located``: filled, for a node of one key, with where the newest successful row of
+        its snapshot's run hash is (as ``success_locations`` says it), read in the same query."""
         if self.conn is None or not assets:
             return {}
         out: dict[str, Snapshot] = {}
         self._seen.clear()  # a new walk: what an earlier one read is not kept
+        query = "SELECT asset, digest, combined, keys, hashes FROM snapshots WHERE asset IN ({})"
+        if located is not None:
+            query = ("SELECT s.asset, s.digest, s.combined, s.keys, s.hashes, m.id, m.path, "
+                     "m.format, m.sha256, m.shape FROM snapshots s LEFT JOIN materializations m "
+                     "ON m.id = (SELECT max(id) FROM materializations WHERE asset = s.asset AND "
+                     "run_hash = s.hashes AND status = 'success') WHERE s.asset IN ({})")
         try:
+            make, mark = tuple.__new__, snapchunks.MARK  # (per row: no Python call made)
             for i in range(0, len(assets), 500):
                 part = assets[i:i + 500]
-                for a, *rest in self.conn.execute(
-                        "SELECT asset, digest, combined, keys, hashes FROM snapshots WHERE asset "
-                        f"IN ({','.join('?' * len(part))})", part):
-                    got = snapchunks.whole(self.conn, a, Snapshot._make(rest), self._seen)
+                for row in self.conn.execute(query.format(",".join("?" * len(part))), part):
+                    snap = make(Snapshot, row[1:5])
+                    got = snapchunks.expand(self.conn, row[0], snap, self._seen) \
+                        if row[4].startswith(mark) else snap  # (as snapchunks.whole)
                     if got is not None:  # (a snapshot in parts that cannot be read: a miss)
-                        out[a] = got
+                        out[row[0]] = got
+                        if located is not None and row[5] is not None:
+                            located[row[0]] = row[6:]
         except sqlite3.OperationalError:  # a store written before snapshots existed
             return {}
         except sqlite3.DatabaseError as exc:
@@ -369,52 +381,11 @@ class Store:
 
     def adopt(self, new: str, olds: Callable[[str], bool],
               definition: Callable[[], dict[str, str]]) -> list[str]:
-        """Successful rows of other assets recorded again under ``new``, when ``new`` has no row
-        at all: only the assets ``olds`` accepts, and only the rows made by this very
-        definition (each of its parts equal; asked for only then), so that a renamed notebook
-        keeps its results and an unrelated function of the same name adopts nothing. The
-        artifacts stay where they are. Returns the assets adopted from; a busy or read-only
-        store adopts nothing."""
-        def made_by(row: str | None) -> bool:  # the row's parts hold every part unchanged
-            try:
-                got = json.loads(row or "")
-            except ValueError:
-                return False
-            return isinstance(got, dict) and all(got.get(k) == v for k, v in parts.items())
-        conn = self.conn
-        if conn is None:
+        """Successful rows of other assets recorded again under ``new`` (store.adopt)."""
+        if self.conn is None:
             return []
-        adopted: list[str] = []
-        try:
-            if conn.execute("SELECT 1 FROM materializations WHERE asset=? LIMIT 1",
-                            (new,)).fetchone():
-                return []
-            suffix = ":" + new.rsplit(":", 1)[-1]
-            found = [a for (a,) in conn.execute(
-                "SELECT DISTINCT asset FROM materializations WHERE status='success' AND "
-                "substr(asset, -?) = ?", (len(suffix), suffix)) if a != new and olds(a)]
-            cols = ", ".join(COLUMNS)
-            parts = definition() if found else {}
-            for old in found:
-                ids = [i for i, row_parts in conn.execute(
-                    "SELECT id, parts FROM materializations WHERE asset=? AND status='success' "
-                    "ORDER BY id", (old,)) if made_by(row_parts)]
-                if not ids:
-                    continue
-                picked = ", ".join(":new" if c == "asset" else
-                                   ":new || substr(node, :rest)" if c == "node" else c
-                                   for c in COLUMNS)
-                conn.execute("BEGIN IMMEDIATE")
-                conn.executemany(f"INSERT INTO materializations ({cols}) SELECT {picked} FROM "
-                                 "materializations WHERE id=:id",
-                                 [{"new": new, "rest": len(old) + 1, "id": i} for i in ids])
-                conn.execute("COMMIT")
-                adopted.append(old)
-        except sqlite3.DatabaseError:  # read-only or busy: the results are found another time
-            import contextlib
-            with contextlib.suppress(sqlite3.DatabaseError):
-                conn.execute("ROLLBACK")
-        return adopted
+        from barca.store.adopt import adopt_rows  # (a notebook's rename only)
+        return adopt_rows(self.conn, COLUMNS, new, olds, definition)
 
     def begin_run(self, run_id: str, command: str, target: str, pool_size: int) -> None:
         self.reap_crashed()
@@ -507,5 +478,8 @@ class Store:
 def reads_write(paths: Iterable[str]) -> tuple[str, Iterable[tuple[Any, ...]]]:
     """The write that notes ``paths`` as read now (its rows made as they are written: a list
     of 400,000 of them would be the largest thing a first run holds)."""
-    at = time.time()
-    return "INSERT OR REPLACE INTO reads (path, at) VALUES (?, ?)", ((p, at) for p in paths)
+    import itertools  # (the rows zipped in C: no Python step per path)
+    # an upsert: a path read before has its time set in place, not its row deleted and made
+    # again (a cached walk of 500 results notes each of them)
+    return ("INSERT INTO reads (path, at) VALUES (?, ?) ON CONFLICT(path) DO UPDATE SET "
+            "at=excluded.at", zip(paths, itertools.repeat(time.time())))

@@ -31,6 +31,8 @@ class NodeHistory:
         self._points = 0
         self._where: dict[str, tuple[str, str, str, str]] | None = None
         self._where_points = 0
+        # (run hash, where): a settled node's one location, read with its snapshot (see hint)
+        self._hint: tuple[str, tuple[str, str, str, str]] | None = None
 
     @classmethod
     def of(cls, asset: str, rows: list[Row]) -> NodeHistory:
@@ -107,6 +109,12 @@ class NodeHistory:
         self._by_hash[run_hash] = row
         return row
 
+    def hint(self, run_hash: str, where: tuple[str, str, str, str]) -> None:
+        """Where the newest successful row of this run hash is, as read with the node's
+        snapshot in a walk that nothing wrote to since (a settled one: engine.settle): its
+        location found without reading the node's rows again."""
+        self._hint = (run_hash, where)
+
     def locate(self, where: dict[str, tuple[str, str, str, str]]) -> None:
         """Every successful row's location, read for many nodes at once (see StoreView)."""
         if self._where is None:
@@ -119,6 +127,9 @@ class NodeHistory:
         row = self._by_hash.get(run_hash)
         if row is not None:
             return _where(row)
+        hint = self._hint
+        if hint is not None and hint[0] == run_hash:
+            return hint[1]
         if self._where is None and self.store is not None:
             self._where_points += 1
             if self._where_points <= self.POINT_QUERIES:
@@ -172,7 +183,7 @@ class StoreView:
     ``snapshots=False`` reads no snapshot, so every node is decided key by key as with an empty
     snapshot table: one of the memo layers the property tests switch off to show that no
     decision depends on them (see Context's ``memo``)."""
-    __slots__ = ("store", "snapshots", "_hist", "_snaps", "_evicted")
+    __slots__ = ("store", "snapshots", "_hist", "_snaps", "_evicted", "located")
 
     def __init__(self, store: Store, snapshots: bool = True) -> None:
         self.store = store
@@ -180,15 +191,22 @@ class StoreView:
         self._hist: dict[NodeId, NodeHistory] = {}
         self._snaps: dict[NodeId, Snapshot | None] | None = None
         self._evicted: dict[NodeId, set[str]] = {}
+        # node -> where its snapshot's one run hash has its newest success (load_snapshots)
+        self.located: dict[str, tuple[str, str, str, str]] = {}
 
-    def load_snapshots(self, nids: list[NodeId] | None) -> None:
+    def load_snapshots(self, nids: list[NodeId] | None, located: bool = False) -> None:
         """Read the snapshots of every node a walk may decide, in one query, before it starts
-        (``None`` forgets them: the walk is over and the store may have new ones)."""
+        (``None`` forgets them: the walk is over and the store may have new ones); with
+        ``located``, where each one-key node's result is too (``located``, for a settled walk
+        to hint its histories with)."""
+        self.located = {}
         if nids is None or not self.snapshots:
             self._snaps = None
             return
-        got = self.store.snapshots(list(nids))
-        self._snaps = {n: got.get(n) for n in nids}
+        got = self.store.snapshots(list(nids), self.located if located else None)
+        snaps: dict[str, Snapshot | None] = dict.fromkeys(nids)  # (None: none; the rest in C)
+        snaps.update(got)
+        self._snaps = cast(dict[NodeId, Snapshot | None], snaps)
 
     @property
     def snapshots_loaded(self) -> dict[NodeId, Snapshot | None] | None:
@@ -205,8 +223,14 @@ class StoreView:
     def locate(self, nids: list[NodeId]) -> None:
         """Read where the successful results of these nodes are, in one query (rather than one
         per node when each is first asked for)."""
+        hists = self._hist
+        nids = [n for n in nids if (h := hists.get(n)) is None or h._hint is None]
         for n, where in self.store.success_locations_of(list(nids)).items():
-            self.history(NodeId(n)).locate(where)
+            hist = hists.get(cast(NodeId, n))  # (most: made by the walk; a lookup, no call)
+            if hist is None:
+                hist = self.history(cast(NodeId, n))
+            if hist._where is None:  # (as NodeHistory.locate)
+                hist._where = where
 
     def snapshot(self, nid: NodeId) -> Snapshot | None:
         """The node's last complete walk (see Snapshot)."""

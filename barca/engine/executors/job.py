@@ -113,7 +113,7 @@ def pack_output(keys: list[str], digests: str | None, raw: list[Any] | None,
 def unpack_output(keys: str | list[str], digests: str | bytes | None, raw: str | None
                   ) -> tuple[list[str], str | None, str | None, str | None]:
     """``pack_output`` undone, but for the values, decoded when one is first asked for; and the
-    keys joined by NUL, as they came (where a key is, is found in them: states.KeyIndex)."""
+    keys joined by NUL, as they came (where a key is, is found in them: engine.keyindex)."""
     return (keys.split("\x00") if isinstance(keys, str) else keys,
             digests.hex() if isinstance(digests, bytes) else digests, raw,
             keys if isinstance(keys, str) else None)
