@@ -38,10 +38,15 @@ def test_the_model_is_cached_and_a_damaged_cache_is_a_miss(project: Project) -> 
     files = _cache_files(project)
     assert len(files) == 1 and files[0].stat().st_size > 0
     files[0].write_bytes(b"garbage")
+    # the kept graph (barca.model.graphcache) too, else the model is not read at all
+    graphs = sorted((project.path / ".barca" / "discovery").glob("*.graph"))
+    assert len(graphs) == 1
+    graphs[0].write_bytes(b"garbage")
     r = project.barca("get", "item", "pipeline.py", "--json")
     assert r.code == 0, r.err
     assert r.json()["steps_executed"] == 0
     assert _cache_files(project)[0].read_bytes() != b"garbage"  # written again
+    assert graphs[0].read_bytes() != b"garbage"
 
 
 def test_a_cached_model_still_hashes_definitions_from_the_source(project: Project) -> None:

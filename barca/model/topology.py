@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
 from barca.core.types import NodeId, PartitionKey, format_key, ids_named, key_strings, short_name
+from barca.model import graphcache
 from barca.model.discovery import (
     PSEUDO_ABSPATH,
     FileModel,
@@ -158,51 +159,27 @@ def load_graph(files: list[str] | tuple[str, ...] = (), settings: Settings | Non
         # assets they read, below)
         if nb is None:
             paths.extend(find_files(root, *found))
+    entries = [os.fspath(p) for p in paths]
+    if nb is None and (kept := graphcache.get(root, entries)) is not None:
+        return kept  # (a notebook's cells: built each time)
     parsed: dict[str, FileModel] = {nb.path: nb} if nb is not None else {}
     for p in paths:
         fm = parse_file(p, root)
         parsed.setdefault(fm.path, fm)
     # files that the given ones import nodes from are part of the graph too
-    todo = list(parsed.values())
+    todo, looked = list(parsed.values()), {}
     while todo:
         fm = todo.pop()
-        for node in fm.nodes:
-            refs = [(i.ref, i.by_id) for i in node.inputs]
-            refs += [(d.source_ref, False) for d in node.dims if d.source_ref]
-            for ref, by_id in refs:
-                if not by_id and ref.partition(".")[0] not in fm.imports:
-                    continue  # a name of this file (or none): no other file to read
-                other = (_referenced_file(ref, root) if by_id
-                         else _imported_file(fm, ref, root))
-                if other is not None and relative_id(other, root) not in parsed:
-                    ofm = parse_file(other, root)
-                    parsed[ofm.path] = ofm
-                    todo.append(ofm)
-    return build(root, parsed)
-
-
-def _imported_file(fm: FileModel, ref: str, root: str) -> str | None:
-    """The project file a reference like ``prices`` or ``mod.prices`` is imported from."""
-    head, *rest = ref.split(".")
-    imp = fm.imports.get(head)
-    if imp is None:
-        return None
-    module, attr = imp
-    if attr is None and rest:            # import mod [as m]; m.prices / pkg.mod.prices
-        module = ".".join([module, *rest[:-1]]) if len(rest) > 1 else module
-    for base in (os.path.dirname(fm.abspath), root):
-        stem = os.path.join(base, *module.split("."))
-        for cand in (stem + ".py", os.path.join(stem, "__init__.py")):
-            if os.path.isfile(cand):
-                return cand
-    return None
-
-
-def _referenced_file(node_id: str, root: str) -> str | None:
-    """The project file an ``asset_ref("file.py:fn")`` names (relative to the root)."""
-    file = node_id.rpartition(":")[0]
-    p = os.path.join(root, file) if file else None
-    return p if p is not None and os.path.splitext(p)[1] == ".py" and os.path.isfile(p) else None
+        looked[fm.path] = graphcache.lookups(fm, root)
+        for _, _, other in looked[fm.path]:
+            if other is not None and relative_id(other, root) not in parsed:
+                ofm = parse_file(other, root)
+                parsed[ofm.path] = ofm
+                todo.append(ofm)
+    graph = build(root, parsed)
+    if nb is None:
+        graphcache.put(root, entries, graph, looked)
+    return graph
 
 
 def _imported_name(fm: FileModel, ref: str) -> str:
@@ -241,7 +218,7 @@ def build(root: str, files: dict[str, FileModel]) -> Graph:
         if got is not None:
             return got
         fm = files[node.file]
-        other = _imported_file(fm, ref, root)
+        other = graphcache.imported_file(fm, ref, root)
         if other is not None:
             from barca.model.discovery import relative_id
             rel = relative_id(other, root)

@@ -1,0 +1,128 @@
+"""The kept graph: a pipeline's built graph (references resolved, checked, ordered, phased)
+in ``.barca/discovery/``, so a cached command does not build it again from the node models.
+
+It is an early exit of the one build, keyed by what the build reads: every file's model-cache
+key (barca's one memo salt, the file's path and text) and every project-file lookup the walk
+made (a file created or removed may change where an import points). Anything else is a miss,
+and a graph is kept only after a build that raised nothing."""
+from __future__ import annotations
+
+import os
+
+from barca.model.modelcache import ModelCache, _pickle
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from barca.model.discovery import FileModel
+
+    Graph = Any  # barca.model.topology.Graph (which imports this module)
+
+Lookups = list  # per file: [(ref, by_id, the project file it points at or None)]
+
+
+def imported_file(fm: FileModel, ref: str, root: str) -> str | None:
+    """The project file a reference like ``prices`` or ``mod.prices`` is imported from."""
+    head, *rest = ref.split(".")
+    imp = fm.imports.get(head)
+    if imp is None:
+        return None
+    module, attr = imp
+    if attr is None and rest:            # import mod [as m]; m.prices / pkg.mod.prices
+        module = ".".join([module, *rest[:-1]]) if len(rest) > 1 else module
+    for base in (os.path.dirname(fm.abspath), root):
+        stem = os.path.join(base, *module.split("."))
+        for cand in (stem + ".py", os.path.join(stem, "__init__.py")):
+            if os.path.isfile(cand):
+                return cand
+    return None
+
+
+def referenced_file(node_id: str, root: str) -> str | None:
+    """The project file an ``asset_ref("file.py:fn")`` names (relative to the root)."""
+    file = node_id.rpartition(":")[0]
+    p = os.path.join(root, file) if file else None
+    return p if p is not None and os.path.splitext(p)[1] == ".py" and os.path.isfile(p) else None
+
+
+def lookups(fm: FileModel, root: str) -> list[tuple[str, bool, str | None]]:
+    """The project files ``fm``'s nodes name, as the walk of load_graph looks them up: the
+    only part of the build that reads the file system besides the files' texts."""
+    out = []
+    for node in fm.nodes:
+        refs = [(i.ref, i.by_id) for i in node.inputs]
+        refs += [(d.source_ref, False) for d in node.dims if d.source_ref]
+        for ref, by_id in refs:
+            if not by_id and ref.partition(".")[0] not in fm.imports:
+                continue  # a name of this file (or none): no other file to read
+            other = referenced_file(ref, root) if by_id else imported_file(fm, ref, root)
+            # the file itself (a symlink retargeted points elsewhere: another answer)
+            out.append((ref, by_id, None if other is None else os.path.realpath(other)))
+    return out
+
+
+def _file(root: str, entries: list[str]) -> str:
+    from barca.core.sha import sha256
+    name = sha256("\0".join([root, *entries]).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return os.path.join(root, ".barca", "discovery", f"{name}.graph")
+
+
+def _keys(root: str, files: list[tuple[str, str]]) -> list[bytes] | None:
+    """Each file's model-cache key now (its text read again, by its real path: what
+    parse_file reads); None when one cannot be read (the build says why)."""
+    out = []
+    for rel, abspath in files:
+        try:
+            with open(abspath, encoding="utf-8") as f:
+                source = f.read()
+        except (OSError, UnicodeDecodeError):
+            return None
+        out.append(ModelCache(root, rel, abspath, source).key)
+    return out
+
+
+def get(root: str, entries: list[str]) -> Graph | None:
+    """The graph kept for these entry files (absolute paths, in the order given), if every
+    file it read has the same key and every lookup the same answer."""
+    file = _file(root, entries)
+    try:
+        with open(file, "rb") as f:
+            kept: Any = _pickle().loads(f.read())
+        salt, reals, files, keys, looked, graph = kept
+    except Exception:  # noqa: BLE001 - none, or unreadable: a miss
+        return None
+    if salt != ModelCache.salt() or [os.path.realpath(p) for p in entries] != reals \
+            or _keys(root, files) != keys:
+        return None
+    fms = graph.files
+    if any(lookups(fms[rel], root) != looked[rel] for rel, _ in files):
+        return None
+    return graph
+
+
+def put(root: str, entries: list[str], graph: Graph, looked: dict[str, Lookups]) -> None:
+    """Keep ``graph`` (just built, no error) beside the file models; never the first thing
+    written into a project (no ``.barca/``: nothing kept)."""
+    if graph.groups or not os.path.isdir(os.path.join(root, ".barca")):
+        return  # (groups resolve names across files: built each time)
+    files = [(rel, fm.abspath) for rel, fm in graph.files.items()]
+    if set(looked) != set(graph.files):
+        return
+    # the keys of the texts the models were read from (not read again: a file saved since
+    # is a new key, a miss next time)
+    keys = [ModelCache(root, rel, fm.abspath, fm.source).key for rel, fm in graph.files.items()]
+    file = _file(root, entries)
+    tmp = f"{file}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(file), exist_ok=True)
+        reals = [os.path.realpath(p) for p in entries]  # (a symlink's file, as parse_file reads)
+        data = _pickle().dumps((ModelCache.salt(), reals, files, keys, looked, graph),
+                               protocol=5)
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, file)
+    except Exception:  # noqa: BLE001 - a graph that cannot be kept is only built again
+        import contextlib
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

@@ -1,0 +1,142 @@
+"""The kept graph (.barca/discovery/*.graph, barca.model.graphcache): a cached command does not
+build the graph again, and an edit that changes the graph is never served from the kept one."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from barca.core.errors import UsageError
+from barca.model.topology import Graph, load_graph
+
+TWO = """
+from barca import asset
+
+
+@asset()
+def source() -> int:
+    return 1
+
+
+@asset(inputs={"x": source})
+def reader(x: int) -> int:
+    return x
+"""
+
+
+def _load(root: Path, *files: str) -> Graph:
+    return load_graph(tuple(str(root / f) for f in files), root=root)
+
+
+def _shape(g: Graph) -> tuple:
+    return (list(g.files), g.order, g.upstream, g.downstream, g.phase,
+            {n: [(i.param, i.ref, i.target) for i in m.inputs] for n, m in g.nodes.items()})
+
+
+def _kept(root: Path) -> list[Path]:
+    return sorted((root / ".barca" / "discovery").glob("*.graph"))
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "barca.toml").write_text("")
+    (tmp_path / ".barca").mkdir()
+    (tmp_path / "pipeline.py").write_text(TWO)
+    return tmp_path
+
+
+def _write(path: Path, text: str) -> None:
+    """A new text, with another mtime (the model cache keys on the text, not the stamp)."""
+    path.write_text(text)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+
+
+def test_the_built_graph_is_kept_and_served_the_same(root: Path) -> None:
+    first = _load(root, "pipeline.py")
+    assert len(_kept(root)) == 1
+    again = _load(root, "pipeline.py")
+    assert again is not first and _shape(again) == _shape(first)
+    assert again.nodes["pipeline.py:reader"].inputs[0].target == "pipeline.py:source"
+    assert again.nodes["pipeline.py:reader"].fn.name == "reader"  # the tree, parsed again
+
+
+def test_no_project_store_nothing_kept(tmp_path: Path) -> None:
+    (tmp_path / "pipeline.py").write_text(TWO)
+    _load(tmp_path, "pipeline.py")
+    assert not (tmp_path / ".barca").exists()
+
+
+def test_a_new_edge_a_removed_node_a_renamed_input_are_built_again(root: Path) -> None:
+    _load(root, "pipeline.py")
+    p = root / "pipeline.py"
+    _write(p, TWO + '\n\n@asset(inputs={"a": source, "b": reader})\ndef both(a, b):\n'
+           "    return a + b\n")
+    g = _load(root, "pipeline.py")
+    assert g.upstream["pipeline.py:both"] == ["pipeline.py:source", "pipeline.py:reader"]
+    assert g.downstream["pipeline.py:reader"] == ["pipeline.py:both"]
+    _write(p, TWO)  # removed again: the first text's graph
+    g = _load(root, "pipeline.py")
+    assert "pipeline.py:both" not in g.nodes and g.downstream["pipeline.py:reader"] == []
+    _write(p, TWO.replace('"x": source', '"y": source').replace("(x: int)", "(y: int)"))
+    g = _load(root, "pipeline.py")
+    assert [i.param for i in g.nodes["pipeline.py:reader"].inputs] == ["y"]
+    _write(p, TWO.replace('"x": source', '"y": source'))  # a renamed input, not its parameter
+    with pytest.raises(UsageError, match="inputs names 'y', which is not a parameter"):
+        _load(root, "pipeline.py")
+
+
+def test_an_edit_of_an_imported_file_is_built_again(root: Path) -> None:
+    _write(root / "other.py", "from barca import asset\n\n\n@asset()\ndef prices() -> int:\n"
+           "    return 1\n")
+    _write(root / "pipeline.py", TWO + "\n\nfrom other import prices\n\n\n"
+           '@asset(inputs={"p": prices})\ndef costs(p: int) -> int:\n    return p\n')
+    g = _load(root, "pipeline.py")
+    assert g.upstream["pipeline.py:costs"] == ["other.py:prices"]
+    assert _shape(_load(root, "pipeline.py")) == _shape(g)
+    _write(root / "other.py", "from barca import asset\n\n\n@asset()\ndef cost() -> int:\n"
+           "    return 1\n")  # prices renamed: the reference names nothing now
+    with pytest.raises(UsageError, match="names 'prices', which is not an @asset"):
+        _load(root, "pipeline.py")
+
+
+def test_a_new_file_that_an_import_now_finds_is_built_again(root: Path) -> None:
+    """An import looks in the file's folder before the root: a file created there moves the
+    import, though no text that the graph read changed."""
+    (root / "sub").mkdir()
+    _write(root / "prices.py", "from barca import asset\n\n\n@asset()\ndef daily() -> int:\n"
+           "    return 1\n")
+    _write(root / "sub" / "pipeline.py", "from barca import asset\nfrom prices import daily\n\n\n"
+           '@asset(inputs={"d": daily})\ndef report(d: int) -> int:\n    return d\n')
+    g = _load(root, "sub/pipeline.py")
+    assert g.upstream["sub/pipeline.py:report"] == ["prices.py:daily"]
+    _write(root / "sub" / "prices.py", (root / "prices.py").read_text())
+    g = _load(root, "sub/pipeline.py")
+    assert g.upstream["sub/pipeline.py:report"] == ["sub/prices.py:daily"]
+
+
+def test_an_error_is_never_kept_and_says_the_same(root: Path) -> None:
+    cyclic = TWO.replace("@asset()\ndef source()", '@asset(inputs={"r": reader})\ndef source(r)')
+    _write(root / "pipeline.py", cyclic)
+    with pytest.raises(UsageError) as one:
+        _load(root, "pipeline.py")
+    assert _kept(root) == []
+    with pytest.raises(UsageError) as two:
+        _load(root, "pipeline.py")
+    assert str(one.value) == str(two.value) and "Dependency cycle" in str(one.value)
+
+
+def test_a_damaged_kept_graph_is_a_miss(root: Path) -> None:
+    first = _load(root, "pipeline.py")
+    (kept,) = _kept(root)
+    kept.write_bytes(b"garbage")
+    assert _shape(_load(root, "pipeline.py")) == _shape(first)
+    assert kept.read_bytes() != b"garbage"
+
+
+def test_a_damaged_model_cache_beside_a_kept_graph_changes_nothing(root: Path) -> None:
+    first = _load(root, "pipeline.py")
+    for model in (root / ".barca" / "discovery").glob("*.pickle"):
+        model.write_bytes(b"garbage")
+    assert _shape(_load(root, "pipeline.py")) == _shape(first)
