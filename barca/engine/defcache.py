@@ -105,10 +105,9 @@ class DefinitionCache:
         """The pipeline file's text under barca's one memo salt (barca.core.salt), hashed once
         per command (not once per node): a row made by a barca whose rules differ is a miss."""
         got = self._prints.get(fm.path)
-        if got is None:
-            from barca.core.salt import salt
-            got = self._prints[fm.path] = _sha(
-                salt().encode() + b"\0" + fm.source.encode("utf-8", "surrogatepass"))
+        if got is None:  # (the model cache's key hashed the same text: found, not hashed)
+            from barca.model.modelcache import text_digest
+            got = self._prints[fm.path] = text_digest(fm.source)
         return got
 
     def put(self, node: NodeModel, fm: FileModel, parts: dict[str, str],

@@ -23,6 +23,25 @@ def _pickle() -> Any:
         return pickle
 
 
+_TEXTS: dict[str, tuple[str, str]] = {}  # a pipeline file's text -> (salt, text_digest)
+
+
+def text_digest(source: str) -> str:
+    """SHA-256 of a pipeline file's text under barca's one memo salt (barca.core.salt): the
+    model cache's key and the definitions table's fingerprint (barca.engine.defcache) hash it,
+    so a big file is hashed once per command (the same text, read twice, is found by value)."""
+    from barca.core.salt import salt
+    now = salt()
+    got = _TEXTS.get(source)
+    if got is None or got[0] != now:  # (another salt: another digest)
+        from barca.core.sha import sha256
+        if len(_TEXTS) >= 64:  # a server or a kernel reads many texts over its life
+            _TEXTS.clear()
+        got = _TEXTS[source] = now, sha256(
+            now.encode() + b"\0" + source.encode("utf-8", "surrogatepass")).hexdigest()
+    return got[1]
+
+
 class ModelCache:
     """A file's model, kept in ``.barca/discovery/`` while its text (and this module) is the
     same: a big pipeline file is parsed only when it changes. The syntax tree is not kept; it
@@ -45,7 +64,7 @@ class ModelCache:
         if self._key is None:
             from barca.core.sha import sha256
             self._key = sha256("\0".join(
-                [self.salt(), self.rel, self.abspath, self.source]).encode(
+                [text_digest(self.source), self.rel, self.abspath]).encode(
                 "utf-8", "surrogatepass")).hexdigest().encode()
         return self._key
 
