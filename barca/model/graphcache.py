@@ -56,10 +56,14 @@ def lookups(fm: FileModel, root: str) -> list[tuple[str, bool, str | None]]:
         for ref, by_id in refs:
             if not by_id and ref.partition(".")[0] not in fm.imports:
                 continue  # a name of this file (or none): no other file to read
-            other = referenced_file(ref, root) if by_id else imported_file(fm, ref, root)
-            # the file itself (a symlink retargeted points elsewhere: another answer)
-            out.append((ref, by_id, None if other is None else os.path.realpath(other)))
+            out.append((ref, by_id, _answer(fm, ref, by_id, root)))
     return out
+
+
+def _answer(fm: FileModel, ref: str, by_id: bool, root: str) -> str | None:
+    other = referenced_file(ref, root) if by_id else imported_file(fm, ref, root)
+    # the file itself (a symlink retargeted points elsewhere: another answer)
+    return None if other is None else os.path.realpath(other)
 
 
 def _file(root: str, entries: list[str]) -> str:
@@ -95,8 +99,11 @@ def get(root: str, entries: list[str]) -> Graph | None:
     if salt != ModelCache.salt() or [os.path.realpath(p) for p in entries] != reals \
             or _keys(root, files) != keys:
         return None
+    # which references look a file up is the same for the same texts (the keys held): only
+    # the answers are asked again (a file created or removed since)
     fms = graph.files
-    if any(lookups(fms[rel], root) != looked[rel] for rel, _ in files):
+    if any(_answer(fms[rel], ref, by_id, root) != other
+           for rel, refs in looked.items() for ref, by_id, other in refs):
         return None
     return graph
 
