@@ -140,3 +140,16 @@ def test_a_damaged_model_cache_beside_a_kept_graph_changes_nothing(root: Path) -
     for model in (root / ".barca" / "discovery").glob("*.pickle"):
         model.write_bytes(b"garbage")
     assert _shape(_load(root, "pipeline.py")) == _shape(first)
+
+
+def test_an_entry_symlink_retargeted_is_built_again(root: Path) -> None:
+    """The file named is a symlink: pointed at another file, the graph is that file's."""
+    (root / "a.py").write_text(TWO)
+    (root / "b.py").write_text(TWO.replace("def reader", "def other"))
+    (root / "pipeline.py").unlink()
+    (root / "pipeline.py").symlink_to("a.py")
+    assert "a.py:reader" in _load(root, "pipeline.py").nodes
+    (root / "pipeline.py").unlink()
+    (root / "pipeline.py").symlink_to("b.py")
+    g = _load(root, "pipeline.py")
+    assert "b.py:other" in g.nodes and "a.py:reader" not in g.nodes
