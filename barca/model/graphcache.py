@@ -56,14 +56,19 @@ def lookups(fm: FileModel, root: str) -> list[tuple[str, bool, str | None]]:
         for ref, by_id in refs:
             if not by_id and ref.partition(".")[0] not in fm.imports:
                 continue  # a name of this file (or none): no other file to read
-            out.append((ref, by_id, _answer(fm, ref, by_id, root)))
+            out.append((ref, by_id, referenced_file(ref, root) if by_id
+                        else imported_file(fm, ref, root)))
     return out
 
 
-def _answer(fm: FileModel, ref: str, by_id: bool, root: str) -> str | None:
-    other = referenced_file(ref, root) if by_id else imported_file(fm, ref, root)
-    # the file itself (a symlink retargeted points elsewhere: another answer)
+def _real(other: str | None) -> str | None:
+    # the file itself (a symlink retargeted points elsewhere: another answer); the walk reads
+    # the path as found, so node ids are the same whether or not the graph was kept
     return None if other is None else os.path.realpath(other)
+
+
+def _answer(fm: FileModel, ref: str, by_id: bool, root: str) -> str | None:
+    return _real(referenced_file(ref, root) if by_id else imported_file(fm, ref, root))
 
 
 def _file(root: str, entries: list[str]) -> str:
@@ -119,6 +124,8 @@ def put(root: str, entries: list[str], graph: Graph, looked: dict[str, Lookups])
     # the keys of the texts the models were read from (not read again: a file saved since
     # is a new key, a miss next time)
     keys = [ModelCache(root, rel, fm.abspath, fm.source).key for rel, fm in graph.files.items()]
+    looked = {rel: [(ref, by_id, _real(other)) for ref, by_id, other in refs]
+              for rel, refs in looked.items()}
     file = _file(root, entries)
     tmp = f"{file}.{os.getpid()}.tmp"
     try:
