@@ -107,12 +107,16 @@ def _parts(root: Path) -> list[tuple[str, int]]:
                             ).fetchall()
 
 
-def test_a_large_snapshot_is_stored_as_the_pairs_text_and_a_moved_key_rewrites_one_part(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _two_hundred(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str], str]:
+    """200 keys, their run hashes and the keys joined, with parts small enough to be several."""
     monkeypatch.setattr(snapchunks, "PART", 600)
     keys = [f"key=k{i:04d}" for i in range(200)]
-    hashes = _hashes(200)
-    joined = "\x00".join(keys)
+    return keys, _hashes(200), "\x00".join(keys)
+
+
+def test_a_large_snapshot_is_stored_as_the_pairs_text_and_a_moved_key_rewrites_one_part(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    keys, hashes, joined = _two_hundred(monkeypatch)
     text = text_of(keys, hashes) or ""
     store = Store(tmp_path)
     store.put_snapshots([("n", "d1", _rule(keys, hashes), joined, text)])
@@ -144,10 +148,7 @@ def test_a_large_snapshot_is_stored_as_the_pairs_text_and_a_moved_key_rewrites_o
 
 def test_an_earlier_snapshot_reads_and_a_small_one_stays_inline_in_the_earlier_form(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(snapchunks, "PART", 600)
-    keys = [f"key=k{i:04d}" for i in range(200)]
-    hashes = _hashes(200)
-    joined = "\x00".join(keys)
+    keys, hashes, joined = _two_hundred(monkeypatch)
     store = Store(tmp_path)
     # written by a barca before the pairs text: hashes concatenated, in parts ("h")
     store.put_snapshots([("n", "d1", _rule(keys, hashes), joined, "".join(hashes))])
