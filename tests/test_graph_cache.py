@@ -153,3 +153,21 @@ def test_an_entry_symlink_retargeted_is_built_again(root: Path) -> None:
     (root / "pipeline.py").symlink_to("b.py")
     g = _load(root, "pipeline.py")
     assert "b.py:other" in g.nodes and "a.py:reader" not in g.nodes
+
+
+def test_an_imported_symlink_retargeted_is_built_again(root: Path) -> None:
+    """An imported module that is a symlink: pointed at another file, the import reads that
+    file's assets, though no text the kept graph read changed."""
+    _write(root / "x.py", "from barca import asset\n\n\n@asset()\ndef prices() -> int:\n"
+           "    return 1\n")
+    _write(root / "y.py", "from barca import asset\n\n\n@asset()\ndef cost() -> int:\n"
+           "    return 1\n")
+    (root / "other.py").symlink_to("x.py")
+    _write(root / "pipeline.py", TWO + "\n\nfrom other import prices\n\n\n"
+           '@asset(inputs={"p": prices})\ndef costs(p: int) -> int:\n    return p\n')
+    first = _load(root, "pipeline.py")
+    assert _shape(_load(root, "pipeline.py")) == _shape(first)
+    (root / "other.py").unlink()
+    (root / "other.py").symlink_to("y.py")
+    with pytest.raises(UsageError, match="names 'prices', which is not an @asset"):
+        _load(root, "pipeline.py")
