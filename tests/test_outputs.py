@@ -218,6 +218,8 @@ def b(a: int) -> int:
               "barca.core.render", "barca.store.shapes", "barca.present.plans",
               "barca.store.serverq", "barca.store.artifacts", "barca.model.groups",
               "barca.core.config", "barca.core.sizes", "barca.model.arguments",
+              # no json: its C half alone (barca.core.jsontext), so no re, nor the enum it loads
+              "json", "re", "enum",
               # #31 item 2: the command line read without the grammar (argparse, and gettext
               # and locale it loads for its messages)
               "argparse", "gettext", "locale", "barca.faces.grammar", "signal",

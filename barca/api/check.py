@@ -3,7 +3,6 @@ writing anything: what ``barca serve`` does before it queues a run, so a refused
 records nothing."""
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from barca.core.errors import UsageError
@@ -115,6 +114,7 @@ def parse_partition(spec: str | dict[str, Any] | None) -> Selection | None:
     if spec is None or spec == "" or spec == {}:
         return None
     if isinstance(spec, str) and spec.strip().startswith("{"):
+        import json  # (a --partition in JSON only)
         try:
             spec = json.loads(spec)
         except json.JSONDecodeError as exc:

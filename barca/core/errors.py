@@ -1,7 +1,7 @@
 """The errors barca raises on purpose; each knows its exit code and how to render itself."""
 from __future__ import annotations
 
-import json
+from barca.core import jsontext  # (json's C half: no re, #31 item 2)
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ class BarcaError(Exception):
         return out
 
     def json_line(self) -> str:
-        return json.dumps(self.to_json(), default=str)
+        return jsontext.dumps(self.to_json(), default=str)
 
     def _render_traceback_(self) -> list[str]:
         """How IPython shows this error: the step's own traceback (if any), the message and

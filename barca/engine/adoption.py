@@ -4,10 +4,10 @@ decision says a step must run for want of any record, the runner looks for one -
 ``.barca/artifacts/`` or in the remote store -- and adopts it instead of running the step."""
 from __future__ import annotations
 
-import json
 import os
 import time
 
+from barca.core import jsontext  # (json's C half: no re, #31 item 2)
 from barca.core.types import NodeId, Status
 from barca.engine.decision import adopted
 from barca.engine.states import NodeState, StepState
@@ -87,7 +87,7 @@ def adopted_row(root: Any, nid: NodeId, s: StepState, run_id: str) -> dict[str, 
     return {
         "node": s.id, "asset": nid, "partition": s.key, "run_hash": s.run_hash,
         "path": s.path, "format": s.format, "size": size, "sha256": s.sha256,
-        "parts": json.dumps(s.parts, sort_keys=True) if s.parts else None,
+        "parts": jsontext.dumps(s.parts, sort_keys=True) if s.parts else None,
         "status": "success", "error": None, "traceback": None, "elapsed": 0.0,
         "run_id": run_id, "created_at": time.time(),
         "shape": shapes.encode(shapes.of_file(where, s.format)), "value_hash": None}

@@ -8,9 +8,9 @@ searched — and of the barca that made them (the one memo salt, barca.core.salt
 row's ``file_sha``), and reused while the fingerprint holds. Any doubt is a miss: recompute."""
 from __future__ import annotations
 
-import json
 import os
 
+from barca.core import jsontext  # (json's C half: no re, #31 item 2)
 from barca.core.sha import sha256
 from barca.model.discovery import FileModel, NodeModel
 
@@ -79,13 +79,13 @@ class DefinitionCache:
         row = self._load().get(node.id)
         if row is None or row[0] != self.fingerprint(fm):
             return None
-        deps = json.loads(row[1])
+        deps = jsontext.loads(row[1])
         if any(self._file(f) != h for f, h in deps["files"].items()):
             return None
         if any(self._dir(d) != h for d, h in deps["dirs"].items()):
             return None
         self._deps[node.id] = deps
-        return json.loads(row[2])
+        return jsontext.loads(row[2])
 
     def deps_of(self, nodes: list[str]
                 ) -> tuple[dict[str, str | None], dict[str, str | None]] | None:
@@ -125,8 +125,8 @@ class DefinitionCache:
                 "files": {f: self._file(f) for f in sorted(files)},
                 "dirs": {d: self._dir(d) for d in sorted(dirs)}}
         self._deps[node.id] = deps
-        self._new.append((node.id, self.fingerprint(fm), json.dumps(deps),
-                          json.dumps(parts, sort_keys=True)))
+        self._new.append((node.id, self.fingerprint(fm), jsontext.dumps(deps),
+                          jsontext.dumps(parts, sort_keys=True)))
 
     def flush(self, store: Store) -> None:
         """Write what this command computed (only commands that write the store call this)."""

@@ -16,9 +16,8 @@ values read live, a notebook, evicted results, ``--refresh``, ``--partition``, m
 the keys are the ones the snapshots were made of: they were evaluated from the same text."""
 from __future__ import annotations
 
-import json
-
 from barca.core import events as ev
+from barca.core import jsontext  # (json's C half: no re, #31 item 2)
 from barca.core.settings import Settings
 from barca.core.types import NodeId, step_id
 from barca.engine.decision import stored_hashes
@@ -75,7 +74,7 @@ class Settle:
         if got is None or got[0] != self.key:
             return False
         try:
-            value = json.loads(got[1])
+            value = jsontext.loads(got[1])
             files, dirs, snaps = value["files"], value["dirs"], value["snaps"]
         except (ValueError, KeyError, TypeError):
             return False
@@ -108,7 +107,7 @@ class Settle:
         try:
             if ctx.store.generation() != self.generation:
                 return
-            ctx.store.put_settle_record(self.cone, self.key, json.dumps(
+            ctx.store.put_settle_record(self.cone, self.key, jsontext.dumps(
                 {"files": deps[0], "dirs": deps[1], "snaps": snaps}, sort_keys=True))
         except Exception:  # noqa: BLE001 - a record only saves work next time
             return

@@ -4,10 +4,10 @@ Heavy libraries are never imported here; a fully cached ``barca get`` touches on
 standard library and barca's core."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 
+from barca.core import jsontext  # (json's C half: no re, #31 item 2)
 from barca.core.errors import BarcaError, Cancelled, InfrastructureError, StepFailed
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
@@ -50,7 +50,7 @@ def _json_doc(res: Any) -> str:
     indented form in a terminal."""
     if sys.stdout.isatty():
         return res.json_text()
-    return json.dumps(res.to_json(), separators=(",", ":"), default=str, ensure_ascii=False)
+    return jsontext.dumps(res.to_json(), separators=(",", ":"), default=str, ensure_ascii=False)
 
 
 LIVE_AFTER = 0.5  # seconds into a run before the live bar appears: a quick run needs none
@@ -184,9 +184,9 @@ def render(outcome: Any, mode: str) -> None:
         if outcome.settings.output == "json":  # JSON asked for, not merely a pipe: the run
             # document, whose final_output is the value
             doc = res.to_json()
-            doc["final_output"] = json.loads(text)
-            text = (json.dumps(doc, indent=2, ensure_ascii=False) if sys.stdout.isatty()
-                    else json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
+            doc["final_output"] = jsontext.loads(text)
+            text = (jsontext.dumps(doc, indent=2, ensure_ascii=False) if sys.stdout.isatty()
+                    else jsontext.dumps(doc, separators=(",", ":"), ensure_ascii=False))
         print(text)
         return
     if cmd == "graph" and not args.json:  # SVG unless --json: `barca graph > dag.svg` works

@@ -2,7 +2,7 @@
 first word is read (a target, or a file). Shared by the local commands and ``--server``."""
 from __future__ import annotations
 
-import json
+from barca.core import jsontext  # (json's C half: no re, #31 item 2)
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
@@ -52,9 +52,9 @@ class Outcome:
             raise TypeError(type(v).__name__)
 
         if is_json_value(value):
-            return json.dumps(value, ensure_ascii=False, indent=indent)
+            return jsontext.dumps(value, ensure_ascii=False, indent=indent)
         try:
-            return json.dumps(value, default=default, ensure_ascii=False, indent=indent,
+            return jsontext.dumps(value, default=default, ensure_ascii=False, indent=indent,
                               allow_nan=False)
         except (TypeError, ValueError) as exc:
             from barca.core.errors import UsageError

@@ -2,13 +2,12 @@
 dependency cone) and the per-step hash that folds in inputs, sensor values and the key."""
 from __future__ import annotations
 
-import json
 import operator
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
-from json.encoder import encode_basestring
 
+from barca.core.jsontext import encode_basestring, encoder
 from barca.core.sha import constructor
 from barca.core.types import RunHash
 from barca.identity.digests import INSTALLED, digest, in_project, sha  # noqa: F401  (re-exported)
@@ -21,14 +20,14 @@ if TYPE_CHECKING:  # (nor pathlib: the root is a str until the cone needs a Path
     from pathlib import Path
     from typing import Any
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                              allow_nan=False)
+# json.JSONEncoder(...).encode (from json's C half: no re, #31 item 2)
+_CANONICAL = encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def canonical_json(value: Any) -> str:
     """Sorted keys, no spaces, no NaN (one encoder, not one per call: dict sources call this
     once per key)."""
-    return _CANONICAL.encode(value)
+    return _CANONICAL(value)
 
 
 def str_dict_json(value: dict[Any, Any]) -> tuple[str, str, str] | None:
@@ -111,7 +110,7 @@ def json_digests(values: Iterable[Any]) -> str:
         values = list(values)
     sha256 = constructor(len(values))
     # a string's canonical JSON is what the encoder makes of a lone string
-    enc = encode_basestring if _STRING.issuperset(map(type, values)) else _CANONICAL.encode
+    enc = encode_basestring if _STRING.issuperset(map(type, values)) else _CANONICAL
     return "".join([sha256(f"json\x00{c}\x00".encode("utf-8", "surrogatepass")).hexdigest()
                     for c in map(enc, values)])
 

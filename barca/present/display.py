@@ -2,7 +2,7 @@
 ``to_json()`` and ``_table()``."""
 from __future__ import annotations
 
-import json
+from barca.core import jsontext  # (json's C half: no re, #31 item 2)
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
@@ -50,4 +50,4 @@ class _Displayable:
         return rich_table(headers, rows, col, summary)
 
     def json_text(self) -> str:
-        return json.dumps(self.to_json(), indent=2, default=str, ensure_ascii=False)
+        return jsontext.dumps(self.to_json(), indent=2, default=str, ensure_ascii=False)

@@ -2,10 +2,10 @@
 back as values."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 
+from barca.core import jsontext  # (json's C half: no re, #31 item 2)
 from barca.present.results import MAX_KEYS_IN_OUTPUT, Output, OutputItem, OutputItems
 from barca.store.metadata import Store
 
@@ -98,7 +98,7 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
     return Output(ns.node, partitioned, items, values, preview, root)
 
 
-_scan = vars(json.JSONDecoder())["scan_once"]  # json.loads' own scanner (C), its defaults
+_scan = jsontext.scanner()  # json.loads' own scanner (C), its defaults
 
 
 def _json_value(data: bytes) -> Any:
@@ -113,9 +113,9 @@ def _json_value(data: bytes) -> Any:
             value, end = _scan(text, 0)
         except StopIteration:  # (whitespace or a BOM first, or no value: json.loads says)
             end = -1
-        return value if end == len(text) else json.loads(text)
+        return value if end == len(text) else jsontext.loads(text)
     except ValueError:
-        return json.loads(data)
+        return jsontext.loads(data)
 
 
 def _loaded(settings: Settings, path: str | None, fmt: str | None,

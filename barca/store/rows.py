@@ -2,8 +2,7 @@
 are read per command; ``core.record.Tuple``, a NamedTuple made cheaply at import)."""
 from __future__ import annotations
 
-import json
-
+from barca.core import jsontext  # (json's C half: no re, #31 item 2)
 from barca.core.record import Tuple
 
 
@@ -29,7 +28,7 @@ class Row(Tuple):
     value_hash: str | None
 
     def part_digests(self) -> dict[str, str]:
-        return json.loads(self.parts) if self.parts else {}
+        return jsontext.loads(self.parts) if self.parts else {}
 
 
 class Snapshot(Tuple):
