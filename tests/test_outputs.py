@@ -220,6 +220,8 @@ def b(a: int) -> int:
               "barca.core.config", "barca.core.sizes", "barca.model.arguments",
               # no json: its C half alone (barca.core.jsontext), so no re, nor the enum it loads
               "json", "re", "enum",
+              # a settled cone decides no node: no decision, no input planning (#31 item 2)
+              "barca.engine.decision", "barca.engine.inputs",
               # #31 item 2: the command line read without the grammar (argparse, and gettext
               # and locale it loads for its messages)
               "argparse", "gettext", "locale", "barca.faces.grammar", "signal",

@@ -25,13 +25,14 @@ from barca.core.errors import StepFailed, UsageError
 from barca.core.settings import Settings, settings_of
 from barca.core.types import NodeId, Status, key_preview, short_name
 from barca.engine.planner import Context
-from barca.engine.runner import Runner, new_run_id
+from barca.engine.runner import Runner
 from barca.engine.selection import check_selection, resolve_refresh, walk_order
 from barca.model.topology import Graph, load_graph, untracked_message, untracked_warnings
 from barca.present.outputs import node_output
 from barca.present.results import RunResult, StatusReport
 from barca.present.verdicts import plan_row, run_result, status_row
 from barca.store.metadata import Store
+from barca.store.process import new_run_id
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:

@@ -34,8 +34,8 @@ from collections import OrderedDict
 
 from barca.core import events as ev
 from barca.engine.integrity import read_digest
-from barca.engine.runner import new_run_id
 from barca.present.outputs import node_output
+from barca.store.process import new_run_id
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:  # (nor pathlib, loaded by a kept entry's folders: see _entry)

@@ -9,7 +9,6 @@ import time
 
 from barca.core import jsontext  # (json's C half: no re, #31 item 2)
 from barca.core.types import NodeId, Status
-from barca.engine.decision import adopted
 from barca.engine.states import NodeState, StepState
 from barca.store.metadata import Row
 
@@ -32,6 +31,7 @@ class Adoption:
     def apply(self, ns: NodeState) -> list[StepState]:
         """Adopt what can be among a node's steps the decision marked ``adoptable`` (the
         decision's phase 3, barca.engine.decision.adopted)."""
+        from barca.engine.decision import adopted  # (a node decided: none, when settled)
         return adopted(ns, self.find)
 
     def _any_dir(self, nid: NodeId) -> bool:

@@ -45,10 +45,7 @@ class Entry(Tuple):
 
 def source_dim(graph: Graph, nid: NodeId) -> tuple[NodeId, bool] | None:
     """The partitions_from source of a node, and whether its keys come from its output."""
-    for d in graph.nodes[nid].dims:
-        if d.kind == "from" and d.source is not None:
-            return d.source, not graph.nodes[d.source].partitioned
-    return None
+    return graph.source_dim(nid)
 
 
 def hold_of(graph: Graph, up: StepState | None, up_id: NodeId) -> Hold | None:

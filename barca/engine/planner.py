@@ -8,7 +8,6 @@ import sys
 
 from barca.core.errors import UsageError
 from barca.core.types import NodeId, cast
-from barca.engine.inputs import source_dim
 from barca.engine.states import NodeState, SourceOutput, StepState
 from barca.identity.hashing import DefinitionHasher, definition_hash
 from barca.model.discovery import PSEUDO_ABSPATH
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
 
     from barca.core.settings import Settings
 
-__all__ = ["Context", "NodeState", "StepState", "keys_from_row", "source_dim"]
+__all__ = ["Context", "NodeState", "StepState", "keys_from_row"]
 
 
 class Context:

@@ -13,15 +13,12 @@ from barca.core.errors import Cancelled
 from barca.core.record import Fields
 from barca.core.types import TYPE_CHECKING, NodeId, cast, one_dim_keys, short_name, step_id
 from barca.engine.adoption import Adoption, adopted_row
-from barca.engine.decision import decide, keys_unknown, repaired, store_says, values_row
-from barca.engine.inputs import source_dim, step_kwargs
 from barca.engine.integrity import Integrity
 from barca.engine.planner import Context, keys_from_row
 from barca.engine.selection import Selection, check_keys, walk_order
 from barca.engine.settle import Settle, settle_batch
 from barca.engine.states import NodeState, SourceOutput, StepState, producer_of, result_row
 from barca.model.discovery import PSEUDO_ABSPATH
-from barca.store.process import new_run_id  # noqa: F401 (the front door's import)
 
 if TYPE_CHECKING:  # (typing is not imported at run time: #31 item 2)
     from barca.core.types import Any
@@ -104,7 +101,7 @@ class Runner:
     # ------------------------------------------------------------------ keys
     def _keys(self, nid: NodeId) -> tuple[list[str] | None, str]:
         """The node's keys now, or None with the reason they are not known."""
-        src = source_dim(self.graph, nid)
+        src = self.graph.source_dim(nid)
         keys: list[str] | None
         if src is not None and not src[1]:  # the keys of a partitioned upstream, as walked
             up = self.w.states[src[0]]
@@ -236,19 +233,19 @@ class Runner:
 
     def _walk_node(self, nid: NodeId) -> list[StepState] | None:
         """Decide one node; the steps to execute (None: nothing more to do for it)."""
+        from barca.engine.decision import decide, keys_unknown, store_says  # (none if settled)
         w = self.w
+        src = self.graph.source_dim(nid)
         keys, why = self._keys(nid)
         if self.ctx.static_keys(nid) is None:
             self._unknown -= 1
         if keys is None:
-            src = source_dim(self.graph, nid)
             src_state = w.states.get(src[0]) if src else None
             w.states[nid] = keys_unknown(nid, why, src_state.step("") if src_state else None)
             return None
         if self.ctx.static_keys(nid) is None:  # keys known now from an output: the total grows
             w.total += len(keys) - 1
         forced = nid in w.forced
-        src = source_dim(self.graph, nid)
         said = store_says(self.ctx.view, nid, self.graph.nodes[nid].kind, forced,
                           dict_source=src is not None and src[1])
         ns = decide(self.ctx, nid, keys, w.states, said, forced=forced,
@@ -278,6 +275,7 @@ class Runner:
         text = ns.seal()  # (the combined digest's text: stored as it is, see snapchunks)
         if not ns.settled and ns.ident is not None and ns.combined is not None \
                 and ns.keys is not None:
+            from barca.engine.decision import values_row
             self._snapshots.append((nid, ns.ident, ns.combined, ns.joined_keys(),
                                     text or "".join(ns.run_hashes() or ())))
             values = values_row(self.ctx, nid, ns.keys, self.w.states, ns.ident)
@@ -327,6 +325,7 @@ class Runner:
             broken.setdefault(s.node, []).append(s)
         for nid in [n for n in self.w.order if n in broken]:
             repair = broken[nid]
+            from barca.engine.decision import repaired  # (none, when every artifact is intact)
             repaired(repair)
             self.w.cached -= len(repair)
             self._repairing.update(s.id for s in repair)  # their files are replaced in place
@@ -386,6 +385,7 @@ class Runner:
         from barca.engine import release_gc
         release_gc()  # the CLI holds the collector off while it only reads (faces.commands)
         from barca.engine.executors.job import StepJob, unpack_output  # only when steps run
+        from barca.engine.inputs import step_kwargs
         groups, waiting = self._sharing.split(groups) if self._sharing else (groups, [])
         where: list[StepState] = []  # each step to run by index (its node: s.node)
         nodes: dict[NodeId, tuple[Any, dict[str, str], NodeState, Any, str, Any]] = {}

@@ -20,7 +20,6 @@ from barca.core import events as ev
 from barca.core import jsontext  # (json's C half: no re, #31 item 2)
 from barca.core.settings import Settings
 from barca.core.types import NodeId, step_id
-from barca.engine.decision import stored_hashes
 from barca.engine.states import NodeState
 from barca.identity.hashing import sha
 from barca.model.discovery import PSEUDO_ABSPATH
@@ -28,6 +27,7 @@ from barca.store.metadata import Snapshot
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 _OUTPUT = Settings.__slots__.index("output")  # (a value of Settings.values(), by position)
@@ -153,7 +153,11 @@ def settle_batch(runner: Any, batch: list[NodeId]) -> list[NodeId]:
         hashes = snap.hashes
         one = len(hashes) == 64 and len(keys) == 1
         # (a large node's are the text of its combined digest: read in place, identity.pairs)
-        run_hashes = [hashes] if one else stored_hashes(snap, keys)
+        if one:
+            run_hashes: Sequence[str] = [hashes]
+        else:
+            from barca.engine.decision import stored_hashes  # (the decision: not for one key)
+            run_hashes = stored_hashes(snap, keys)
         if len(run_hashes) != len(keys):
             left.append(nid)
             continue

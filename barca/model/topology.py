@@ -123,6 +123,13 @@ class Graph(Fields):
     def input_of(self, node: NodeId, upstream: NodeId) -> list[InputRef]:
         return [i for i in self.nodes[node].inputs if i.target == upstream]
 
+    def source_dim(self, nid: NodeId) -> tuple[NodeId, bool] | None:
+        """The partitions_from source of a node, and whether its keys come from its output."""
+        for d in self.nodes[nid].dims:
+            if d.kind == "from" and d.source is not None:
+                return d.source, not self.nodes[d.source].partitioned
+        return None
+
 
 # ---------------------------------------------------------------------------- building
 

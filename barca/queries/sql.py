@@ -11,8 +11,9 @@ from typing import Any
 from barca.core.errors import UsageError, did_you_mean
 from barca.core.types import NodeId, short_name
 from barca.engine.current import rows_of, walk
+from barca.engine.inputs import source_dim
 from barca.engine.integrity import VerifiedFiles
-from barca.engine.planner import Context, NodeState, source_dim
+from barca.engine.planner import Context, NodeState
 from barca.store.metadata import Row
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -159,7 +159,7 @@ def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Rout
                                    r["sha256"]) != r["sha256"]]
             # the ledger keeps the row it holds: one result per run hash
             keep = [r for r in rows if r["node"] not in changed]
-            from barca.engine.runner import new_run_id
+            from barca.store.process import new_run_id
             run_id = new_run_id()
             ledger.record_client_run(conn, run_id, run, keep)
         finally:

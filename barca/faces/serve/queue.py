@@ -181,7 +181,7 @@ class Queue:
         """Queue a checked request (``check_body``): its row is committed before this
         returns; the run id. The scheduler passes ``triggered_by``/``scheduled_at``/
         ``schedule_id`` in the body."""
-        from barca.engine.runner import new_run_id
+        from barca.store.process import new_run_id
         body = check_body(body, internal=True)
         trig = body.pop("triggered_by", triggered_by)
         at, sid = body.pop("scheduled_at", None), body.pop("schedule_id", None)
