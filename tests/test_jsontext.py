@@ -193,3 +193,13 @@ def test_without_the_c_half_json_itself(monkeypatch: pytest.MonkeyPatch) -> None
         t = json.dumps(v)
         assert repr(jsontext.loads(t)) == repr(json.loads(t))
         assert repr(jsontext.scanner()(t, 0)) == repr(json.JSONDecoder().scan_once(t, 0))
+
+
+def test_a_default_made_per_call_is_not_kept() -> None:
+    """A kernel or a server lives long: a ``default`` function made per call (as
+    faces.outcome's) does not fill the encoders kept."""
+    for i in range(100):
+        def default(o: Any, i: int = i) -> Any:
+            return str(o)
+        assert jsontext.dumps([Odd()], default=default).startswith('["<')
+    assert len(jsontext._ENCODERS) <= 16

@@ -88,9 +88,10 @@ def dumps(value: Any, *, ensure_ascii: bool = True, separators: tuple[str, str] 
     key = (ensure_ascii, separators, default, sort_keys, allow_nan)
     enc = _ENCODERS.get(key)
     if enc is None:
-        enc = _ENCODERS[key] = encoder(ensure_ascii=ensure_ascii, separators=separators,
-                                       default=default, sort_keys=sort_keys,
-                                       allow_nan=allow_nan)
+        enc = encoder(ensure_ascii=ensure_ascii, separators=separators, default=default,
+                      sort_keys=sort_keys, allow_nan=allow_nan)
+        if len(_ENCODERS) < 16:  # (a default made per call is not kept: a kernel lives long)
+            _ENCODERS[key] = enc
     return enc(value)
 
 
