@@ -222,6 +222,8 @@ def b(a: int) -> int:
               "json", "re", "enum",
               # a settled cone decides no node: no decision, no input planning (#31 item 2)
               "barca.engine.decision", "barca.engine.inputs",
+              # nor hashes a definition or a run: no definition hasher, no pairs of hashes
+              "barca.identity.hashing", "barca.identity.pairs", "barca.engine.keyindex",
               # #31 item 2: the command line read without the grammar (argparse, and gettext
               # and locale it loads for its messages)
               "argparse", "gettext", "locale", "barca.faces.grammar", "signal",

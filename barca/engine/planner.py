@@ -9,7 +9,6 @@ import sys
 from barca.core.errors import UsageError
 from barca.core.types import NodeId, cast
 from barca.engine.states import NodeState, SourceOutput, StepState
-from barca.identity.hashing import DefinitionHasher, definition_hash
 from barca.model.discovery import PSEUDO_ABSPATH
 from barca.model.topology import Graph, combine, validate_keys
 from barca.store.metadata import Row, Store
@@ -20,6 +19,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from barca.core.settings import Settings
+    from barca.identity.hashing import DefinitionHasher
 
 __all__ = ["Context", "NodeState", "StepState", "keys_from_row"]
 
@@ -37,7 +37,7 @@ class Context:
         self.settings = settings  # the command's, passed on to the runner and the views
         self.memo = memo
         self.view = StoreView(store, snapshots=memo)
-        self.hasher = DefinitionHasher(graph.root_dir, graph.files)
+        self._hasher: DefinitionHasher | None = None  # (made by the first definition hashed)
         self._defs: dict[NodeId, tuple[str, dict[str, str]]] = {}
         self._keys: dict[NodeId, list[str] | None] = {}
         self._modules: dict[str, Any] = {}
@@ -48,6 +48,15 @@ class Context:
         self.key_sources: set[NodeId] = {
             d.source for n in graph.nodes.values() for d in n.dims
             if d.kind == "from" and d.source is not None and not graph.nodes[d.source].partitioned}
+
+    @property
+    def hasher(self) -> DefinitionHasher:
+        """The definition hasher (barca.identity.hashing: not loaded by a settled command,
+        which hashes no definition)."""
+        if self._hasher is None:
+            from barca.identity.hashing import DefinitionHasher
+            self._hasher = DefinitionHasher(self.graph.root_dir, self.graph.files)
+        return self._hasher
 
     @property
     def imported(self) -> bool:
@@ -103,6 +112,7 @@ class Context:
                     parts = self.hasher.parts(m, shape)
                     if self.memo and not m.env:  # env values are read live, never memoised
                         self.defcache.put(m, fm, parts, self.hasher.project.parsed())
+            from barca.identity.hashing import definition_hash
             self._defs[nid] = (definition_hash(parts), parts)
         return self._defs[nid]
 

@@ -21,7 +21,7 @@ from barca.core import jsontext  # (json's C half: no re, #31 item 2)
 from barca.core.settings import Settings
 from barca.core.types import NodeId, step_id
 from barca.engine.states import NodeState
-from barca.identity.hashing import sha
+from barca.identity.digests import sha
 from barca.model.discovery import PSEUDO_ABSPATH
 from barca.store.metadata import Snapshot
 

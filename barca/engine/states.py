@@ -6,15 +6,15 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from barca.core.types import Action, NodeId, Reason, step_id
-from barca.engine.keyindex import KeyIndex  # noqa: F401 - re-exported (readers: engine.inputs)
-from barca.identity.hashing import combined_digest, digest
-from barca.identity.pairs import spliced, text_digest, text_of
+from barca.identity.digests import digest
 from barca.store.metadata import Row
 from barca.store.view import NodeHistory
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
     from typing import Any
+
+    from barca.engine.keyindex import KeyIndex
 
 # a step whose value exists, or will in a prediction
 AVAILABLE = (Action.CACHED, Action.RAN, Action.RUN)
@@ -174,6 +174,7 @@ class SourceOutput:
 
     def __init__(self, keys: list[str], digests: str | None = None,
                  raw: list[Any] | str | None = None, joined: str | None = None) -> None:
+        from barca.engine.keyindex import KeyIndex  # (a key source's output: not settled)
         self.keys, self.digests, self.raw = keys, digests, raw
         self._index = KeyIndex(keys, joined)  # joined: the keys as a worker sent them
 
@@ -287,6 +288,7 @@ class NodeState:
         at once)."""
         got = self._map
         if got is None or got.keys is not self.keys:
+            from barca.engine.keyindex import KeyIndex
             j = self.joined
             got = self._map = KeyIndex(self.keys or [], j[1] if j is not None
                                        and j[0] is self.keys else None)
@@ -350,6 +352,7 @@ class NodeState:
                 i = self._index(k)
                 assert i is not None  # an odd step's key is one of keys
                 new[i] = s.run_hash
+            from barca.identity.pairs import spliced
             return spliced(self._hashes or [], new)
         steps, out = self._steps, []
         for k in self.keys:
@@ -392,6 +395,9 @@ class NodeState:
         if self.combined is None and self.keys is not None:
             hashes = self.run_hashes()
             if hashes is not None:
+                # (identity.pairs and .hashing: loaded by a node decided, none when settled)
+                from barca.identity.hashing import combined_digest
+                from barca.identity.pairs import text_digest, text_of
                 text = text_of(self.keys, hashes)
                 if text is None:
                     self.combined = combined_digest(self.keys, hashes)
