@@ -203,3 +203,30 @@ def test_a_default_made_per_call_is_not_kept() -> None:
             return str(o)
         assert jsontext.dumps([Odd()], default=default).startswith('["<')
     assert len(jsontext._ENCODERS) <= 16
+
+
+class Word(str):
+    pass
+
+
+class Big(int):
+    pass
+
+
+class Pair(tuple):  # noqa: SLOT001 - (a tuple subclass, as a namedtuple is)
+    pass
+
+
+def test_indented_text_is_json_s() -> None:
+    """``indent``: json's own layout (its pure-Python encoder), each scalar by the C one."""
+    odd = Odd()
+    extra = [odd, [odd, {"k": odd}], {1: odd, "a": []}, {}, [], [[]], [{}], {"a": {}},
+             Word("w"), [Word("é")], {Word("k"): Big(7)}, Big(2**70), Pair((1, Pair(()))),
+             {2.5: 1, True: 2, None: 3, "s": 4}, {(1, 2): 3}, [float("nan"), {"x": -0.0}]]
+    forms = [f for f in FORMS if "indent" in f] + [
+        {"indent": 0}, {"indent": -1}, {"indent": ""}, {"indent": 4, "separators": (",", ":")},
+        {"indent": 1, "sort_keys": True, "default": repr},
+        {"indent": 2, "ensure_ascii": False, "default": lambda o: [o.__class__.__name__]}]
+    for form in forms:
+        for v in values() + extra:
+            assert raised(jsontext.dumps, v, **form) == raised(json.dumps, v, **form), (form, v)

@@ -250,7 +250,8 @@ def b(a: int) -> int:
     assert last == "[] False", last
     # `barca status` of the same state: none of the standard library's costly modules either
     stdlib = unused[unused.index("argparse"):] + ["csv"]
-    code = code.replace(repr(unused), repr(stdlib)).replace("'get', 'b'", "'status'")
+    status = stdlib + ["json", "re", "enum"]  # (its --json text: barca.core.jsontext too)
+    code = code.replace(repr(unused), repr(status)).replace("'get', 'b'", "'status'")
     proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=project.path,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -258,11 +259,12 @@ def b(a: int) -> int:
     # a command given no file finds the project's pipelines without pathlib, and outside a
     # kernel does not load the notebook reader (ast, inspect, typing) to learn it is not in one
     # (run from a script file, as the console script is: a `-c` program is a REPL's __main__)
-    bare = stdlib + ["ast", "inspect", "barca.model.notebook"]
+    # (re: discovery.find_files's pattern, which finds the files that import barca)
+    bare = stdlib + ["ast", "inspect", "barca.model.notebook", "json"]
     script = project.path / ".probe" / "run.py"  # (a hidden folder: not a pipeline)
     script.parent.mkdir()
     for argv in ("'get', 'b', '--json'", "'status', '--json'"):
-        script.write_text(code.replace(repr(stdlib), repr(bare)).replace(
+        script.write_text(code.replace(repr(status), repr(bare)).replace(
             "'status', 'pipeline.py', '--json'", argv))
         proc = subprocess.run([sys.executable, "-S", str(script)], cwd=project.path,
                               capture_output=True, text=True, timeout=120)

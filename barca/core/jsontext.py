@@ -80,11 +80,6 @@ def dumps(value: Any, *, ensure_ascii: bool = True, separators: tuple[str, str] 
           default: Callable[[Any], Any] | None = None, sort_keys: bool = False,
           allow_nan: bool = True, indent: int | str | None = None) -> str:
     """``json.dumps(value, ...)`` for these arguments (the others at their defaults)."""
-    if indent is not None:  # json's pure-Python encoder writes indented text: json's own
-        import json
-        return json.dumps(value, ensure_ascii=ensure_ascii, separators=separators,
-                          default=default, sort_keys=sort_keys, allow_nan=allow_nan,
-                          indent=indent)
     key = (ensure_ascii, separators, default, sort_keys, allow_nan)
     enc = _ENCODERS.get(key)
     if enc is None:
@@ -92,7 +87,62 @@ def dumps(value: Any, *, ensure_ascii: bool = True, separators: tuple[str, str] 
                       sort_keys=sort_keys, allow_nan=allow_nan)
         if len(_ENCODERS) < 16:  # (a default made per call is not kept: a kernel lives long)
             _ENCODERS[key] = enc
-    return enc(value)
+    if indent is None:
+        return enc(value)
+    try:
+        return _indented(value, enc, ensure_ascii, separators, default, sort_keys, indent)
+    except Exception:  # noqa: BLE001 - json raises its own error (or gives its text)
+        import json
+        return json.dumps(value, ensure_ascii=ensure_ascii, separators=separators,
+                          default=default, sort_keys=sort_keys, allow_nan=allow_nan,
+                          indent=indent)
+
+
+def _indented(value: Any, scalar: Callable[[Any], str], ensure_ascii: bool,
+              separators: tuple[str, str] | None, default: Callable[[Any], Any] | None,
+              sort_keys: bool, indent: int | str) -> str:
+    """Indented text as json's pure-Python encoder (``_make_iterencode``) writes it: its
+    layout, each scalar (and each key) by the C encoder, as json writes them. A circular
+    value recurses until Python stops it (json then says so)."""
+    pad = indent if isinstance(indent, str) else " " * indent
+    item_sep, key_sep = separators if separators is not None else (",", ": ")
+    quote = encode_basestring_ascii if ensure_ascii else encode_basestring
+    out: list[str] = []
+
+    def put(o: Any, level: int) -> None:
+        if isinstance(o, (str, int, float)) or o is None:  # (bool is an int)
+            out.append(scalar(o))
+        elif isinstance(o, (list, tuple, dict)):
+            if not o:
+                out.append("{}" if isinstance(o, dict) else "[]")
+                return
+            inner = "\n" + pad * (level + 1)
+            out.append("{" if isinstance(o, dict) else "[")
+            out.append(inner)
+            if isinstance(o, dict):
+                first = True
+                for k, v in (sorted(o.items()) if sort_keys else o.items()):
+                    if not first:
+                        out.append(item_sep + inner)
+                    first = False
+                    if not isinstance(k, (str, int, float)) and k is not None:
+                        raise TypeError(k)  # (json says which)
+                    out.append(quote(k) if isinstance(k, str) else quote(scalar(k)))
+                    out.append(key_sep)
+                    put(v, level + 1)
+            else:
+                for i, v in enumerate(o):
+                    if i:
+                        out.append(item_sep + inner)
+                    put(v, level + 1)
+            out.append("\n" + pad * level + ("}" if isinstance(o, dict) else "]"))
+        elif default is None:
+            raise TypeError(o)  # (json says why)
+        else:
+            put(default(o), level)
+
+    put(value, 0)
+    return "".join(out)
 
 
 class _Defaults:

@@ -3,9 +3,9 @@
 every node read, so a filtered or cut report still says how the whole cone stands."""
 from __future__ import annotations
 
-import json
 from itertools import islice
 
+from barca.core import jsontext  # (json's C half: no re, #31 item 2)
 from barca.core.errors import UsageError
 from barca.core.types import short_name
 from barca.present.results import SUMMARY_ORDER, StatusReport, StatusRow
@@ -123,7 +123,7 @@ def sample(root: str, path: str | None, fmt: str | None, n: int) -> Any:
     file = Path(root) / path
     try:
         if fmt == "json":
-            value = json.loads(file.read_text(encoding="utf-8"))
+            value = jsontext.loads(file.read_text(encoding="utf-8"))
             if isinstance(value, dict):
                 return dict(islice(value.items(), n))
             return value[:n] if isinstance(value, list) else value
@@ -135,7 +135,7 @@ def sample(root: str, path: str | None, fmt: str | None, n: int) -> Any:
         batches = pq.ParquetFile(file).iter_batches(batch_size=n)
         first = next(batches, None)
         rows = [] if first is None else first.slice(0, n).to_pylist()
-        return json.loads(json.dumps(rows, default=_text))  # dates, decimals: as text
+        return jsontext.loads(jsontext.dumps(rows, default=_text))  # dates, decimals: as text
     except (OSError, ValueError, ImportError):
         return None
 

@@ -16,9 +16,10 @@ Rows written by a barca that recorded a short text (``3 rows x 2 cols``) are rea
 well as that text allows (``decode``); ``label`` is the short text a table shows."""
 from __future__ import annotations
 
-import json
 import os
 from itertools import islice
+
+from barca.core import jsontext  # (json's C half: no re, #31 item 2)
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
@@ -216,7 +217,7 @@ def of_file(path: Any, fmt: str | None) -> dict[str, Any] | None:
             return {"type": "table", "rows": meta.num_rows, **_columns(cols)}
         if fmt == "json" and os.path.getsize(path) <= MAX_JSON_READ:
             with open(path, encoding="utf-8") as f:
-                return describe(json.load(f), "json")
+                return describe(jsontext.loads(f.read()), "json")  # (json.load)
     except Exception:  # noqa: BLE001 - no shape rather than no adoption
         return None
     return None
@@ -225,8 +226,8 @@ def of_file(path: Any, fmt: str | None) -> dict[str, Any] | None:
 # ---------------------------------------------------------------------------- reading back
 
 def encode(shape: dict[str, Any] | None) -> str | None:
-    return None if shape is None else json.dumps(shape, ensure_ascii=False,
-                                                 separators=(",", ":"))
+    return None if shape is None else jsontext.dumps(shape, ensure_ascii=False,
+                                                     separators=(",", ":"))
 
 
 def decode(text: Any) -> dict[str, Any] | None:
@@ -239,7 +240,7 @@ def decode(text: Any) -> dict[str, Any] | None:
         return None
     if text.startswith("{"):
         try:
-            got = json.loads(text)
+            got = jsontext.loads(text)
         except ValueError:
             got = None
         if isinstance(got, dict):
