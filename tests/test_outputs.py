@@ -259,8 +259,7 @@ def b(a: int) -> int:
     # a command given no file finds the project's pipelines without pathlib, and outside a
     # kernel does not load the notebook reader (ast, inspect, typing) to learn it is not in one
     # (run from a script file, as the console script is: a `-c` program is a REPL's __main__)
-    # (re: discovery.find_files's pattern, which finds the files that import barca)
-    bare = stdlib + ["ast", "inspect", "barca.model.notebook", "json"]
+    bare = status + ["ast", "inspect", "barca.model.notebook"]
     script = project.path / ".probe" / "run.py"  # (a hidden folder: not a pipeline)
     script.parent.mkdir()
     for argv in ("'get', 'b', '--json'", "'status', '--json'"):

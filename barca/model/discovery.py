@@ -21,7 +21,7 @@ PSEUDO_ABSPATH = "<notebook>"   # the abspath of the file model holding a notebo
 MARKERS = ("partitions", "partitions_from", "collect")
 SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "tests", "test", "venv", "env",
              "build", "dist"}
-_IMPORTS_BARCA = r"^\s*(from\s+barca[\s.]|import\s+barca\b)"  # (re.M, by find_files)
+_IMPORTS_BARCA = r"^\s*(from\s+barca[\s.]|import\s+barca\b)"  # (re.M: model.sniff)
 
 
 class InputRef(Fields):
@@ -171,7 +171,7 @@ def find_files(root: str | Path, include: Sequence[str] = (), exclude: Sequence[
     kept to the ``include`` patterns and without the ``exclude`` ones (``Settings``: barca.toml's
     ``[discovery]``; globs on the path relative to the root: ``pipelines/*.py``, ``scratch/**``).
     Their paths as str (no pathlib on a cached command's path, #31 item 2)."""
-    import re
+    from barca.model.sniff import imports_barca  # (_IMPORTS_BARCA, without re)
     found: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS
@@ -184,7 +184,7 @@ def find_files(root: str | Path, include: Sequence[str] = (), exclude: Sequence[
                         text = f.read()
                 except OSError:
                     continue
-                if re.search(_IMPORTS_BARCA, text, re.M):
+                if imports_barca(text):
                     found.append(p)
     if include or exclude:
         from fnmatch import fnmatchcase
