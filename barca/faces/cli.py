@@ -50,6 +50,8 @@ def _json_doc(res: Any) -> str:
     indented form in a terminal."""
     if sys.stdout.isatty():
         return res.json_text()
+    if hasattr(res, "json_line"):  # (a run's document written step by step: present.compact)
+        return res.json_line()
     return json.dumps(res.to_json(), separators=(",", ":"), default=str, ensure_ascii=False)
 
 
