@@ -142,6 +142,8 @@ def settle_batch(runner: Any, batch: list[NodeId]) -> list[NodeId]:
     static_keys, history, make = ctx.static_keys, view.history, NodeState.from_snapshot
     located = view.located  # (read with the snapshots: nothing was written since)
     execute, on_event, event = runner.execute, runner.on_event, ev.StepCached
+    # a listener may say it ignores StepCached (the CLI's, but with --agent): none made for it
+    tell = getattr(on_event, "cached_steps", True)
     left: list[NodeId] = []
     for nid in batch:
         m = nodes[nid]
@@ -165,7 +167,8 @@ def settle_batch(runner: Any, batch: list[NodeId]) -> list[NodeId]:
         if execute:  # (a prediction has nothing more to do: the state is sealed)
             w.cached += len(keys)
             if not m.dims:  # (not partitioned)
-                on_event(event(step_id(nid, "")))
+                if tell:
+                    on_event(event(step_id(nid, "")))
             elif m.sinks:  # a Hive dataset sink still holds only the node's current keys
                 runner._finish_node(nid)
     return left
