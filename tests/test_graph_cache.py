@@ -171,3 +171,37 @@ def test_an_imported_symlink_retargeted_is_built_again(root: Path) -> None:
     (root / "other.py").symlink_to("y.py")
     with pytest.raises(UsageError, match="names 'prices', which is not an @asset"):
         _load(root, "pipeline.py")
+
+
+def _fresh_digest(text: str) -> str:
+    """``text_digest`` as it is defined: SHA-256 of the salt, NUL, the text (no memo)."""
+    import hashlib
+
+    from barca.core.salt import salt
+    return hashlib.sha256(salt().encode() + b"\0" + text.encode()).hexdigest()
+
+
+def test_a_served_graph_gives_its_texts_the_digest_they_have_now(root: Path) -> None:
+    from barca.model import modelcache
+    _load(root, "pipeline.py")
+    for text in (TWO, TWO.replace("return 1", "return 2")):  # (the same size: another text)
+        _write(root / "pipeline.py", text)
+        _load(root, "pipeline.py")  # built (a new text), then kept
+        modelcache._TEXTS.clear()
+        served = _load(root, "pipeline.py")
+        assert served.files["pipeline.py"].source == text
+        assert modelcache.text_digest(text) == _fresh_digest(text)
+
+
+def test_a_kept_digest_of_another_text_is_a_miss_not_served(root: Path) -> None:
+    """The digest the kept graph holds is served only beside the text it was made of: a
+    kept graph whose text is not the file's (the file saved since) gives no digest."""
+    from barca.model import modelcache
+    _load(root, "pipeline.py")
+    edited = TWO.replace("return 1", "return 3")
+    _write(root / "pipeline.py", edited)
+    modelcache._TEXTS.clear()
+    got = _load(root, "pipeline.py")  # a miss: built from the text now
+    assert got.files["pipeline.py"].source == edited
+    assert modelcache.text_digest(edited) == _fresh_digest(edited)
+    assert all(v[1] == _fresh_digest(k) for k, v in modelcache._TEXTS.items())

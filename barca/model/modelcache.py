@@ -42,6 +42,16 @@ def text_digest(source: str) -> str:
     return got[1]
 
 
+def remember(source: str, digest: str) -> None:
+    """``text_digest(source)`` is ``digest``: said by a memo that holds this very text beside
+    its digest under this salt (barca.model.graphcache, which compared the text read now with
+    the one it kept), so that the text is not hashed again."""
+    from barca.core.salt import salt
+    if len(_TEXTS) >= 64:
+        _TEXTS.clear()
+    _TEXTS[source] = salt(), digest
+
+
 class ModelCache:
     """A file's model, kept in ``.barca/discovery/`` while its text (and this module) is the
     same: a big pipeline file is parsed only when it changes. The syntax tree is not kept; it
