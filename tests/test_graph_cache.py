@@ -205,3 +205,37 @@ def test_a_kept_digest_of_another_text_is_a_miss_not_served(root: Path) -> None:
     assert got.files["pipeline.py"].source == edited
     assert modelcache.text_digest(edited) == _fresh_digest(edited)
     assert all(v[1] == _fresh_digest(k) for k, v in modelcache._TEXTS.items())
+
+
+def test_a_new_projects_first_run_keeps_its_models_and_graph(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``.barca/`` before the first run: nothing is written by discovery, but once the run
+    has made the store, the file models and the graph are kept, and the second run parses
+    nothing (issue #31 item 2: a new project had two runs before the fast path)."""
+    from barca import api
+    from barca.model import topology
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pipeline.py").write_text(TWO)
+    assert api.materialize(None, "pipeline.py").steps_executed == 2
+    assert len(_kept(tmp_path)) == 1
+    assert list((tmp_path / ".barca" / "discovery").glob("*.pickle"))
+    parsed: list[str] = []
+    real = topology.parse_file
+    monkeypatch.setattr(topology, "parse_file",
+                        lambda p, root: parsed.append(str(p)) or real(p, root))
+    assert api.materialize(None, "pipeline.py").steps_executed == 0
+    assert parsed == []  # served from the kept graph
+    _write(tmp_path / "pipeline.py", TWO.replace("return 1", "return 5"))
+    res = api.materialize(None, "pipeline.py", load_values=True)
+    assert parsed and res.steps_executed == 2  # an edit: built again, and run
+    assert res.value() == {"pipeline.py:source": 5, "pipeline.py:reader": 5}
+
+
+def test_a_usage_error_on_a_new_project_leaves_no_store(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from barca import api
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pipeline.py").write_text(TWO)
+    with pytest.raises(UsageError):
+        api.materialize("nowhere", "pipeline.py")
+    assert not (tmp_path / ".barca").exists()

@@ -71,6 +71,9 @@ class Context:
         store = old.for_writing()
         if store is not old:
             old.close(last=False)  # (not the last connection: it never checkpoints)
+            # a new project's store: what discovery could not keep before it, kept now
+            from barca.model.modelcache import keep_pending
+            keep_pending(store.root_dir)
         self.view.store = store
         self.defcache.store = store
         return store

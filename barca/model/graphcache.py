@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from barca.model.modelcache import ModelCache, _pickle, remember, text_digest
+from barca.model.modelcache import ModelCache, _later, _pickle, remember, text_digest
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
@@ -126,9 +126,13 @@ def get(root: str, entries: list[str]) -> Graph | None:
 
 def put(root: str, entries: list[str], graph: Graph, looked: dict[str, Lookups]) -> None:
     """Keep ``graph`` (just built, no error) beside the file models; never the first thing
-    written into a project (no ``.barca/``: nothing kept)."""
-    if graph.groups or not os.path.isdir(os.path.join(root, ".barca")):
+    written into a project (no ``.barca/``: kept once a run has made the store, see
+    modelcache.keep_pending)."""
+    if graph.groups:
         return  # (groups resolve names across files: built each time)
+    if not os.path.isdir(os.path.join(root, ".barca")):
+        _later(root, _Later(root, entries, looked), graph)
+        return
     files = [(rel, fm.abspath) for rel, fm in graph.files.items()]
     if set(looked) != set(graph.files):
         return
@@ -151,3 +155,13 @@ def put(root: str, entries: list[str], graph: Graph, looked: dict[str, Lookups])
         import contextlib
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+class _Later:
+    """``put`` of a graph built before its project had a store (modelcache.keep_pending)."""
+
+    def __init__(self, root: str, entries: list[str], looked: dict[str, Lookups]) -> None:
+        self.root, self.entries, self.looked = root, entries, looked
+
+    def put(self, graph: Graph) -> None:
+        put(self.root, self.entries, graph, self.looked)
