@@ -239,3 +239,16 @@ def test_a_usage_error_on_a_new_project_leaves_no_store(
     with pytest.raises(UsageError):
         api.materialize("nowhere", "pipeline.py")
     assert not (tmp_path / ".barca").exists()
+
+
+def test_what_waits_for_a_store_is_the_newest_per_file_and_bounded(tmp_path: Path) -> None:
+    """A process that reads a storeless project again and again (a kernel's status) holds the
+    newest model or graph per file it would be written to, and no more than a few."""
+    from barca.model import modelcache
+    root = str(tmp_path)
+    for i in range(100):
+        modelcache._later(root, f"file{i % 80}", object(), i)
+    held = modelcache._PENDING[os.path.normpath(root)]
+    assert len(held) == 64 and held["file19"][1] == 99 and held["file79"][1] == 79
+    assert "file20" not in held and "file35" not in held  # the oldest let go
+    modelcache._PENDING.pop(os.path.normpath(root))

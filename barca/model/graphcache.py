@@ -131,7 +131,7 @@ def put(root: str, entries: list[str], graph: Graph, looked: dict[str, Lookups])
     if graph.groups:
         return  # (groups resolve names across files: built each time)
     if not os.path.isdir(os.path.join(root, ".barca")):
-        _later(root, _Later(root, entries, looked), graph)
+        _later(root, _file(root, entries), _Later(root, entries, looked), graph)
         return
     files = [(rel, fm.abspath) for rel, fm in graph.files.items()]
     if set(looked) != set(graph.files):

@@ -105,8 +105,8 @@ class ModelCache:
 
     def put(self, fm: object) -> None:
         if not os.path.isdir(os.path.dirname(self.dir)):  # never the first thing written
-            _later(os.path.dirname(os.path.dirname(self.dir)), self, fm)  # into a project:
-            return                                 # kept once a run has made its store
+            _later(os.path.dirname(os.path.dirname(self.dir)), self.file, self, fm)  # into a
+            return  # project: kept once a run has made its store
         file = self.file
         tmp = f"{file}.{os.getpid()}.tmp"
         try:
@@ -120,20 +120,23 @@ class ModelCache:
                 os.unlink(tmp)
 
 
-# what could not be kept yet (no ``.barca/`` until a run makes the store), by project root:
-# kept by ``keep_pending`` once it is there (a model is keyed by its text: never a stale one)
-_PENDING: dict[str, list[tuple[Any, Any]]] = {}
+# what could not be kept yet (no ``.barca/`` until a run makes the store), by project root,
+# the newest per file it would be written to: kept by ``keep_pending`` once the store is there
+# (a model is keyed by its text, a graph by every text it read: never served stale)
+_PENDING: dict[str, dict[str, tuple[Any, Any]]] = {}
 
 
-def _later(root: str, cache: Any, value: Any) -> None:
-    got = _PENDING.setdefault(os.path.normpath(root), [])
-    if len(got) < 256:  # (a long-lived process that never makes a store keeps few)
-        got.append((cache, value))
+def _later(root: str, file: str, cache: Any, value: Any) -> None:
+    got = _PENDING.setdefault(os.path.normpath(root), {})
+    got.pop(file, None)
+    got[file] = (cache, value)
+    while len(got) > 64:  # (a long-lived process that never makes a store holds few)
+        del got[next(iter(got))]
 
 
 def keep_pending(root: str) -> None:
     """The store of ``root`` exists now: what discovery read before it is kept (the file
     models; the kept graph, barca.model.graphcache), so that the second command of a new
     project reads them rather than parsing again."""
-    for cache, value in _PENDING.pop(os.path.normpath(root), ()):
+    for cache, value in _PENDING.pop(os.path.normpath(root), {}).values():
         cache.put(value)
