@@ -171,3 +171,84 @@ def test_an_imported_symlink_retargeted_is_built_again(root: Path) -> None:
     (root / "other.py").symlink_to("y.py")
     with pytest.raises(UsageError, match="names 'prices', which is not an @asset"):
         _load(root, "pipeline.py")
+
+
+def _fresh_digest(text: str) -> str:
+    """``text_digest`` as it is defined: SHA-256 of the salt, NUL, the text (no memo)."""
+    import hashlib
+
+    from barca.core.salt import salt
+    return hashlib.sha256(salt().encode() + b"\0" + text.encode()).hexdigest()
+
+
+def test_a_served_graph_gives_its_texts_the_digest_they_have_now(root: Path) -> None:
+    from barca.model import modelcache
+    _load(root, "pipeline.py")
+    for text in (TWO, TWO.replace("return 1", "return 2")):  # (the same size: another text)
+        _write(root / "pipeline.py", text)
+        _load(root, "pipeline.py")  # built (a new text), then kept
+        modelcache._TEXTS.clear()
+        served = _load(root, "pipeline.py")
+        assert served.files["pipeline.py"].source == text
+        assert modelcache.text_digest(text) == _fresh_digest(text)
+
+
+def test_a_kept_digest_of_another_text_is_a_miss_not_served(root: Path) -> None:
+    """The digest the kept graph holds is served only beside the text it was made of: a
+    kept graph whose text is not the file's (the file saved since) gives no digest."""
+    from barca.model import modelcache
+    _load(root, "pipeline.py")
+    edited = TWO.replace("return 1", "return 3")
+    _write(root / "pipeline.py", edited)
+    modelcache._TEXTS.clear()
+    got = _load(root, "pipeline.py")  # a miss: built from the text now
+    assert got.files["pipeline.py"].source == edited
+    assert modelcache.text_digest(edited) == _fresh_digest(edited)
+    assert all(v[1] == _fresh_digest(k) for k, v in modelcache._TEXTS.items())
+
+
+def test_a_new_projects_first_run_keeps_its_models_and_graph(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``.barca/`` before the first run: nothing is written by discovery, but once the run
+    has made the store, the file models and the graph are kept, and the second run parses
+    nothing (issue #31 item 2: a new project had two runs before the fast path)."""
+    from barca import api
+    from barca.model import topology
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pipeline.py").write_text(TWO)
+    assert api.materialize(None, "pipeline.py").steps_executed == 2
+    assert len(_kept(tmp_path)) == 1
+    assert list((tmp_path / ".barca" / "discovery").glob("*.pickle"))
+    parsed: list[str] = []
+    real = topology.parse_file
+    monkeypatch.setattr(topology, "parse_file",
+                        lambda p, root: parsed.append(str(p)) or real(p, root))
+    assert api.materialize(None, "pipeline.py").steps_executed == 0
+    assert parsed == []  # served from the kept graph
+    _write(tmp_path / "pipeline.py", TWO.replace("return 1", "return 5"))
+    res = api.materialize(None, "pipeline.py", load_values=True)
+    assert parsed and res.steps_executed == 2  # an edit: built again, and run
+    assert res.value() == {"pipeline.py:source": 5, "pipeline.py:reader": 5}
+
+
+def test_a_usage_error_on_a_new_project_leaves_no_store(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from barca import api
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pipeline.py").write_text(TWO)
+    with pytest.raises(UsageError):
+        api.materialize("nowhere", "pipeline.py")
+    assert not (tmp_path / ".barca").exists()
+
+
+def test_what_waits_for_a_store_is_the_newest_per_file_and_bounded(tmp_path: Path) -> None:
+    """A process that reads a storeless project again and again (a kernel's status) holds the
+    newest model or graph per file it would be written to, and no more than a few."""
+    from barca.model import modelcache
+    root = str(tmp_path)
+    for i in range(100):
+        modelcache._later(root, f"file{i % 80}", object(), i)
+    held = modelcache._PENDING[os.path.normpath(root)]
+    assert len(held) == 64 and held["file19"][1] == 99 and held["file79"][1] == 79
+    assert "file20" not in held and "file35" not in held  # the oldest let go
+    modelcache._PENDING.pop(os.path.normpath(root))

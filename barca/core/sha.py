@@ -44,9 +44,13 @@ def _within(cost: int) -> bool:
 def sha256(data: bytes) -> _Hash:
     """``hashlib.sha256(data)``: the built-in SHA-256 within the process's budget, else
     OpenSSL's."""
-    if _within(len(data) + PER_CALL):
+    global _spent
+    cost = len(data) + PER_CALL  # (as _within, in line: a cached get hashes each result)
+    if _builtin is not None and _spent + cost <= BUDGET:
+        _spent += cost
         got: _Hash = _builtin(data)
         return got
+    _spent = BUDGET  # spent: hashlib from here on
     import hashlib
     return hashlib.sha256(data)
 

@@ -157,7 +157,7 @@ def read_digest(where: str, hashed: bool = True,
     raises _NotRegular (a FIFO is opened without blocking, then refused)."""
     # a big artifact is hashed in blocks: a lazy consumer of a 2 GB table must not cost the
     # coordinator 2 GB
-    if regular and _NOFOLLOW and os.name == "posix":
+    if regular and _NOFOLLOW and _POSIX:
         fd = os.open(where, os.O_RDONLY | _NOFOLLOW)
         try:
             st = os.fstat(fd)

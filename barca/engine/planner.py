@@ -72,10 +72,15 @@ class Context:
         """The command's store, opened again for writing before a run: it was read-only until
         now, so that a usage error leaves no ``.barca/`` behind. The writer opens before the
         reader closes (the last connection to close checkpoints the WAL: once is enough); the
-        view and the definitions table read through the new one."""
+        view and the definitions table read through the new one. The connection already open
+        is the writer when there is one (Store.for_writing: the schema parsed once)."""
         old = self.view.store
-        store = Store(old.root_dir, create=True, prefix=old.prefix)
-        old.close(last=False)  # (not the last connection: it never checkpoints)
+        store = old.for_writing()
+        if store is not old:
+            old.close(last=False)  # (not the last connection: it never checkpoints)
+            # a new project's store: what discovery could not keep before it, kept now
+            from barca.model.modelcache import keep_pending
+            keep_pending(store.root_dir)
         self.view.store = store
         self.defcache.store = store
         return store

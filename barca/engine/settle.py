@@ -7,7 +7,8 @@ pipeline file, the files and folders its definition parts were read from (the de
 cache's own dependencies), the command's settings (flags, ``BARCA_*``, ``barca.toml``), the
 walk order, and the store's generation (moved by every write of a result, snapshot, eviction
 or definition, see Store.generation). The snapshots themselves are checked too: the record
-holds a digest of the ones the full decision matched.
+holds the digests of the ones the full decision matched, compared as they are (not hashed
+again: 500 of them were ~1.5 M instructions of SHA-256 a command).
 
 The record is only an early exit of ``decide`` (its ``settled`` argument); anything else --
 a sensor or a task in the cone, keys that come from an output or from importing a module, env
@@ -86,7 +87,7 @@ class Settle:
         got_snaps = [s for s in map(snapshots.get, self.order) if s is not None]
         if len(got_snaps) != len(self.order):
             return False
-        self.hit = snaps == sha(*(s.digest for s in got_snaps))
+        self.hit = snaps == "\x00".join([s.digest for s in got_snaps])
         if self.hit:  # the keys each digest was made of: no key expression evaluated again
             for n, snap in zip(self.order, got_snaps, strict=True):
                 self.ctx.settled_keys(n, snap.keys.split("\x00"))
@@ -103,7 +104,10 @@ class Settle:
         deps = ctx.defcache.deps_of(self.order)
         if deps is None:
             return
-        snaps = sha(*(states[n].ident for n in self.order))
+        idents = [states[n].ident for n in self.order]
+        if any(not isinstance(i, str) for i in idents):
+            return
+        snaps = "\x00".join(idents)
         try:
             if ctx.store.generation() != self.generation:
                 return
@@ -141,6 +145,8 @@ def settle_batch(runner: Any, batch: list[NodeId]) -> list[NodeId]:
     static_keys, history, make = ctx.static_keys, view.history, NodeState.from_snapshot
     located = view.located  # (read with the snapshots: nothing was written since)
     execute, on_event, event = runner.execute, runner.on_event, ev.StepCached
+    # a listener may say it ignores StepCached (the CLI's, but with --agent): none made for it
+    tell = getattr(on_event, "cached_steps", True)
     left: list[NodeId] = []
     for nid in batch:
         m = nodes[nid]
@@ -168,7 +174,8 @@ def settle_batch(runner: Any, batch: list[NodeId]) -> list[NodeId]:
         if execute:  # (a prediction has nothing more to do: the state is sealed)
             w.cached += len(keys)
             if not m.dims:  # (not partitioned)
-                on_event(event(step_id(nid, "")))
+                if tell:
+                    on_event(event(step_id(nid, "")))
             elif m.sinks:  # a Hive dataset sink still holds only the node's current keys
                 runner._finish_node(nid)
     return left

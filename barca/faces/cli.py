@@ -50,6 +50,8 @@ def _json_doc(res: Any) -> str:
     indented form in a terminal."""
     if sys.stdout.isatty():
         return res.json_text()
+    if hasattr(res, "json_line"):  # (a run's document written step by step: present.compact)
+        return res.json_line()
     return jsontext.dumps(res.to_json(), separators=(",", ":"), default=str, ensure_ascii=False)
 
 
@@ -66,6 +68,9 @@ class EventPrinter:
         from barca.core import events
         self.ev = events
         self.mode, self.agent, self.out = mode, agent, stream
+        # StepCached is said with --agent only: a settled walk makes none for this listener
+        # (engine.settle.settle_batch; any listener without this attribute hears every one)
+        self.cached_steps = agent
         self.live = stream.isatty() and not agent and mode == "pretty"
         self._bar = False
         self._drawn = 0.0   # when the bar was last drawn: at most ~20 times a second

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
 from barca.core.root import find_root  # noqa: F401 - re-exported: the model finds its root
-from barca.core.types import TYPE_CHECKING, NodeId, cast  # (typing: not at run time, #31)
+from barca.core.types import TYPE_CHECKING, NodeId  # (typing: not at run time, #31)
 from barca.model.modelcache import ModelCache
+from barca.model.refs import DimSpec, InputRef  # noqa: F401 - re-exported: the model's parts
 
 if TYPE_CHECKING:  # ast and the argument readers load where a file is parsed: a cached model
     import ast  # (a command whose files did not change) needs neither; nor pathlib, re
@@ -22,37 +23,6 @@ MARKERS = ("partitions", "partitions_from", "collect")
 SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "tests", "test", "venv", "env",
              "build", "dist"}
 _IMPORTS_BARCA = r"^\s*(from\s+barca[\s.]|import\s+barca\b)"  # (re.M: model.sniff)
-
-
-class InputRef(Fields):
-    __slots__ = ("param", "ref", "collect", "line", "target", "by_id")
-
-    def __init__(self, param: str, ref: str, collect: bool, line: int,
-                 target: NodeId | None = None, by_id: bool = False) -> None:
-        self.param = param
-        self.ref = ref            # the expression as written: "feed_version", "mod.fn"
-        self.collect = collect
-        self.line = line
-        # None until the graph resolves the reference (model.topology); typed as resolved,
-        # since only the graph's readers read it, and they run after
-        self.target: NodeId = cast(NodeId, target)
-        self.by_id = by_id        # asset_ref("file.py:fn"): ref is that node id, as written
-
-
-class DimSpec(Fields):
-    __slots__ = ("name", "kind", "line", "keys", "expr", "source_ref", "source")
-
-    def __init__(self, name: str, kind: str, line: int, keys: list[Any] | None = None,
-                 expr: str | None = None, source_ref: str | None = None,
-                 source: NodeId | None = None) -> None:
-        self.name = name
-        self.kind = kind                # "list" | "from"
-        self.line = line
-        self.keys = keys                # literal keys, when the source says them statically
-        self.expr = expr                # the source text, for a key list that must be evaluated
-        self.source_ref = source_ref    # partitions_from(<ref>)
-        # a "from" dimension's node: None until the graph resolves source_ref (as InputRef)
-        self.source: NodeId = cast(NodeId, source)
 
 
 class _Model(Fields):

@@ -1,15 +1,18 @@
 """The kept graph: a pipeline's built graph (references resolved, checked, ordered, phased)
 in ``.barca/discovery/``, so a cached command does not build it again from the node models.
 
-It is an early exit of the one build, keyed by what the build reads: every file's model-cache
-key (barca's one memo salt, the file's path and text) and every project-file lookup the walk
-made (a file created or removed may change where an import points). Anything else is a miss,
-and a graph is kept only after a build that raised nothing."""
+It is an early exit of the one build, keyed by what the build reads: barca's one memo salt,
+every file's path and text (the text read now compared with the one the kept model holds, byte
+for byte) and every project-file lookup the walk made (a file created or removed may change
+where an import points). Anything else is a miss, and a graph is kept only after a build that
+raised nothing. It keeps each text's digest too (modelcache.text_digest, which the definitions
+table and the settle record are keyed by): a text found the same is not hashed again (~2.5 M
+instructions for a 50 kB pipeline file)."""
 from __future__ import annotations
 
 import os
 
-from barca.model.modelcache import ModelCache, _pickle
+from barca.model.modelcache import ModelCache, _later, _pickle, remember, text_digest
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
@@ -77,17 +80,21 @@ def _file(root: str, entries: list[str]) -> str:
     return os.path.join(root, ".barca", "discovery", f"{name}.graph")
 
 
-def _keys(root: str, files: list[tuple[str, str]]) -> list[bytes] | None:
-    """Each file's model-cache key now (its text read again, by its real path: what
-    parse_file reads); None when one cannot be read (the build says why)."""
+def _same_texts(graph: Graph, files: list[tuple[str, str]]) -> list[str] | None:
+    """Each file's text now (read again, by its real path: what parse_file reads), if every
+    one is the text its kept model was read from; else None (one that cannot be read too:
+    the build says why)."""
     out = []
     for rel, abspath in files:
+        fm = graph.files.get(rel)
         try:
             with open(abspath, encoding="utf-8") as f:
                 source = f.read()
         except (OSError, UnicodeDecodeError):
             return None
-        out.append(ModelCache(root, rel, abspath, source).key)
+        if fm is None or fm.abspath != abspath or source != fm.source:
+            return None
+        out.append(source)
     return out
 
 
@@ -98,11 +105,13 @@ def get(root: str, entries: list[str]) -> Graph | None:
     try:
         with open(file, "rb") as f:
             kept: Any = _pickle().loads(f.read())
-        salt, reals, files, keys, looked, graph = kept
+        salt, reals, files, digests, looked, graph = kept
     except Exception:  # noqa: BLE001 - none, or unreadable: a miss
         return None
-    if salt != ModelCache.salt() or [os.path.realpath(p) for p in entries] != reals \
-            or _keys(root, files) != keys:
+    if salt != ModelCache.salt() or [os.path.realpath(p) for p in entries] != reals:
+        return None
+    texts = _same_texts(graph, files)
+    if texts is None or len(texts) != len(digests):
         return None
     # which references look a file up is the same for the same texts (the keys held): only
     # the answers are asked again (a file created or removed since)
@@ -110,20 +119,26 @@ def get(root: str, entries: list[str]) -> Graph | None:
     if any(_answer(fms[rel], ref, by_id, root) != other
            for rel, refs in looked.items() for ref, by_id, other in refs):
         return None
+    for source, digest in zip(texts, digests, strict=True):
+        remember(source, digest)  # (the same salt, the same text: the digest kept with it)
     return graph
 
 
 def put(root: str, entries: list[str], graph: Graph, looked: dict[str, Lookups]) -> None:
     """Keep ``graph`` (just built, no error) beside the file models; never the first thing
-    written into a project (no ``.barca/``: nothing kept)."""
-    if graph.groups or not os.path.isdir(os.path.join(root, ".barca")):
+    written into a project (no ``.barca/``: kept once a run has made the store, see
+    modelcache.keep_pending)."""
+    if graph.groups:
         return  # (groups resolve names across files: built each time)
+    if not os.path.isdir(os.path.join(root, ".barca")):
+        _later(root, _file(root, entries), _Later(root, entries, looked), graph)
+        return
     files = [(rel, fm.abspath) for rel, fm in graph.files.items()]
     if set(looked) != set(graph.files):
         return
-    # the keys of the texts the models were read from (not read again: a file saved since
-    # is a new key, a miss next time)
-    keys = [ModelCache(root, rel, fm.abspath, fm.source).key for rel, fm in graph.files.items()]
+    # the digests of the texts the models were read from (not read again: a file saved since
+    # is another text, a miss next time)
+    digests = [text_digest(fm.source) for fm in graph.files.values()]
     looked = {rel: [(ref, by_id, _real(other)) for ref, by_id, other in refs]
               for rel, refs in looked.items()}
     file = _file(root, entries)
@@ -131,7 +146,7 @@ def put(root: str, entries: list[str], graph: Graph, looked: dict[str, Lookups])
     try:
         os.makedirs(os.path.dirname(file), exist_ok=True)
         reals = [os.path.realpath(p) for p in entries]  # (a symlink's file, as parse_file reads)
-        data = _pickle().dumps((ModelCache.salt(), reals, files, keys, looked, graph),
+        data = _pickle().dumps((ModelCache.salt(), reals, files, digests, looked, graph),
                                protocol=5)
         with open(tmp, "wb") as f:
             f.write(data)
@@ -140,3 +155,13 @@ def put(root: str, entries: list[str], graph: Graph, looked: dict[str, Lookups])
         import contextlib
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+class _Later:
+    """``put`` of a graph built before its project had a store (modelcache.keep_pending)."""
+
+    def __init__(self, root: str, entries: list[str], looked: dict[str, Lookups]) -> None:
+        self.root, self.entries, self.looked = root, entries, looked
+
+    def put(self, graph: Graph) -> None:
+        put(self.root, self.entries, graph, self.looked)

@@ -42,6 +42,16 @@ def text_digest(source: str) -> str:
     return got[1]
 
 
+def remember(source: str, digest: str) -> None:
+    """``text_digest(source)`` is ``digest``: said by a memo that holds this very text beside
+    its digest under this salt (barca.model.graphcache, which compared the text read now with
+    the one it kept), so that the text is not hashed again."""
+    from barca.core.salt import salt
+    if len(_TEXTS) >= 64:
+        _TEXTS.clear()
+    _TEXTS[source] = salt(), digest
+
+
 class ModelCache:
     """A file's model, kept in ``.barca/discovery/`` while its text (and this module) is the
     same: a big pipeline file is parsed only when it changes. The syntax tree is not kept; it
@@ -95,7 +105,8 @@ class ModelCache:
 
     def put(self, fm: object) -> None:
         if not os.path.isdir(os.path.dirname(self.dir)):  # never the first thing written
-            return                                            # into a project
+            _later(os.path.dirname(os.path.dirname(self.dir)), self.file, self, fm)  # into a
+            return  # project: kept once a run has made its store
         file = self.file
         tmp = f"{file}.{os.getpid()}.tmp"
         try:
@@ -107,3 +118,25 @@ class ModelCache:
             import contextlib
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+# what could not be kept yet (no ``.barca/`` until a run makes the store), by project root,
+# the newest per file it would be written to: kept by ``keep_pending`` once the store is there
+# (a model is keyed by its text, a graph by every text it read: never served stale)
+_PENDING: dict[str, dict[str, tuple[Any, Any]]] = {}
+
+
+def _later(root: str, file: str, cache: Any, value: Any) -> None:
+    got = _PENDING.setdefault(os.path.normpath(root), {})
+    got.pop(file, None)
+    got[file] = (cache, value)
+    while len(got) > 64:  # (a long-lived process that never makes a store holds few)
+        del got[next(iter(got))]
+
+
+def keep_pending(root: str) -> None:
+    """The store of ``root`` exists now: what discovery read before it is kept (the file
+    models; the kept graph, barca.model.graphcache), so that the second command of a new
+    project reads them rather than parsing again."""
+    for cache, value in _PENDING.pop(os.path.normpath(root), {}).values():
+        cache.put(value)

@@ -51,3 +51,9 @@ class _Displayable:
 
     def json_text(self) -> str:
         return jsontext.dumps(self.to_json(), indent=2, default=str, ensure_ascii=False)
+
+    def json_line(self) -> str:
+        """The compact document on one line (a pipe's): ``json.dumps(self.to_json(),
+        separators=(",", ":"), default=str, ensure_ascii=False)``, byte for byte."""
+        return jsontext.dumps(self.to_json(), separators=(",", ":"), default=str,
+                              ensure_ascii=False)

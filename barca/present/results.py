@@ -347,12 +347,13 @@ class RunResult(_Displayable, Record):
     failures: tuple[tuple[str, str, str], ...]  # (step, error, traceback)
     cache: dict[str, Any] | None                 # what the cache size limit evicted after it
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, entries: bool = True) -> dict[str, Any]:
+        # (entries=False: "steps" holds the StepSummaries, for present.compact to write)
         out: dict[str, Any] = {
             "status": self.status, "run_id": self.run_id,
             "elapsed_seconds": round(self.elapsed, 4), "steps_executed": self.steps_executed,
             "steps_total": self.steps_total, "phases": self.phases,
-            "steps": [s.entry() for s in self.steps],
+            "steps": [s.entry() for s in self.steps] if entries else self.steps,
             "final_output": self.final_output(),
             "warnings": list(self.warnings),
         }
@@ -362,6 +363,10 @@ class RunResult(_Displayable, Record):
             out["failed_node"] = self.failed_node
             out["error"] = self.error
         return out
+
+    def json_line(self) -> str:
+        from barca.present.compact import run_line  # (its steps written one by one)
+        return run_line(self)
 
     def final_output(self) -> Any:
         def one(o: Output) -> Any:

@@ -57,12 +57,8 @@ class Store:
     def _open(self, create: bool) -> None:
         try:
             if create:
-                os.makedirs(self.folder, exist_ok=True)
-                gi = os.path.join(self.root_dir, ".barca", ".gitignore")
-                if not os.path.exists(gi):
-                    with open(gi, "w") as f:
-                        f.write("*\n")
-            wait = float(os.environ.get("BARCA_DB_TIMEOUT", "15") or 15)
+                self._folder()
+            wait = _wait()
             self.conn = sqlite3.connect(self.db_file, timeout=wait, isolation_level=None,
                                         check_same_thread=False)
             self.conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
@@ -78,6 +74,34 @@ class Store:
             raise InfrastructureError(
                 f"cannot create {self.folder}: {exc.strerror or exc}",
                 "Check that the project directory is writable.", path=self.folder) from None
+
+    def _folder(self) -> None:
+        """The store's folder, and the ``.gitignore`` that keeps ``.barca/`` out of git."""
+        os.makedirs(self.folder, exist_ok=True)
+        gi = os.path.join(self.root_dir, ".barca", ".gitignore")
+        if not os.path.exists(gi):
+            with open(gi, "w") as f:
+                f.write("*\n")
+
+    def for_writing(self) -> Store:
+        """This store, made ready to be written (as ``Store(create=True)``: its folder, its
+        tables made or checked), on the connection already open when there is one: a second
+        connection would parse the whole schema again (~1 M instructions of every cached
+        command). A new store when none was open (no database yet)."""
+        if self.conn is None:
+            return Store(self.root_dir, create=True, prefix=self.prefix)
+        self._evicted = None  # (read again through the writer, as a new store would)
+        try:
+            self._folder()
+            if not schema.made(self.conn):
+                schema.create(self.conn, _wait())
+        except sqlite3.DatabaseError as exc:
+            raise db_error(self.db_file, exc) from None
+        except OSError as exc:
+            raise InfrastructureError(
+                f"cannot create {self.folder}: {exc.strerror or exc}",
+                "Check that the project directory is writable.", path=self.folder) from None
+        return self
 
     def _not_rust_barca(self) -> None:
         """A database barca 0.30 wrote is neither read nor changed (see ``from_barca_030``)."""
@@ -199,7 +223,9 @@ class Store:
         self._seen.clear()  # a new walk: what an earlier one read is not kept
         query = "SELECT asset, digest, combined, keys, hashes FROM snapshots WHERE asset IN ({})"
         if located is not None:
-            query = ("SELECT s.asset, s.digest, s.combined, s.keys, s.hashes, m.id, m.path, "
+            # (no m.id: a success has a path, so a row found is a path not NULL; each column
+            # fetched costs ~2 k instructions a row)
+            query = ("SELECT s.asset, s.digest, s.combined, s.keys, s.hashes, m.path, "
                      "m.format, m.sha256, m.shape FROM snapshots s LEFT JOIN materializations m "
                      "ON m.id = (SELECT max(id) FROM materializations WHERE asset = s.asset AND "
                      "run_hash = s.hashes AND status = 'success') WHERE s.asset IN ({})")
@@ -214,7 +240,7 @@ class Store:
                     if got is not None:  # (a snapshot in parts that cannot be read: a miss)
                         out[row[0]] = got
                         if located is not None and row[5] is not None:
-                            located[row[0]] = row[6:]
+                            located[row[0]] = row[5:]
         except sqlite3.OperationalError:  # a store written before snapshots existed
             return {}
         except sqlite3.DatabaseError as exc:
@@ -483,3 +509,8 @@ def reads_write(paths: Iterable[str]) -> tuple[str, Iterable[tuple[Any, ...]]]:
     # again (a cached walk of 500 results notes each of them)
     return ("INSERT INTO reads (path, at) VALUES (?, ?) ON CONFLICT(path) DO UPDATE SET "
             "at=excluded.at", zip(paths, itertools.repeat(time.time())))
+
+
+def _wait() -> float:
+    """Seconds a connection waits for another's lock (``BARCA_DB_TIMEOUT``, default 15)."""
+    return float(os.environ.get("BARCA_DB_TIMEOUT", "15") or 15)

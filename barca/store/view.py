@@ -21,6 +21,9 @@ class NodeHistory:
     ``latest_success``, or once point queries stop being few."""
 
     POINT_QUERIES = 64
+    # (slots: a settled walk makes one per node)
+    __slots__ = ("store", "asset", "_latest", "_latest_success", "_by_hash", "_older", "_points",
+                 "_where", "_where_points", "_hint")
 
     def __init__(self, store: Store | None, asset: str) -> None:
         self.store, self.asset = store, asset
