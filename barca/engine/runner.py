@@ -152,9 +152,9 @@ class Runner:
                 w.notes.append(f"--partition skips a fan-in that reads every key: {names}. "
                                "Run without --partition to update it.")
         settle = Settle(self.ctx, w.order, w.forced, self.selection)
-        self.ctx.view.load_snapshots([n for n in w.order if n not in w.forced
-                                      and self.graph.nodes[n].kind == "asset"],
-                                     located=self.execute and settle.key is not None)
+        assets = [n for n in w.order if n not in w.forced and self.graph.nodes[n].kind == "asset"]
+        self.ctx.view.load_snapshots(assets, located=self.execute and settle.key is not None,
+                                     later=self.execute and settle.key is None)  # (no record)
         self._settled = settle.check(self.ctx.view.snapshots_loaded)
         if self.execute and not self._settled and self.ctx.store.is_open:
             from barca.engine.sharing import Sharing  # a settled cone runs nothing to share
@@ -478,7 +478,7 @@ class Runner:
                                           max(0, self._unknown)))
         for lo in range(0, len(where), self.window):  # jobs made a window at a time
             self.pool().run([job(i) for i in range(lo, min(lo + self.window, len(where)))],
-                            on_record, on_lines)
+                            on_record, on_lines, meanwhile=self.ctx.view.load_due)
         self._flush()
         for nid, _ in groups:
             self.ctx.view.forget(nid)
