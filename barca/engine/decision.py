@@ -76,6 +76,16 @@ def values_name(nid: NodeId) -> NodeId:
     return NodeId(f"{nid}\x00values")
 
 
+def snap_names(graph: Any, order: list[NodeId], forced: Set[NodeId], values: bool
+               ) -> list[NodeId]:
+    """The snapshots a walk reads: each asset's that is not forced, and (``values``) the values
+    row of each of those whose keys come from a dict source (store_says reads it beside)."""
+    out = [n for n in order if n not in forced and graph.nodes[n].kind == "asset"]
+    if values:
+        out += [values_name(n) for n in out if (src := source_dim(graph, n)) and src[1]]
+    return out
+
+
 def keys_unknown(nid: NodeId, why: str, src_step: StepState | None) -> NodeState:
     """Phase 1: a node whose keys are not known yet (``why``): one step, skipped when the step
     its keys come from (``src_step``) failed or was skipped, else unknown."""

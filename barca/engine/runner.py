@@ -13,7 +13,7 @@ from barca.core.errors import Cancelled
 from barca.core.record import Fields
 from barca.core.types import TYPE_CHECKING, NodeId, cast, one_dim_keys, short_name, step_id
 from barca.engine.adoption import Adoption, adopted_row
-from barca.engine.decision import decide, keys_unknown, repaired, store_says, values_row
+from barca.engine.decision import decide, keys_unknown, repaired, snap_names, store_says, values_row
 from barca.engine.inputs import source_dim, step_kwargs
 from barca.engine.integrity import Integrity
 from barca.engine.planner import Context, keys_from_row
@@ -152,9 +152,9 @@ class Runner:
                 w.notes.append(f"--partition skips a fan-in that reads every key: {names}. "
                                "Run without --partition to update it.")
         settle = Settle(self.ctx, w.order, w.forced, self.selection)
-        assets = [n for n in w.order if n not in w.forced and self.graph.nodes[n].kind == "asset"]
-        self.ctx.view.load_snapshots(assets, located=self.execute and settle.key is not None,
-                                     later=self.execute and settle.key is None)  # (no record)
+        later = self.execute and settle.key is None  # (no record: read while the sensor runs)
+        self.ctx.view.load_snapshots(snap_names(self.graph, w.order, w.forced, later),
+                                     located=self.execute and settle.key is not None, later=later)
         self._settled = settle.check(self.ctx.view.snapshots_loaded)
         if self.execute and not self._settled and self.ctx.store.is_open:
             from barca.engine.sharing import Sharing  # a settled cone runs nothing to share

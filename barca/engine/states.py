@@ -170,12 +170,15 @@ class SourceOutput:
     """A key source's output, as its step returned it (or the runner read it back): its keys,
     in order, and for a dict source each key's value and that value's digest. The digests are
     one string, 64 hex digits per key in key order: one object to keep, not one per key."""
-    __slots__ = ("keys", "digests", "raw", "_index")
+    __slots__ = ("keys", "digests", "raw", "_index", "checked")
 
     def __init__(self, keys: list[str], digests: str | None = None,
                  raw: list[Any] | str | None = None, joined: str | None = None) -> None:
         self.keys, self.digests, self.raw = keys, digests, raw
         self._index = KeyIndex(keys, joined)  # joined: the keys as a worker sent them
+        # (prefix, keys joined) that InputPlan.source_digests found to be these keys: the same
+        # text is not scanned again (a node's decision and its values row ask alike)
+        self.checked: tuple[str, str] | None = None
 
     @property
     def joined(self) -> str | None:
