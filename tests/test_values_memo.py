@@ -256,3 +256,23 @@ def test_marks_that_do_not_hold_are_a_miss(tmp_path: Path, hashed: list[int],
     assert valuememo.read(memo, worker.salt()) is not None  # the same memo, marks that hold
     _check(dict(base, k04="moved"), memo)
     assert hashed[-1] == 1
+
+
+def test_a_snapshot_digest_is_the_digest_of_its_parts_also_for_a_large_node() -> None:
+    """hashing.snapshot_digest of a large node hashes its keys once for the two digests a
+    decision makes of them (the state after them kept): each is still sha(parts)."""
+    from barca.core.salt import salt
+    from barca.identity.digests import sha
+    keys = [f"key=k{i:06d}" for i in range(20_000)]
+    joined = "\x00".join(keys)
+    inputs = ["input:fetched:key:" + "a" * 64]
+    cases = (("d1", inputs, "s1", joined), ("d1", inputs, "s2", joined),
+             ("d1", [], None, joined), ("d2", inputs, "s1", joined),
+             ("d1", inputs, "s1", "\x00".join(keys)),  # the same text, another string
+             ("d1", inputs, "s1", joined + "\x00key=z"), ("d1", inputs, "s1", joined))
+    for definition, ins, source, text in cases:
+        n = text.count("\x00") + 1
+        want = sha(salt(), definition, "", str(n), text, *ins,
+                   *([f"source:{source}"] if source is not None else []))
+        assert hashing.snapshot_digest(definition, "", text.split("\x00"), ins, source,
+                                       text) == want

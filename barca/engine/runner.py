@@ -123,7 +123,7 @@ class Runner:
                 return None, (f"partition keys come from the output of "
                               f"'{short_name(src[0])}', which is not available until it runs")
             dim = self.graph.nodes[nid].dims[0].name
-            keys = cast(list[str], one_dim_keys(dim, src_state.output.keys))
+            keys = cast(list[str], one_dim_keys(dim, (o := src_state.output).keys, o.joined))
         assert keys is not None
         if self.selection is not None:
             if self.ctx.static_keys(nid) is None:  # keys known only now: check them now
