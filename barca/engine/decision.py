@@ -324,7 +324,10 @@ def values_row(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, 
     if src is None or not src[1]:
         return None
     plan = InputPlan(ctx.graph, nid, states, ctx.input_name, lambda up: ctx.definition(up)[0])
-    digests = plan.source_digests(keys)
+    # (the node's own keys text: no second one made, nor kept by the source's check)
+    ns = states.get(nid)
+    digests = plan.source_digests(keys, ns.joined_keys() if ns is not None and ns.keys is keys
+                                  else None)
     source = _source_part(ctx, nid, states, src)
     if digests is None or source is None:
         return None
