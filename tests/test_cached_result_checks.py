@@ -91,11 +91,13 @@ def test_the_collector_held_off_by_the_cli_is_on_again_once_a_step_runs(
     (tmp_path / "pipeline.py").write_text(PIPELINE)
     monkeypatch.chdir(tmp_path)
     assert gc.isenabled()
+    threshold = gc.get_threshold()
     try:
         gc.disable()
         engine.gc_held = True  # as faces.cli holds it for a command
         api.materialize("top", "pipeline.py")
         assert gc.isenabled() and not engine.gc_held  # steps ran: the collector works again
+        assert gc.get_threshold()[0] >= 20_000  # (a young collection no longer every 700)
         gc.disable()
         engine.gc_held = True
         assert api.materialize("top", "pipeline.py").steps_executed == 0
@@ -108,3 +110,4 @@ def test_the_collector_held_off_by_the_cli_is_on_again_once_a_step_runs(
     finally:
         engine.gc_held = False
         gc.enable()
+        gc.set_threshold(*threshold)

@@ -197,7 +197,15 @@ def test_a_memo_of_the_earlier_format_or_tampered_is_a_miss(tmp_path: Path,
     _check(base, memo)
     assert hashed[-1] == 20
     got = valuememo.read(memo, worker.salt())
-    assert got == ("\x00".join(keys), "\x00".join(values), hashing.json_digests(values))
+    assert got == ("\x00".join(keys), "\x00".join(values),
+                   bytes.fromhex(hashing.json_digests(values)), [0])
+    # format 2: the digests as hex, no marks: a miss (read as the format it is, never as 3)
+    body = marshal.dumps((worker.salt(), "\x00".join(keys), "\x00".join(values),
+                          hashing.json_digests(values)))
+    Path(memo).write_bytes(b"barca values memo 2\n" + hashlib.sha256(body).digest() + body)
+    assert valuememo.read(memo, worker.salt()) is None
+    _check(base, memo)
+    assert hashed[-1] == 20
     # one byte of the memo changed: its SHA-256 check fails, a miss
     data = bytearray(Path(memo).read_bytes())
     data[-1] ^= 1
@@ -205,3 +213,66 @@ def test_a_memo_of_the_earlier_format_or_tampered_is_a_miss(tmp_path: Path,
     assert valuememo.read(memo, worker.salt()) is None
     _check(dict(base, k01="x"), memo)
     assert hashed[-1] == 20
+
+
+def test_values_are_compared_a_block_at_a_time_and_every_digest_is_exact(
+        tmp_path: Path, hashed: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memo marks where every STEP-th value begins: a tick compares blocks and splits only
+    a block that moved -- the first or last value of a block, the last value, a value that
+    grew or shrank (every later block then begins elsewhere in the new text), several blocks."""
+    monkeypatch.setattr(valuememo, "STEP", 3)
+    monkeypatch.setattr(worker, "MEMO_MOVED", 100)  # the memo stays as first written
+    memo = str(tmp_path / "values" / "n")
+    base = {f"k{i:02d}": f"v{i}" for i in range(20)}
+    _check(base, memo)
+    assert valuememo.read(memo, worker.salt())[3] == [0, 9, 18, 27, 38, 50, 62]  # type: ignore
+    for moves in ({"k00": "x"}, {"k02": "longer value"}, {"k03": ""}, {"k19": "end"},
+                  {"k05": "v6", "k06": "v5"}, {"k01": "", "k02": "v1v2"},  # the same text
+                  {"k00": "a", "k08": "bbbbbbbb", "k09": "", "k17": "c", "k18": "v1"}):
+        _check(dict(base, **moves), memo)
+        assert hashed[-1] == len(moves)
+    _check(base, memo)
+    assert hashed[-1] == 0
+
+
+def test_marks_that_do_not_hold_are_a_miss(tmp_path: Path, hashed: list[int],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memo whose marks are not where its blocks begin (written so, with a good SHA-256) is
+    never read: compared at the wrong places, a moved value would keep its old digest."""
+    monkeypatch.setattr(valuememo, "STEP", 3)
+    memo = str(tmp_path / "values" / "n")
+    base = {f"k{i:02d}": f"v{i}" for i in range(9)}
+    keys, values = list(base), list(base.values())
+    digests = bytes.fromhex(hashing.json_digests(values))
+    Path(memo).parent.mkdir(parents=True)
+    for marks in ([0, 6, 12], [0, 9], [0, 9, 18, 27], [3, 9, 18], [0, 9, 17], "x", [0, 9.0, 18]):
+        body = marshal.dumps((worker.salt(), "\x00".join(keys), "\x00".join(values), digests,
+                              marks))
+        Path(memo).write_bytes(valuememo.HEADER + hashlib.sha256(body).digest() + body)
+        assert valuememo.read(memo, worker.salt()) is None, marks
+    body = marshal.dumps((worker.salt(), "\x00".join(keys), "\x00".join(values), digests,
+                          [0, 9, 18]))
+    Path(memo).write_bytes(valuememo.HEADER + hashlib.sha256(body).digest() + body)
+    assert valuememo.read(memo, worker.salt()) is not None  # the same memo, marks that hold
+    _check(dict(base, k04="moved"), memo)
+    assert hashed[-1] == 1
+
+
+def test_a_snapshot_digest_is_the_digest_of_its_parts_also_for_a_large_node() -> None:
+    """hashing.snapshot_digest of a large node hashes its keys once for the two digests a
+    decision makes of them (the state after them kept): each is still sha(parts)."""
+    from barca.core.salt import salt
+    from barca.identity.digests import sha
+    keys = [f"key=k{i:06d}" for i in range(20_000)]
+    joined = "\x00".join(keys)
+    inputs = ["input:fetched:key:" + "a" * 64]
+    cases = (("d1", inputs, "s1", joined), ("d1", inputs, "s2", joined),
+             ("d1", [], None, joined), ("d2", inputs, "s1", joined),
+             ("d1", inputs, "s1", "\x00".join(keys)),  # the same text, another string
+             ("d1", inputs, "s1", joined + "\x00key=z"), ("d1", inputs, "s1", joined))
+    for definition, ins, source, text in cases:
+        n = text.count("\x00") + 1
+        want = sha(salt(), definition, "", str(n), text, *ins,
+                   *([f"source:{source}"] if source is not None else []))
+        assert hashing.snapshot_digest(definition, "", text.split("\x00"), ins, source,
+                                       text) == want

@@ -185,10 +185,12 @@ def format_key(values: dict[str, str]) -> PartitionKey:
     return PartitionKey(",".join(f"{_escape(d)}={_escape(values[d])}" for d in sorted(values)))
 
 
-def one_dim_keys(dim: str, values: list[str]) -> list[PartitionKey]:
+def one_dim_keys(dim: str, values: list[str], joined: str | None = None
+                 ) -> list[PartitionKey]:
     """``format_key({dim: v})`` for each value (one string scan, not a dict per key, when no
-    value needs escaping)."""
-    joined = "".join(values)
+    value needs escaping); ``joined``: the values joined by NUL, when made already."""
+    if joined is None:
+        joined = "".join(values)
     if "\\" in joined or "," in joined or "=" in joined:
         return [format_key({dim: v}) for v in values]
     prefix = _escape(dim) + "="

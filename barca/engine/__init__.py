@@ -12,4 +12,9 @@ def release_gc() -> None:
     if gc_held:
         import gc
         gc_held = False
+        # (a youngest generation of 20,000 objects, not 700: a walk of a 200,000-key node
+        # makes lists of 200,000 keys, each walked whole by every young collection while it is
+        # young -- 7 of them, ~17 ms of a one-key tick; cycles are still collected)
+        if gc.get_threshold()[0] < 20_000:
+            gc.set_threshold(20_000, *gc.get_threshold()[1:])
         gc.enable()

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence, Set
 from barca.core.record import Tuple
 from barca.core.types import Action, NodeId, Reason, step_id
 from barca.engine.inputs import Hold, InputPlan, raise_missing, source_dim
-from barca.engine.states import NodeState, StepState, all_parts
+from barca.engine.states import NodeState, StepState, all_parts, values_name
 from barca.identity.hashing import run_hash, run_hashes, snapshot_digest
 from barca.identity.pairs import Pairs, picked, spliced
 from barca.model.discovery import NodeModel
@@ -69,11 +69,6 @@ def store_says(view: StoreView, nid: NodeId, kind: str, forced: bool,
     snap = view.snapshot(nid) if asset and not forced and not evicted else None
     values = view.snapshot(values_name(nid)) if snap is not None and dict_source else None
     return StoreSays(hist, evicted, snap, values)
-
-
-def values_name(nid: NodeId) -> NodeId:
-    """Where a node's values row is kept among the snapshots (a node id never holds a NUL)."""
-    return NodeId(f"{nid}\x00values")
 
 
 def keys_unknown(nid: NodeId, why: str, src_step: StepState | None) -> NodeState:
@@ -314,7 +309,10 @@ def values_row(ctx: Context, nid: NodeId, keys: list[str], states: dict[NodeId, 
     if src is None or not src[1]:
         return None
     plan = InputPlan(ctx.graph, nid, states, ctx.input_name, lambda up: ctx.definition(up)[0])
-    digests = plan.source_digests(keys)
+    # (the node's own keys text: no second one made, nor kept by the source's check)
+    ns = states.get(nid)
+    digests = plan.source_digests(keys, ns.joined_keys() if ns is not None and ns.keys is keys
+                                  else None)
     source = _source_part(ctx, nid, states, src)
     if digests is None or source is None:
         return None

@@ -225,6 +225,8 @@ class InputPlan:
         prefix = self.dim0 + "="
         if joined is None:
             joined = "\x00".join(keys)
+        if src.checked is not None and src.checked[0] == prefix and src.checked[1] == joined:
+            return src.digests  # (the very text found so before: one compare)
         if "\\" in joined or "," in joined or joined.count("\x00") != len(keys) - 1:
             return None
         sent = src.joined
@@ -234,6 +236,8 @@ class InputPlan:
         # worker sent them (one scan of the text, not a string per key)
         same = joined.startswith(prefix) and joined.count("\x00" + prefix) == len(keys) - 1 \
             and joined.replace("\x00" + prefix, "\x00")[len(prefix):] == sent
+        if same:
+            src.checked = (prefix, joined)
         return src.digests if same else None
 
     def inputs(self, key: str) -> tuple[dict[str, str] | None, Hold | None]:

@@ -220,6 +220,7 @@ def keys_from_row(ctx: Context, row: Row | None) -> SourceOutput | None:
     try:
         with open(os.path.join(ctx.graph.root_dir, row.path), "rb") as f:
             value = deserialize(f.read(), row.format or "json")
-        return SourceOutput(*source_keys(value))
+        keys, digests, raw = source_keys(value)  # (hex: no memo, and raw not asked)
+        return SourceOutput(keys, digests.hex() if isinstance(digests, bytes) else digests, raw)
     except (OSError, ValueError):  # (json.JSONDecodeError is a ValueError)
         return None

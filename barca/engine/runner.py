@@ -1,8 +1,7 @@
 """Runs a plan: walks the cone node by node in phase order, decides each node's steps
 (engine.decision), adopts artifacts found with no record (engine.adoption), sends the steps that
-must run to the executor, records results in the store.
-
-The same walk, without executing, predicts every node's state for ``status``, ``--dry-run``."""
+must run to the executor, records results in the store. The same walk, without executing,
+predicts every node's state for ``status``, ``--dry-run``."""
 from __future__ import annotations
 
 import time
@@ -12,6 +11,7 @@ from barca.core import events as ev
 from barca.core.errors import Cancelled
 from barca.core.record import Fields
 from barca.core.types import TYPE_CHECKING, NodeId, cast, one_dim_keys, short_name, step_id
+from barca.engine import states
 from barca.engine.adoption import Adoption, adopted_row
 from barca.engine.integrity import Integrity
 from barca.engine.planner import Context, keys_from_row
@@ -120,7 +120,7 @@ class Runner:
                 return None, (f"partition keys come from the output of "
                               f"'{short_name(src[0])}', which is not available until it runs")
             dim = self.graph.nodes[nid].dims[0].name
-            keys = cast(list[str], one_dim_keys(dim, src_state.output.keys))
+            keys = cast(list[str], one_dim_keys(dim, (o := src_state.output).keys, o.joined))
         assert keys is not None
         if self.selection is not None:
             if self.ctx.static_keys(nid) is None:  # keys known only now: check them now
@@ -149,9 +149,9 @@ class Runner:
                 w.notes.append(f"--partition skips a fan-in that reads every key: {names}. "
                                "Run without --partition to update it.")
         settle = Settle(self.ctx, w.order, w.forced, self.selection)
-        self.ctx.view.load_snapshots([n for n in w.order if n not in w.forced
-                                      and self.graph.nodes[n].kind == "asset"],
-                                     located=self.execute and settle.key is not None)
+        later = self.execute and settle.key is None  # (no record: read while the sensor runs)
+        self.ctx.view.load_snapshots(states.snap_names(self.graph, w.order, w.forced, later),
+                                     located=self.execute and settle.key is not None, later=later)
         self._settled = settle.check(self.ctx.view.snapshots_loaded)
         if self.execute and not self._settled and self.ctx.store.is_open:
             from barca.engine.sharing import Sharing  # a settled cone runs nothing to share
@@ -478,7 +478,7 @@ class Runner:
                                           max(0, self._unknown)))
         for lo in range(0, len(where), self.window):  # jobs made a window at a time
             self.pool().run([job(i) for i in range(lo, min(lo + self.window, len(where)))],
-                            on_record, on_lines)
+                            on_record, on_lines, meanwhile=self.ctx.view.load_due)
         self._flush()
         for nid, _ in groups:
             self.ctx.view.forget(nid)

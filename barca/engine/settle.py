@@ -179,3 +179,4 @@ def settle_batch(runner: Any, batch: list[NodeId]) -> list[NodeId]:
             elif m.sinks:  # a Hive dataset sink still holds only the node's current keys
                 runner._finish_node(nid)
     return left
+

@@ -3,7 +3,7 @@ as run: what the runner, the results and the views read."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set
 
 from barca.core.types import Action, NodeId, Reason, step_id
 from barca.identity.digests import digest
@@ -170,13 +170,16 @@ class SourceOutput:
     """A key source's output, as its step returned it (or the runner read it back): its keys,
     in order, and for a dict source each key's value and that value's digest. The digests are
     one string, 64 hex digits per key in key order: one object to keep, not one per key."""
-    __slots__ = ("keys", "digests", "raw", "_index")
+    __slots__ = ("keys", "digests", "raw", "_index", "checked")
 
     def __init__(self, keys: list[str], digests: str | None = None,
                  raw: list[Any] | str | None = None, joined: str | None = None) -> None:
         from barca.engine.keyindex import KeyIndex  # (a key source's output: not settled)
         self.keys, self.digests, self.raw = keys, digests, raw
         self._index = KeyIndex(keys, joined)  # joined: the keys as a worker sent them
+        # (prefix, keys joined) that InputPlan.source_digests found to be these keys: the same
+        # text is not scanned again (a node's decision and its values row ask alike)
+        self.checked: tuple[str, str] | None = None
 
     @property
     def joined(self) -> str | None:
@@ -493,3 +496,19 @@ def all_parts(def_parts: dict[str, str], inputs: dict[str, str], key: str,
     if value_digest is not None:
         parts["value"] = value_digest[:16]
     return parts
+
+
+def values_name(nid: NodeId) -> NodeId:
+    """Where a node's values row is kept among the snapshots (a node id never holds a NUL)."""
+    return NodeId(f"{nid}\x00values")
+
+
+def snap_names(graph: Any, order: list[NodeId], forced: Set[NodeId], values: bool
+               ) -> list[NodeId]:
+    """The snapshots a walk reads (here, not in engine.decision: a settled walk decides
+    no node): each asset's that is not forced, and (``values``) the values row of each of those
+    whose keys come from a dict source (decision.store_says reads it beside)."""
+    out = [n for n in order if n not in forced and graph.nodes[n].kind == "asset"]
+    if values:
+        out += [values_name(n) for n in out if (src := graph.source_dim(n)) and src[1]]
+    return out

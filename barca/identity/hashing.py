@@ -321,11 +321,32 @@ def snapshot_digest(definition: str, freshness: str, keys: list[str], inputs: li
     (barca.core.salt): a snapshot made by a barca whose rules differ is a miss. ``joined``:
     the keys joined by NUL, when made already."""
     from barca.core.salt import salt
-    parts = [salt(), definition, freshness, str(len(keys)),
-             "\x00".join(keys) if joined is None else joined, *inputs]
-    if source is not None:
-        parts.append(f"source:{source}")
-    return sha(*parts)
+    rest = [*inputs, f"source:{source}"] if source is not None else inputs
+    if joined is not None and len(joined) > 1 << 16:
+        # a large node's keys: hashed once for both digests a decision makes of them (now, and
+        # then: see decision._value_delta, _delta), the state after them copied -- the bytes
+        # hashed are sha's, each part followed by a NUL
+        head = (salt(), definition, freshness, str(len(keys)))
+        got = _PREFIX[0]
+        if got is None or got[1] is not joined or got[0] != head:
+            import hashlib
+            h = hashlib.sha256()
+            for p in (*head, joined):
+                h.update(p.encode("utf-8", "surrogatepass"))
+                h.update(b"\x00")
+            got = _PREFIX[0] = (head, joined, h)
+        h = got[2].copy()
+        for p in rest:
+            h.update(p.encode("utf-8", "surrogatepass"))
+            h.update(b"\x00")
+        return h.hexdigest()
+    return sha(salt(), definition, freshness, str(len(keys)),
+               "\x00".join(keys) if joined is None else joined, *rest)
+
+
+# (the head parts and the keys text of the last large snapshot digest, and the SHA-256 state
+# after them: the very string object, so the same text)
+_PREFIX: list[Any] = [None]
 
 
 def sensor_run_hash(definition: str, value: str) -> RunHash:

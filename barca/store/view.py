@@ -186,7 +186,7 @@ class StoreView:
     ``snapshots=False`` reads no snapshot, so every node is decided key by key as with an empty
     snapshot table: one of the memo layers the property tests switch off to show that no
     decision depends on them (see Context's ``memo``)."""
-    __slots__ = ("store", "snapshots", "_hist", "_snaps", "_evicted", "located")
+    __slots__ = ("store", "snapshots", "_hist", "_snaps", "_evicted", "located", "_due")
 
     def __init__(self, store: Store, snapshots: bool = True) -> None:
         self.store = store
@@ -196,13 +196,23 @@ class StoreView:
         self._evicted: dict[NodeId, set[str]] = {}
         # node -> where its snapshot's one run hash has its newest success (load_snapshots)
         self.located: dict[str, tuple[str, str, str, str]] = {}
+        self._due: list[NodeId] | None = None  # snapshots to read when first asked for
 
-    def load_snapshots(self, nids: list[NodeId] | None, located: bool = False) -> None:
+    def load_snapshots(self, nids: list[NodeId] | None, located: bool = False,
+                       later: bool = False) -> None:
         """Read the snapshots of every node a walk may decide, in one query, before it starts
         (``None`` forgets them: the walk is over and the store may have new ones); with
         ``located``, where each one-key node's result is too (``located``, for a settled walk
-        to hint its histories with)."""
+        to hint its histories with). ``later`` (a walk no settle record can vouch for, so
+        none is looked at before the first node is decided): not now, but when ``load_due``
+        is called (by the runner, while the first steps run on the pool: a sensor's) or a
+        snapshot is first asked for, whichever comes first -- read before any is looked at,
+        as without it."""
         self.located = {}
+        self._due = None
+        if later and nids:
+            self._due, self._snaps = list(nids), None
+            return
         if nids is None or not self.snapshots:
             self._snaps = None
             return
@@ -211,9 +221,14 @@ class StoreView:
         snaps.update(got)
         self._snaps = cast(dict[NodeId, Snapshot | None], snaps)
 
+    def load_due(self) -> None:
+        """The snapshots ``load_snapshots`` put off, read now (nothing when none are due)."""
+        if self._due is not None:
+            self.load_snapshots(self._due)
+
     @property
     def snapshots_loaded(self) -> dict[NodeId, Snapshot | None] | None:
-        """The snapshots ``load_snapshots`` read (None: none were)."""
+        """The snapshots ``load_snapshots`` read (None: none were, or not yet)."""
         return self._snaps
 
     def history(self, nid: NodeId) -> NodeHistory:
@@ -239,6 +254,8 @@ class StoreView:
         """The node's last complete walk (see Snapshot)."""
         if not self.snapshots:
             return None
+        if self._due is not None:
+            self.load_due()
         if self._snaps is not None and nid in self._snaps:
             return self._snaps[nid]
         return self.store.snapshot(nid)

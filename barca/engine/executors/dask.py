@@ -185,7 +185,8 @@ class DaskExecutor:
             self.client = Client(address)
 
     def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None],
-            on_lines: Any = None) -> None:  # lines come back in each record
+            on_lines: Any = None,  # lines come back in each record
+            meanwhile: Callable[[], None] | None = None) -> None:
         from distributed import as_completed
 
         per_chunk = max(1, min(64, -(-len(tasks) // (self.size * 4))))
@@ -193,6 +194,8 @@ class DaskExecutor:
         for i in range(0, len(tasks), per_chunk):
             chunk = tasks[i:i + per_chunk]
             pending[self._submit(chunk)] = chunk
+        if meanwhile is not None:
+            meanwhile()
         done = as_completed(list(pending))
         suspects: list[StepJob] = []
         for fut in done:

@@ -178,11 +178,12 @@ class ProcessPool:
         return slot
 
     def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None],
-            on_lines: Callable[[list[Line]], None] | None = None) -> None:
+            on_lines: Callable[[list[Line]], None] | None = None,
+            meanwhile: Callable[[], None] | None = None) -> None:
         """Run every task; ``on_record`` is called in the coordinator as each one finishes,
         ``on_lines`` with the lines steps wrote as they write them: (task index, time, stream,
         line), in batches at most ``LINES_EVERY`` seconds apart, a step's lines always
-        before its record."""
+        before its record; ``meanwhile`` once, when the first steps are sent."""
         if not tasks:
             return
         self._on_lines, self._pending, self._sent = on_lines, [], time.monotonic()
@@ -218,6 +219,9 @@ class ProcessPool:
                 slot.deadline = None
                 slot.since, slot.said = time.monotonic(), 0
                 slot.conn.send(slot.chunk)
+            if meanwhile is not None:  # (the workers have their steps: this overlaps them)
+                call, meanwhile = meanwhile, None
+                call()
             busy = [s for s in self.slots if s.chunk]
             timeout = None
             deadlines = [s.deadline for s in busy if s.deadline is not None]

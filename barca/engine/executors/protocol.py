@@ -14,12 +14,13 @@ class Executor(Protocol):
     coordinator) as it lands, and returns when every step has one; ``on_lines``, if the
     executor can, gets the lines steps write while they run, (task index, time, stream, line),
     before their records (the record then carries none); ``close`` stops the workers (an
-    executor is reused across the calls of one command)."""
+    executor is reused across the calls of one command); ``meanwhile``, if given, is called
+    once in the coordinator while the steps run (work that does not wait for them)."""
 
     size: int
 
     def run(self, tasks: list[StepJob], on_record: Callable[[StepRecord], None],
-            on_lines: Callable[[list[tuple[int, float, str, str]]], None] | None = None
-            ) -> None: ...
+            on_lines: Callable[[list[tuple[int, float, str, str]]], None] | None = None,
+            meanwhile: Callable[[], None] | None = None) -> None: ...
 
     def close(self) -> None: ...

@@ -258,7 +258,8 @@ class Worker:
         texts = str_dict_json(value) if task.key_source and type(value) is dict else None
         if task.key_source:
             problem = _key_source_problem(value, rec, valuememo.path(
-                self.root_str, task.store_prefix, task.node), None if texts is None else texts[2])
+                self.root_str, task.store_prefix, task.node), None if texts is None else texts[2],
+                strings=texts is not None)
             if problem:
                 rec.status, rec.error = "failed", problem
                 rec.elapsed = time.perf_counter() - start
@@ -349,9 +350,10 @@ class Worker:
 
 
 def _key_source_problem(value: Any, rec: StepRecord, memo: str | None = None,
-                        raw_text: str | None = None) -> str | None:
-    try:
-        rec.keys, rec.key_values, rec.key_raw = pack_output(*source_keys(value, memo), raw_text)
+                        raw_text: str | None = None, strings: bool = False) -> str | None:
+    try:  # (the digests as bytes, when the memo gave them so: half the hex in the pipe)
+        rec.keys, rec.key_values, rec.key_raw = pack_output(
+            *source_keys(value, memo, strings=strings, raw=True), raw_text)
     except ValueError as exc:
         return str(exc)
     return None
@@ -361,13 +363,15 @@ MEMO_KEYS = 2048  # a dict source of fewer keys is hashed whole: its memo would 
 MEMO_MOVED = 1024  # values hashed again past which the memo is written anew
 
 
-def source_keys(value: Any, memo: str | None = None
-                ) -> tuple[list[str], str | None, list[Any] | None]:
+def source_keys(value: Any, memo: str | None = None, strings: bool = False, raw: bool = False
+                ) -> tuple[list[str], str | bytes | None, list[Any] | None]:
     """The partition keys a source's output gives: a list's items, or a dict's keys, with (for a
     dict) each key's value and the digests of those values, in key order (see SourceOutput).
     ``memo``: where a dict source's last values and digests are kept (store.valuememo): the
-    values that are the same string at the same key keep their digest. ``ValueError`` names
-    what is wrong."""
+    values that are the same string at the same key keep their digest. ``strings``: a dict
+    whose keys and values are all strings (not looked at again); ``raw``: the digests may be
+    bytes (32 a value) rather than hex, as the memo holds them. ``ValueError`` names what is
+    wrong."""
     is_dict = isinstance(value, dict)
     if not is_dict and not isinstance(value, (list, tuple)):
         raise ValueError(f"returned a {type(value).__name__}, but its output gives partition "
@@ -377,7 +381,7 @@ def source_keys(value: Any, memo: str | None = None
         prev = valuememo.read(memo, salt())
     keys: list[str] | None = None
     kj: str | None = None  # the keys joined by NUL, when they are the memo's keys, in order
-    if is_dict and {str}.issuperset(map(type, value)):
+    if is_dict and (strings or {str}.issuperset(map(type, value))):
         keys = list(value)  # a dict's string keys: unique, also case-folded (the memo's keys
         if prev is not None:  # were checked so)
             kj = "\x00".join(keys)
@@ -397,24 +401,23 @@ def source_keys(value: Any, memo: str | None = None
                              f"{str(k)!r}, or differ only in case)")
     if not is_dict:
         return keys, None, None
-    raw = list(value.values())
-    vj = valuememo.joined(raw) if prev is not None and kj is not None else None
+    values = list(value.values())
+    vj = valuememo.joined(values, strings) if prev is not None and kj is not None else None
     if prev is not None and vj is not None:
         # the memo's keys, in order, and string values: an equal string is the same canonical
         # JSON, so the same digest (the memo's values split as many as its keys: see read)
-        moved = [] if vj == prev[1] else \
-            list(compress(range(len(raw)), map(ne, prev[1].split("\x00"), raw)))
-        digests = _spliced(prev[2], moved, json_digests([raw[i] for i in moved]))
+        moved = [] if vj == prev[1] else _moved(prev[1], prev[3], vj, values)
+        got = _spliced(prev[2], moved, bytes.fromhex(json_digests([values[i] for i in moved])))
         if len(moved) > MEMO_MOVED and memo is not None:  # (a memo was read: it is given)
-            valuememo.write(memo, salt(), keys, raw, digests, kj, vj)
-        return keys, digests, raw
+            valuememo.write(memo, salt(), keys, values, got, kj, vj)
+        return keys, got if raw else got.hex(), values
     try:
-        digests = json_digests(raw)
-        if memo is not None and len(raw) >= MEMO_KEYS:  # (string values only: see write)
-            valuememo.write(memo, salt(), keys, raw, digests, kj)
-        return keys, digests, raw
+        digests = json_digests(values)
+        if memo is not None and len(values) >= MEMO_KEYS:  # (string values only: see write)
+            valuememo.write(memo, salt(), keys, values, digests, kj)
+        return keys, digests, values
     except (TypeError, ValueError):
-        for s, v in zip(keys, raw, strict=True):  # name the first value that is not JSON
+        for s, v in zip(keys, values, strict=True):  # name the first value that is not JSON
             try:
                 json_digests([v])
             except (TypeError, ValueError):
@@ -425,15 +428,35 @@ def source_keys(value: Any, memo: str | None = None
 
 
 
-def _spliced(old: str, moved: list[int], fresh: str) -> str:
-    """``old`` (64 hex digits a value) with the digest of each value at ``moved`` (in order)
+def _moved(old: str, at: list[int], new: str, values: list[str]) -> list[int]:
+    """The positions where ``values`` (joined by NUL: ``new``) differ from the memo's values
+    (``old``, as many, joined so; ``at``: where each STEP-th begins, see valuememo.read),
+    compared a block of STEP values at a time: only a block whose text moved is split."""
+    out: list[int] = []
+    pos = 0  # where block j begins in ``new``
+    last = len(at) - 1
+    step = valuememo.STEP
+    for j, a in enumerate(at):
+        lo = j * step
+        block = values[lo:lo + step]
+        size = sum(map(len, block)) + len(block) - 1
+        b = at[j + 1] - 1 if j < last else len(old)
+        if old[a:b] != new[pos:pos + size]:  # (as many values each: see valuememo.read)
+            out.extend(compress(range(lo, lo + len(block)), map(ne, old[a:b].split("\x00"),
+                                                                 block)))
+        pos += size + 1
+    return out
+
+
+def _spliced(old: bytes, moved: list[int], fresh: bytes) -> bytes:
+    """``old`` (32 bytes a value) with the digest of each value at ``moved`` (in order)
     replaced by the next of ``fresh``."""
     if not moved:
         return old
-    parts: list[str] = []
+    parts: list[bytes] = []
     last = 0
     for j, i in enumerate(moved):
-        parts += (old[64 * last:64 * i], fresh[64 * j:64 * j + 64])
+        parts += (old[32 * last:32 * i], fresh[32 * j:32 * j + 32])
         last = i + 1
-    parts.append(old[64 * last:])
-    return "".join(parts)
+    parts.append(old[32 * last:])
+    return b"".join(parts)
