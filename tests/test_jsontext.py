@@ -146,7 +146,7 @@ def test_the_scanner_is_json_decoders() -> None:
             assert repr(raised(scan, t, i)) == repr(raised(theirs, t, i)), t
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
                     lambda kids: st.lists(kids) | st.dictionaries(st.text(), kids),
                     max_leaves=20),
