@@ -135,6 +135,7 @@ def _rel(p: Path, root: Path) -> Path:
 # raised (a NameError at module level would otherwise be blamed on the first step to run)
 _IMPORT_CHILD = """
 import importlib.util, json, os, sys, traceback
+sys.dont_write_bytecode = True  # (a doctor writes nothing into the project: no __pycache__)
 root, files = sys.argv[1], sys.argv[2:]
 sys.path.insert(0, root)
 out = []
