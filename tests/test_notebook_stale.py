@@ -250,8 +250,12 @@ def test_lru_cache_helpers_and_globals_lookups(project: Project) -> None:
 
 def test_run_cut_off_by_a_kernel_restart_is_marked(project: Project) -> None:
     """#14: a kernel restarted while ``%barca get`` runs leaves its run ``crashed`` in
-    ``history``, not ``running`` forever."""
+    ``history``, not ``running`` forever. The kernel is killed as a restart kills it: with
+    SIGKILL (jupyter_client's restart interrupts first, and a kernel that handles that
+    interrupt in time ends its run ``cancelled`` itself; this test is about the one that
+    cannot)."""
     import json
+    import signal
     import sqlite3
     import time
 
@@ -275,6 +279,7 @@ def test_run_cut_off_by_a_kernel_restart_is_marked(project: Project) -> None:
             time.sleep(0.2)
         else:
             raise AssertionError("the run never began")
+        km.signal_kernel(signal.SIGKILL)  # (the kill of restart_kernel(now=True), alone)
         km.restart_kernel(now=True)
     finally:
         kc.stop_channels()
