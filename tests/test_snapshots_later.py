@@ -13,27 +13,7 @@ from barca import api
 from barca.engine.executors.process import ProcessPool
 from barca.store.metadata import Store
 
-PIPELINE = """
-import json
-from pathlib import Path
-
-from barca import asset, partitions_from, sensor
-
-
-@sensor()
-def versions() -> dict:
-    return json.loads(Path("versions.json").read_text())
-
-
-@asset(partitions={"key": partitions_from(versions)})
-def fetched(key: str, versions: str) -> dict:
-    return {"key": key, "version": versions}
-
-
-@asset(partitions={"key": partitions_from(fetched)})
-def parsed(key: str, fetched: dict) -> dict:
-    return {"key": key, "ok": bool(fetched["version"])}
-"""
+PIPELINE = (Path(__file__).parent / "pipelines" / "dict_chain.py").read_text()
 
 
 def test_snapshots_are_read_while_the_sensor_runs(tmp_path: Path,

@@ -15,7 +15,7 @@ from barca.store.schema import RUN_COLUMNS, SCHEMA, barca_030_error, db_error, f
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import Any
+    from typing import Any, NoReturn
 
 COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "sha256", "parts",
            "status", "error", "traceback", "elapsed", "run_id", "created_at", "shape",
@@ -68,12 +68,16 @@ class Store:
             if create and not schema.made(self.conn):  # (made: the tables are all there)
                 schema.create(self.conn, wait)
             self._opened_at = quietclose.generation(self.conn)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, OSError) as exc:
+            self._cannot(exc)
+
+    def _cannot(self, exc: sqlite3.DatabaseError | OSError) -> NoReturn:
+        """Why this store cannot be opened or made ready: its database, or its folder."""
+        if isinstance(exc, sqlite3.DatabaseError):
             raise db_error(self.db_file, exc) from None
-        except OSError as exc:
-            raise InfrastructureError(
-                f"cannot create {self.folder}: {exc.strerror or exc}",
-                "Check that the project directory is writable.", path=self.folder) from None
+        raise InfrastructureError(
+            f"cannot create {self.folder}: {exc.strerror or exc}",
+            "Check that the project directory is writable.", path=self.folder) from None
 
     def _folder(self) -> None:
         """The store's folder, and the ``.gitignore`` that keeps ``.barca/`` out of git."""
@@ -95,12 +99,8 @@ class Store:
             self._folder()
             if not schema.made(self.conn):
                 schema.create(self.conn, _wait())
-        except sqlite3.DatabaseError as exc:
-            raise db_error(self.db_file, exc) from None
-        except OSError as exc:
-            raise InfrastructureError(
-                f"cannot create {self.folder}: {exc.strerror or exc}",
-                "Check that the project directory is writable.", path=self.folder) from None
+        except (sqlite3.DatabaseError, OSError) as exc:
+            self._cannot(exc)
         return self
 
     def _not_rust_barca(self) -> None:
