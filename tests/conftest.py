@@ -22,6 +22,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 PIPELINES = Path(__file__).resolve().parent / "pipelines"
 
 
+
 @dataclass
 class Result:
     code: int
@@ -97,6 +98,21 @@ def seed(project: Project) -> Project:
     project.write("pipeline.py", (REPO / "examples" / "seed" / "pipeline.py").read_text())
     project.write("feed_version.txt", "v1\n")
     return project
+
+
+@pytest.fixture
+def ipython():
+    """A real in-process IPython shell with barca's magics loaded, and no history: the history
+    thread would outlive the test, and a process with a live thread starts its workers through
+    a forkserver (never fork under threads), so every later in-process run would pay for it."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+    config = Config()
+    config.HistoryManager.enabled = False
+    ip = InteractiveShell.instance(config=config)
+    ip.run_line_magic("load_ext", "barca")
+    yield ip
+    InteractiveShell.clear_instance()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

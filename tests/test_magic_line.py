@@ -14,14 +14,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> InteractiveShell:
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ipython: InteractiveShell
+          ) -> InteractiveShell:
     (tmp_path / "pipeline.py").write_text((REPO / "examples/seed/pipeline.py").read_text())
     (tmp_path / "feed_version.txt").write_text("v1\n")
     monkeypatch.chdir(tmp_path)
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "barca")
-    yield ip
-    ip.user_ns.pop("t", None)
+    return ipython
 
 
 def _run(ip: InteractiveShell, code: str):

@@ -13,13 +13,12 @@ PIPELINES = Path(__file__).resolve().parent / "pipelines"
 
 
 @pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> InteractiveShell:
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ipython: InteractiveShell
+          ) -> InteractiveShell:
     (tmp_path / "pipeline.py").write_text((PIPELINES / "regions_from.py").read_text())
     (tmp_path / "regions.txt").write_text("eu us asia af\n")
     monkeypatch.chdir(tmp_path)
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "barca")
-    return ip
+    return ipython
 
 
 def _displays(ip: InteractiveShell, code: str) -> tuple[list, str]:
@@ -65,15 +64,14 @@ def test_the_total_never_shrinks_and_the_plus_goes_once_keys_are_known(
                                   for r in ("eu", "us", "asia", "af"))
 
 
-def test_one_downstream_step_is_singular(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_downstream_step_is_singular(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        ipython: InteractiveShell) -> None:
     """Issue #30: "1 downstream steps" in the magic's error."""
     (tmp_path / "fails.py").write_text(
         "from barca import asset\n\n@asset()\ndef a() -> int:\n    raise ValueError('no')\n\n"
         "@asset(inputs={'x': a})\ndef b(x: int) -> int:\n    return x\n")
     monkeypatch.chdir(tmp_path)
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "barca")
     with capture_output():
-        res = ip.run_cell("%barca get b fails.py", store_history=False)
+        res = ipython.run_cell("%barca get b fails.py", store_history=False)
     message = res.error_in_exec.message
     assert message.endswith("; 1 downstream step skipped"), message
