@@ -22,6 +22,22 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 PIPELINES = Path(__file__).resolve().parent / "pipelines"
 
 
+def _temp_folders_in_memory(root: str = "/dev/shm", room: int = 4 << 30) -> None:
+    """Tests' folders on the machine's tmpfs when it has one with room: nearly every test makes
+    a new project, and SQLite syncs a new database's file, journal, WAL and folder (seven
+    fsyncs for a first run, four for each later writing one), which a VM's disk can make cost
+    more than the test's own work. What a test checks is the same on any filesystem; what
+    durability costs is bench/'s to measure. A PYTEST_DEBUG_TEMPROOT given by the caller (pytest's
+    own setting for where tmp_path lives) wins."""
+    if "PYTEST_DEBUG_TEMPROOT" in os.environ or not os.access(root, os.W_OK | os.X_OK):
+        return
+    st = os.statvfs(root)
+    if st.f_bavail * st.f_frsize >= room:
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = root
+
+
+_temp_folders_in_memory()
+
 
 @dataclass
 class Result:
