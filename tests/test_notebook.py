@@ -4,7 +4,6 @@ from __future__ import annotations
 import ast
 import re
 
-import nbformat
 import pytest
 from conftest import REPO, Project
 from nbtools import error, execute, notebook, outputs, result, text
@@ -181,6 +180,7 @@ def test_cell_magics(seed: Project) -> None:
 def test_project_notebooks_are_saved_without_outputs(name: str) -> None:
     """That they run clean is test_pytest_plugin.py::test_the_projects_own_notebooks: they
     run through barca's pytest plugin, as a user's would."""
+    import nbformat
     nb = nbformat.read(REPO / "notebooks" / name, as_version=4)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), \
         "notebooks are saved without outputs"

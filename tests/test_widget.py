@@ -17,7 +17,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import chrome
-import nbformat
 import pytest
 from conftest import Project
 from nbtools import error, execute, notebook, result
@@ -398,6 +397,7 @@ def _keep(shot: Path) -> None:
 def lab(seed: Project, tmp_path_factory: pytest.TempPathFactory):
     """JupyterLab on 127.0.0.1 serving the seed project; yields (url of the notebook)."""
     home = tmp_path_factory.mktemp("lab")
+    import nbformat
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("import barca\nw = barca.StatusWidget('pipeline.py')\nw")]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
