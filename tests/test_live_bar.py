@@ -9,8 +9,18 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
+
 from barca.core import events as ev
-from barca.faces.cli import LIVE_AFTER, EventPrinter
+from barca.faces import cli
+from barca.faces.cli import EventPrinter
+
+LIVE_AFTER = 0.15  # the bar's delay, shortened so the test waits less; the rule is the same
+
+
+@pytest.fixture(autouse=True)
+def _short_delay(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "LIVE_AFTER", LIVE_AFTER)
 
 
 @contextmanager
