@@ -28,6 +28,7 @@ def test_the_plain_defaults_are_the_grammars(command: str) -> None:
         assert action.nargs == 0 and action.const is True, flag
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(argv.FAST))
 def test_the_plain_reader_reads_as_the_grammar(command: str) -> None:
     flags = argv.FAST[command][1]

@@ -32,6 +32,7 @@ _doc = st.recursive(_leaf, lambda inner: st.lists(inner, max_size=4)
                     | st.dictionaries(_key, inner, max_size=4), max_leaves=30)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(_doc)
 def test_any_document_is_written_as_json_dumps_writes_it(doc: object) -> None:

@@ -146,6 +146,7 @@ def test_the_scanner_is_json_decoders() -> None:
             assert repr(raised(scan, t, i)) == repr(raised(theirs, t, i)), t
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
                     lambda kids: st.lists(kids) | st.dictionaries(st.text(), kids),

@@ -8,6 +8,8 @@ import functools
 import re
 from pathlib import Path
 
+import pytest
+
 import barca
 
 PACKAGE = Path(barca.__file__).resolve().parent
@@ -46,6 +48,7 @@ def _receiver(call: ast.Call) -> str:
     return ast.unparse(func.value).rsplit(".", 1)[-1]
 
 
+@pytest.mark.slow
 def test_no_module_outside_the_store_runs_sql() -> None:
     found = []
     for rel, tree in _outside_store():
@@ -58,6 +61,7 @@ def test_no_module_outside_the_store_runs_sql() -> None:
         "\n".join(found)
 
 
+@pytest.mark.slow
 def test_no_module_outside_the_store_reaches_for_its_connection() -> None:
     """``store.conn`` is the store's: a caller asks ``Store.is_open`` or a method."""
     found = [f"barca/{rel}:{node.lineno}: {ast.unparse(node)}"
@@ -67,6 +71,7 @@ def test_no_module_outside_the_store_reaches_for_its_connection() -> None:
     assert not found, "a Store's connection used outside barca/store:\n" + "\n".join(found)
 
 
+@pytest.mark.slow
 def test_no_module_outside_the_store_writes_sql_text() -> None:
     """Not even a statement (or a WHERE clause) handed to a store function to run."""
     found = []
@@ -90,6 +95,7 @@ def test_no_module_outside_the_store_writes_sql_text() -> None:
     assert not found, "SQL text outside barca/store:\n" + "\n".join(found)
 
 
+@pytest.mark.slow
 def test_only_the_store_imports_sqlite3() -> None:
     """import-linter's contract (pyproject.toml) checks the layers; this also covers
     ``barca/__init__.py`` and ``__main__.py``."""

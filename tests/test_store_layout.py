@@ -233,6 +233,7 @@ def _rels(n: int) -> list[str]:
             ".json" for i in range(n)]
 
 
+@pytest.mark.slow
 def test_threads_racing_with_different_bytes_leave_one_good_pair(tmp_path: Path) -> None:
     """Two writers upload each of many run hashes at the same moment, each with its own
     bytes (a nondeterministic step), while a reader fetches: the reader gets one writer's
@@ -278,6 +279,7 @@ def test_processes_racing_with_different_bytes_leave_one_good_pair(tmp_path: Pat
     _check_store(tmp_path / "store", rels, values)
 
 
+@pytest.mark.slow
 def test_writers_repairing_at_once_end_with_one_good_pair(tmp_path: Path) -> None:
     """Each run hash starts as an upload cut short (other bytes, no manifest); two writers
     repair it at once while a reader fetches. The reader may find no result (a copy that did
