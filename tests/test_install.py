@@ -93,6 +93,17 @@ def test_core_install_star_import_and_seed(tmp_path: Path, wheel: Path) -> None:
                          capture_output=True, text=True, cwd=work, timeout=120, env=env)
     assert run.returncode == 0, run.stderr
     assert "[barca] 8/8 steps" in run.stderr
+    # the barca command is barca's own script, whichever pip installed it (this venv's own,
+    # pip 23 on Python 3.11, writes an entry point's launcher that imports re first)
+    script = py.parent / "barca"
+    assert script.read_text().splitlines()[0] == f"#!{py}"
+    run = subprocess.run([str(script), "status", "pipeline.py", "--json"], capture_output=True,
+                         text=True, cwd=work, timeout=120,
+                         env={**env, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert run.returncode == 0 and json.loads(run.stdout)["nodes"], run.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "barca.faces.cli" in imported and "re" not in imported, sorted(imported)
 
 
 @pytest.mark.slow
