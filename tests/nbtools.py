@@ -35,7 +35,8 @@ def notebook(*cells: str) -> nbformat.NotebookNode:
 def execute(nb: nbformat.NotebookNode, cwd: Path, allow_errors: bool = True,
             kernel_name: str = "python3", timeout: int = 120) -> Any:
     client = _recording_client(nb, timeout=timeout, kernel_name=kernel_name,
-                             allow_errors=allow_errors, resources={"metadata": {"path": str(cwd)}})
+                               allow_errors=allow_errors,
+                               resources={"metadata": {"path": str(cwd)}})
     client.execute()
     return client
 
