@@ -220,7 +220,7 @@ def keys_from_row(ctx: Context, row: Row | None) -> SourceOutput | None:
     try:
         with open(os.path.join(ctx.graph.root_dir, row.path), "rb") as f:
             value = deserialize(f.read(), row.format or "json")
-        keys, digests, raw = source_keys(value)  # (hex: no memo, and raw not asked)
-        return SourceOutput(keys, digests.hex() if isinstance(digests, bytes) else digests, raw)
+        keys, digests, raw = source_keys(value)  # (no memo, raw not asked: hex, never bytes)
+        return SourceOutput(keys, cast("str | None", digests), raw)
     except (OSError, ValueError):  # (json.JSONDecodeError is a ValueError)
         return None
