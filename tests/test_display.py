@@ -7,9 +7,8 @@ import pytest
 
 from barca.core.render import COLOURS, short_names
 from barca.present.journal import History, RunRow
+from barca.present.listview import Listing, ListRow
 from barca.present.results import (
-    Listing,
-    ListRow,
     Plan,
     PlanRow,
     RunResult,

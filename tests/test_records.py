@@ -13,7 +13,7 @@ from barca.core.record import Fields, Record
 from barca.engine.executors.job import StepJob, StepRecord
 from barca.engine.runner import Walk
 from barca.model.discovery import NodeModel
-from barca.present import results
+from barca.present import listview, results
 
 
 def _records() -> list[type[Record]]:
@@ -40,17 +40,17 @@ def test_built_by_position_or_keyword_with_defaults() -> None:
     r = _run_result(verb="ran")
     assert (r.warnings, r.failed_node, r.skipped_downstream, r.verb, r.failures) == \
         ((), None, 0, "ran", ())
-    assert results.ListRow("a", "asset", "always", ()) == \
-        results.ListRow(id="a", kind="asset", freshness="always", deps=(), dims=())
+    assert listview.ListRow("a", "asset", "always", ()) == \
+        listview.ListRow(id="a", kind="asset", freshness="always", deps=(), dims=())
     assert ev.StepCompleted("s", 1.0, 1, 2).output == ""
     with pytest.raises(TypeError, match="missing required argument: 'deps'"):
-        results.ListRow("a", "asset", "always")
+        listview.ListRow("a", "asset", "always")
     with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
-        results.ListRow("a", "asset", "always", (), nope=1)
+        listview.ListRow("a", "asset", "always", (), nope=1)
     with pytest.raises(TypeError, match="multiple values for argument 'kind'"):
-        results.ListRow("a", "asset", "always", (), kind="task")
-    with pytest.raises(TypeError, match="takes 1 positional arguments"):
-        results.Listing((), ())
+        listview.ListRow("a", "asset", "always", (), kind="task")
+    with pytest.raises(TypeError, match="takes 5 positional arguments"):
+        listview.Listing((), "", None, None, None, ())
 
 
 def test_repr_eq_hash_like_a_frozen_dataclass() -> None:
@@ -60,8 +60,8 @@ def test_repr_eq_hash_like_a_frozen_dataclass() -> None:
     assert ev.Note("hi") == ev.Note("hi", "note") != ev.Note("hi", "warning")
     assert ev.StepCached("s") != ev.Importing("s")   # same fields, another class
     assert hash(ev.Note("hi")) == hash(ev.Note("hi"))
-    assert len({results.ListRow("a", "asset", "always", ()),
-                results.ListRow("a", "asset", "always", ())}) == 1
+    assert len({listview.ListRow("a", "asset", "always", ()),
+                listview.ListRow("a", "asset", "always", ())}) == 1
 
 
 def test_frozen() -> None:

@@ -205,6 +205,8 @@ def render(outcome: Any, mode: str) -> None:
         print(printable(str(res)))
         if cmd == "sql" and res.truncated:
             sys.stderr.write(printable(f"[barca] note: {res.note}") + "\n")
+        elif cmd == "list" and hasattr(res, "cut_note") and res.cut_note():  # (not --groups)
+            sys.stderr.write(f"[barca] note: {res.cut_note()}\n")
 
 
 def _print_logs(outcome: Any, mode: str) -> None:

@@ -146,8 +146,10 @@ def _dispatch(args: Namespace, on_event: Any, load_values: bool,
                                   run_id=args.run_id, schedule_id=args.schedule_id)
         return Outcome(cmd, res, args, s)
     if cmd == "list":
+        from barca.present.listview import as_asked
         from barca.queries.listing import list_nodes
-        return Outcome(cmd, list_nodes(*args.args, settings=s, groups=args.groups), args, s)
+        return Outcome(cmd, as_asked(list_nodes(*args.args, settings=s, groups=args.groups),
+                                     args), args, s)
     if cmd == "status":
         target, files = split_target(args.args)
         from barca.present.statusview import narrow, other_envs

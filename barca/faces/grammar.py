@@ -151,6 +151,14 @@ def _list_flags(s: argparse.ArgumentParser) -> None:
 
 def _listing_flags(s: argparse.ArgumentParser) -> None:
     _list_flags(s)
+    s.add_argument("-l", "--limit", type=int, default=None,
+                   help="at most N nodes, in topological order (default: 100 in a table, "
+                        "every one in JSON)")
+    s.add_argument("--all", action="store_true", help="every node")
+    s.add_argument("--fields", metavar="A,B", default=None,
+                   help="JSON with only these keys of each node (id, kind, freshness, "
+                        "schedule, inputs, env, next_fire, name, deps, partitions, "
+                        "max_failures)")
     _server_flags(s)
 
 

@@ -86,7 +86,8 @@ def dispatch(args: Namespace, on_event: Any, load_values: bool,
         target, _files = split_target(args.args)
         res = remote.status(srv, target)
     elif cmd == "list":
-        res = remote.list_nodes(srv, groups=args.groups)
+        from barca.present.listview import as_asked
+        res = as_asked(remote.list_nodes(srv, groups=args.groups), args)
     elif cmd == "history":
         res = remote.history(srv, args.limit)
     elif cmd == "stats":

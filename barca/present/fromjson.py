@@ -13,11 +13,10 @@ from typing import Any
 from barca.core.types import short_name
 from barca.present.grouping import GroupListing
 from barca.present.journal import History, LogLine, RunRow, StepLog
+from barca.present.listview import Listing, ListRow
 from barca.present.plans import Plan, PlanRow
 from barca.present.results import (
     SUMMARY_ORDER,
-    Listing,
-    ListRow,
     Output,
     OutputItem,
     RunResult,
@@ -45,7 +44,7 @@ def listing_from_json(doc: dict[str, Any]) -> Any:
     return Listing(tuple(
         ListRow(n["id"], n.get("kind", ""), n.get("freshness", ""), tuple(n.get("deps") or ()),
                 tuple(n.get("partitions") or ()), _rest(n, _LIST_KEYS) or {})
-        for n in doc.get("nodes", [])))
+        for n in doc.get("nodes", [])), doc.get("root", ""), doc.get("total"))
 
 
 # ---------------------------------------------------------------------------- status

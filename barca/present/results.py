@@ -24,48 +24,6 @@ def __getattr__(name: str) -> Any:
         return getattr(plans, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-# ---------------------------------------------------------------------------- listing
-
-class ListRow(Record):
-    __slots__ = ("id", "kind", "freshness", "deps", "dims", "extra")
-    _defaults = {"dims": (), "extra": None}
-    id: str
-    kind: str
-    freshness: str
-    deps: tuple[str, ...]
-    dims: tuple[str, ...]
-    extra: dict[str, Any] | None  # more keys of the node's JSON (inputs, env, schedule, ...)
-
-
-class Listing(_Displayable, Record):
-    __slots__ = ("rows",)
-    rows: tuple[ListRow, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"nodes": [dict({"id": r.id, "name": short_name(r.id), "kind": r.kind,
-                                "freshness": r.freshness, "deps": list(r.deps),
-                                "partitions": list(r.dims)}, **(r.extra or {}))
-                          for r in self.rows]}
-
-    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
-        return (["NAME", "KIND", "FRESHNESS", "DEPS"],
-                [[r.id, r.kind, r.freshness, ", ".join(r.deps) or "-"] for r in self.rows],
-                None, "")
-
-    def _html_table(self) -> tuple[list[str], list[list[str]], int | None, str, int | None]:
-        from barca.core.render import short_names
-        short = short_names([r.id for r in self.rows])
-        return (["NAME", "KIND", "FRESHNESS", "DEPS"],
-                [[short[r.id], r.kind, r.freshness,
-                  ", ".join(short.get(d, d) for d in r.deps) or "-"] for r in self.rows],
-                None, "", None)
-
-    def __str__(self) -> str:
-        from barca.core.render import text_table
-        headers, rows, _, _ = self._table()
-        return text_table(headers, rows, dashes=True)
-
-
 # ---------------------------------------------------------------------------- status
 
 class StatusRow(Record):

@@ -21,7 +21,7 @@ FIELDS = ("id", "name", "kind", "inputs", "partitioned", "cache", "partitions",
 STATES = tuple(k for k, _ in SUMMARY_ORDER)
 
 
-def _names(flag: str, text: str, valid: tuple[str, ...]) -> tuple[str, ...]:
+def field_names(flag: str, text: str, valid: tuple[str, ...]) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     bad = [n for n in names if n not in valid]
     if bad or not names:
@@ -77,13 +77,13 @@ def narrow(report: StatusReport, state: str | None = None, problems: bool = Fals
     rows = report.rows
     filt: dict[str, Any] = {}
     if state is not None:
-        states = _names("--state", state, STATES)
+        states = field_names("--state", state, STATES)
         rows = tuple(r for r in rows if r.state in states)
         filt["states"] = list(states)
     if problems:
         rows = tuple(r for r in rows if needs_attention(r))
         filt["problems"] = True
-    keep = _names("--fields", fields, FIELDS) if fields is not None else None
+    keep = field_names("--fields", fields, FIELDS) if fields is not None else None
     total = len(rows)
     if limit is not None and not every:
         rows = rows[:limit]

@@ -6,7 +6,7 @@ from typing import Any
 
 from barca.core.settings import Settings, settings_of
 from barca.model.topology import load_graph
-from barca.present.results import Listing, ListRow
+from barca.present.listview import Listing, ListRow
 
 
 def list_nodes(*files: str, settings: Settings | None = None, groups: bool = False,
@@ -20,16 +20,17 @@ def list_nodes(*files: str, settings: Settings | None = None, groups: bool = Fal
         return GroupListing(tuple(g.to_json() for g in graph.groups))
     return Listing(tuple(
         ListRow(n, graph.nodes[n].kind, graph.nodes[n].freshness, tuple(graph.upstream[n]),
-                tuple(d.name for d in graph.nodes[n].dims), _extra(graph.nodes[n]))
-        for n in graph.order))
+                tuple(d.name for d in graph.nodes[n].dims), _extra(graph, n))
+        for n in graph.order), graph.root_dir)
 
 
-def _extra(m: Any) -> dict[str, Any]:
+def _extra(graph: Any, n: str) -> dict[str, Any]:
     """What a node's JSON says besides its id, kind, freshness, deps and dimensions: its
-    inputs (parameter -> node id), the env= names, and a schedule's cron, max_failures and next
-    firing (``barca serve``'s scheduler reads the schedules from these rows)."""
-    out: dict[str, Any] = {"inputs": {i.param: i.target for i in m.inputs},
-                           "env": list(m.env)}
+    inputs (the ids of the nodes it reads, sorted, as barca 0.30.2 lists them: a script
+    written for it reads the same list), the env= names, and a schedule's cron, max_failures
+    and next firing (``barca serve``'s scheduler reads the schedules from these rows)."""
+    m = graph.nodes[n]
+    out: dict[str, Any] = {"inputs": sorted(set(graph.upstream[n])), "env": list(m.env)}
     if m.schedule is not None:
         from barca.present.schedules import next_fire
         out["schedule"] = m.schedule

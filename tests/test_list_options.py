@@ -1,0 +1,105 @@
+"""`barca list` as barca 0.30.2's users script it: `inputs` lists the ids a node reads, the
+document says `total`, `truncated` and `root`, and `-l/--limit`, `--all` and `--fields` cut it
+(a table shows 100 nodes unless told otherwise, and says so on stderr)."""
+from __future__ import annotations
+
+import pytest
+
+from barca.core.errors import UsageError
+
+PIPELINE = '''from barca import asset, collect, partitions, sensor
+
+
+@sensor()
+def feed() -> str:
+    return "v1"
+
+
+@asset(inputs={"f": feed}, partitions={"k": partitions(["a", "b"])}, env=["HOME"])
+def per(k: str, f: str) -> str:
+    return k + f
+
+
+@asset(inputs={"xs": collect(per), "f": feed})
+def total(xs: list, f: str) -> int:
+    return len(xs)
+'''
+
+
+def _chain(n: int) -> str:
+    parts = ["from barca import asset\n\n\n@asset()\ndef a000() -> int:\n    return 0\n"]
+    parts += [f"\n\n@asset(inputs={{'x': a{i - 1:03d}}})\ndef a{i:03d}(x: int) -> int:\n"
+              "    return x\n" for i in range(1, n)]
+    return "".join(parts)
+
+
+def _cli(*argv: str):
+    """A command's result as the CLI gets it (parsed and dispatched, in this process)."""
+    from barca.faces.commands import dispatch, parse
+    return dispatch(parse(list(argv)), on_event=lambda e: None).result
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_inputs_are_the_ids_a_node_reads_and_the_document_counts_them(here) -> None:
+    (here / "pipeline.py").write_text(PIPELINE)
+    doc = _cli("list", "pipeline.py", "--json").to_json()
+    assert {k: doc[k] for k in ("total", "truncated", "root")} == {
+        "total": 3, "truncated": False, "root": str(here)}
+    assert "hint" not in doc
+    nodes = {n["id"]: n for n in doc["nodes"]}
+    # sorted ids, a collect() and a plain input alike: never the parameter names
+    assert nodes["pipeline.py:total"]["inputs"] == ["pipeline.py:feed", "pipeline.py:per"]
+    assert nodes["pipeline.py:per"]["inputs"] == ["pipeline.py:feed"]
+    assert nodes["pipeline.py:feed"]["inputs"] == []
+    assert nodes["pipeline.py:per"]["env"] == ["HOME"]
+
+
+def test_limit_all_and_fields(here) -> None:
+    (here / "pipeline.py").write_text(_chain(120))
+    doc = _cli("list", "pipeline.py", "--json").to_json()  # JSON: every node
+    assert len(doc["nodes"]) == 120 and doc["truncated"] is False
+    cut = _cli("list", "pipeline.py", "-l", "3", "--json").to_json()
+    assert [n["id"] for n in cut["nodes"]] == ["pipeline.py:a000", "pipeline.py:a001",
+                                               "pipeline.py:a002"]  # topological order
+    assert cut["total"] == 120 and cut["truncated"] is True
+    assert cut["hint"] == "pass --limit N for more, or --all for all 120 nodes"
+    assert _cli("list", "pipeline.py", "--limit", "0", "--json").to_json()["nodes"] == []
+    few = _cli("list", "pipeline.py", "--fields", "id,inputs", "--limit", "2").to_json()
+    assert few["nodes"] == [{"id": "pipeline.py:a000", "inputs": []},
+                            {"id": "pipeline.py:a001", "inputs": ["pipeline.py:a000"]}]
+    for argv, names in ((["--fields", "id,colour"], "colour"),
+                        (["--fields", "id", "--pretty"], "JSON output"),
+                        (["--limit", "2", "--all"], "--all"),
+                        (["--limit", "-1"], "0 or more")):
+        with pytest.raises(UsageError, match=names) as got:
+            _cli("list", "pipeline.py", *argv)
+        assert got.value.code == 2
+
+
+def test_a_table_shows_100_nodes_and_says_what_it_left_out(here) -> None:
+    (here / "pipeline.py").write_text(_chain(120))
+    table = _cli("list", "pipeline.py", "--pretty")
+    text = str(table)
+    assert "pipeline.py:a099" in text and "pipeline.py:a100" not in text
+    assert table.cut_note() == ("showing 100 of 120 nodes; pass --limit N for more, or --all "
+                                "for all 120 nodes")
+    every = _cli("list", "pipeline.py", "--pretty", "--all")
+    assert "pipeline.py:a119" in str(every) and every.cut_note() == ""
+    assert "showing 100 of 120 nodes" in table._repr_html_()  # a notebook says it too
+
+
+@pytest.mark.slow
+def test_the_cli_prints_the_note_on_stderr_and_the_table_alone_on_stdout(project) -> None:
+    project.write("pipeline.py", _chain(120))
+    r = project.barca("list", "pipeline.py", "--pretty")
+    assert r.code == 0, r.err
+    assert len(r.out.strip().splitlines()) == 102  # the header, its rule and 100 rows
+    assert r.err.strip() == ("[barca] note: showing 100 of 120 nodes; pass --limit N for "
+                             "more, or --all for all 120 nodes")
+    r = project.barca("list", "pipeline.py", "--fields", "id,bogus")
+    assert r.code == 2 and "bogus" in r.err and r.out == ""
