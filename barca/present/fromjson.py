@@ -196,7 +196,7 @@ def history_from_json(doc: dict[str, Any]) -> History:
         row["started_at"] = _epoch(row["started_at"]) or 0.0
         row["finished_at"] = _epoch(row["finished_at"])
         runs.append(RunRow(**row))
-    return History(tuple(runs))
+    return History(tuple(runs), doc.get("total"))
 
 
 def logs_from_json(run: dict[str, Any], lines: list[dict[str, Any]],

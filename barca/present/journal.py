@@ -114,13 +114,24 @@ class RunRow(Record):
     triggered_by: str | None  # manual (typed here), api, schedule (barca serve); None: older
 
     def to_json(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in self.__slots__}
+        doc = {f: getattr(self, f) for f in self.__slots__}
+        # the words a run document (get/run --json) and barca 0.30.2's history use for the
+        # same counts and time: a script reads a run the same way wherever it finds one
+        doc["steps_executed"] = self.steps_run
+        doc["steps_total"] = sum(n or 0 for n in (self.steps_run, self.steps_cached,
+                                                  self.steps_failed))
+        doc["elapsed_seconds"] = (None if self.finished_at is None or not self.started_at
+                                  else round(self.finished_at - self.started_at, 4))
+        return doc
 
 
 class History(_Displayable, Record):
-    """``barca history``: the most recent runs, newest first."""
-    __slots__ = ("runs",)
+    """``barca history``: the most recent runs, newest first; ``total``: every run recorded
+    (None: not counted)."""
+    __slots__ = ("runs", "total")
+    _defaults: ClassVar[dict[str, Any]] = {"total": None}
     runs: tuple[RunRow, ...]
+    total: int | None
 
     # a sequence of its runs, as the list barca.history() returned before it was an object
     def __len__(self) -> int:
@@ -133,7 +144,11 @@ class History(_Displayable, Record):
         return self.runs[i]
 
     def to_json(self) -> dict[str, Any]:
-        return {"runs": [r.to_json() for r in self.runs]}
+        doc: dict[str, Any] = {"runs": [r.to_json() for r in self.runs]}
+        if self.total is not None:  # (as barca 0.30.2's: how many there are, and if cut)
+            doc["total"] = self.total
+            doc["truncated"] = self.total > len(self.runs)
+        return doc
 
     def json_text(self) -> str:
         # non-ASCII escaped, unlike the other results: the form `history --json` always had

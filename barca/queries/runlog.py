@@ -29,7 +29,7 @@ def history(limit: int = 20, settings: Settings | None = None, **flags: Any) -> 
     """The most recent runs, newest first."""
     store = _store(settings, flags)
     try:
-        return History(tuple(RunRow(**r) for r in store.runs(limit)))
+        return History(tuple(RunRow(**r) for r in store.runs(limit)), store.run_count())
     finally:
         store.close()
 

@@ -294,6 +294,9 @@ class Store:
         from barca.store.serverq import history
         return history(self.conn, limit)  # with who triggered each run, where recorded
 
+    def run_count(self) -> int:  # (how many runs the store has recorded)
+        return self.conn.execute("SELECT count(*) FROM runs").fetchone()[0] if self.conn else 0
+
     def run(self, run_id: str) -> dict[str, Any] | None:
         """One run's row; ``run_id`` may be a unique prefix."""
         if self.conn is None:

@@ -1,6 +1,8 @@
-"""`barca list` as barca 0.30.2's users script it: `inputs` lists the ids a node reads, the
-document says `total`, `truncated` and `root`, and `-l/--limit`, `--all` and `--fields` cut it
-(a table shows 100 nodes unless told otherwise, and says so on stderr)."""
+"""`barca list` and `barca history` as scripts written for barca 0.30.2 read them. list:
+`inputs` lists the ids a node reads, the document says `total`, `truncated` and `root`, and
+`-l/--limit`, `--all` and `--fields` cut it (a table shows 100 nodes unless told otherwise, and
+says so on stderr). history: each run's `steps_executed`, `steps_total` and `elapsed_seconds`
+(the run document's words), and how many runs there are."""
 from __future__ import annotations
 
 import pytest
@@ -103,3 +105,18 @@ def test_the_cli_prints_the_note_on_stderr_and_the_table_alone_on_stdout(project
                              "more, or --all for all 120 nodes")
     r = project.barca("list", "pipeline.py", "--fields", "id,bogus")
     assert r.code == 2 and "bogus" in r.err and r.out == ""
+
+
+def test_history_says_a_runs_counts_and_time_in_the_run_documents_words(here) -> None:
+    import barca
+    (here / "pipeline.py").write_text(PIPELINE)
+    barca.get("pipeline.py")                   # 4 steps: feed, per x2, total
+    barca.get("total", "pipeline.py")          # feed again; the rest cached
+    doc = _cli("history", "--json", "--limit", "1").to_json()
+    assert doc["total"] == 2 and doc["truncated"] is True
+    (run,) = doc["runs"]
+    assert run["steps_executed"] == run["steps_run"] == 1
+    assert run["steps_total"] == 4 and run["steps_cached"] == 3
+    assert run["elapsed_seconds"] == round(run["finished_at"] - run["started_at"], 4) >= 0
+    every = _cli("history", "--json").to_json()
+    assert every["total"] == 2 and every["truncated"] is False
