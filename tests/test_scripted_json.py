@@ -120,3 +120,92 @@ def test_history_says_a_runs_counts_and_time_in_the_run_documents_words(here) ->
     assert run["elapsed_seconds"] == round(run["finished_at"] - run["started_at"], 4) >= 0
     every = _cli("history", "--json").to_json()
     assert every["total"] == 2 and every["truncated"] is False
+
+
+BROKEN = '''from barca import asset
+
+
+@asset()
+def good() -> int:
+    return 1
+
+
+@asset()
+def bad() -> int:
+    raise ValueError("no")
+'''
+
+
+def test_history_filters_as_barca_0_30_2_takes_them(here) -> None:
+    import barca
+    from barca.core.errors import StepFailed
+    (here / "pipeline.py").write_text(BROKEN)
+    barca.get("good", "pipeline.py")
+    with pytest.raises(StepFailed):
+        barca.get("bad", "pipeline.py")
+    barca.get("good", "pipeline.py")
+
+    def ids(*argv: str) -> list[str]:
+        return [r["target"] for r in _cli("history", "--json", *argv).to_json()["runs"]]
+
+    assert ids() == ["good", "bad", "good"]  # newest first
+    assert ids("--status", "failed") == ["bad"]
+    assert ids("--status", "success,failed", "--target", "good") == ["good", "good"]
+    assert ids("--target", "pipeline.py:bad") == ["bad"]  # a node id names it too
+    assert ids("--triggered-by", "manual") == ["good", "bad", "good"]
+    assert ids("--triggered-by", "schedule") == []
+    assert ids("--since", "1h") == ["good", "bad", "good"]
+    assert ids("--since", "2999-01-01") == [] and ids("--since", "1970-01-02T00:00:00Z") != []
+    cut = _cli("history", "--json", "--status", "success", "-l", "1").to_json()
+    assert (cut["total"], cut["truncated"], len(cut["runs"])) == (2, True, 1)
+    assert cut["hint"] == "pass --limit N for more, or --all for all 2 runs"
+    every = _cli("history", "--json", "--all", "--fields", "target,status").to_json()
+    assert every["runs"][1] == {"target": "bad", "status": "failed"}
+    assert every["truncated"] is False and "hint" not in every
+    table = _cli("history", "--limit", "2", "--pretty")
+    assert table.cut_note() == ("showing 2 of 3 runs; pass --limit N for more, or --all for "
+                                "all 3 runs")
+    for argv, says in ((["--status", "done"], "done"), (["--triggered-by", "cron"], "cron"),
+                       (["--since", "yesterday"], "yesterday"), (["--limit", "2", "--all"],
+                                                                 "--all"),
+                       (["--fields", "run_id", "--pretty"], "JSON output"),
+                       (["--fields", "colour"], "colour"), (["--limit", "-1"], "0 or more")):
+        with pytest.raises(UsageError, match=says) as got:
+            _cli("history", *argv)
+        assert got.value.code == 2
+
+
+def test_history_of_one_run_shows_its_steps_and_why_one_failed(here) -> None:
+    import barca
+    from barca.core.errors import StepFailed
+    (here / "pipeline.py").write_text(BROKEN.replace("def bad() -> int:",
+                                                     "def bad() -> int:\n    print('hm')"))
+    barca.get("good", "pipeline.py")
+    with pytest.raises(StepFailed):
+        barca.get("bad", "pipeline.py")
+    (newest, oldest) = [r["run_id"] for r in _cli("history", "--json").to_json()["runs"]]
+    doc = _cli("history", newest[:6], "--json").to_json()  # a unique prefix names it
+    assert doc["run"]["run_id"] == newest and doc["run"]["status"] == "failed"
+    (step,) = doc["steps"]
+    assert step["node_id"] == "pipeline.py:bad" and step["status"] == "failed"
+    assert (step["error"], step["error_type"], step["error_message"]) == (
+        "ValueError: no", "ValueError", "no")
+    assert 'raise ValueError("no")' in step["error_traceback"]
+    assert step["artifact_path"] is None and step["partition_key"] is None
+    assert doc["steps_page"] == {"total": 1, "truncated": False}
+    assert doc["hint"] == f"barca logs {newest} --step bad --stream stderr"
+    ok = _cli("history", oldest, "--json").to_json()
+    (good,) = ok["steps"]
+    assert good["artifact_path"].startswith(".barca/artifacts/") and good["artifact_format"] \
+        == "json" and good["artifact_size_bytes"] == 1 and "hint" not in ok
+    text = str(_cli("history", newest, "--pretty"))
+    assert text.splitlines()[0].startswith(f"run {newest}  get bad  failed  ")
+    assert "pipeline.py:bad failed: ValueError: no" in text and "raise ValueError" in text
+    assert str(_cli("history", oldest, "--pretty")).splitlines()[5].split() == [
+        "STEP", "STATUS", "ATTEMPTS", "TIME", "RUN_HASH", "ARTIFACT"]
+    cut = _cli("history", oldest, "--limit", "0", "--json").to_json()
+    assert cut["steps"] == [] and cut["steps_page"] == {"total": 1, "truncated": True}
+    with pytest.raises(UsageError, match="No run 'zzz'"):
+        _cli("history", "zzz")
+    with pytest.raises(UsageError, match="--since narrows the list of runs"):
+        _cli("history", newest, "--since", "1d")

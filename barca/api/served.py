@@ -176,10 +176,23 @@ def list_nodes(server: Server, groups: bool = False) -> Any:
     return listing_from_json(server.get("/groups" if groups else "/list"))
 
 
-def history(server: Server, limit: int = 20) -> Any:
+def history(server: Server, limit: int | None = 20, fields: str | None = None,
+            **filters: str | None) -> Any:
+    """The server's ``/history``: ``limit`` runs (None: every one) that ``filters`` keep
+    (status, triggered_by, target: one value each; since: as ``barca history --since``)."""
     from barca.present.fromjson import history_from_json
+    from barca.present.journal import History
+    from barca.present.statusview import field_names
+    from barca.queries.runlog import FIELDS, since_time
+    keep = field_names("--fields", fields, FIELDS) if fields is not None else None
+    query = {k: v for k, v in filters.items() if v is not None}
+    if "since" in query:  # (the server reads an RFC 3339 time)
+        import datetime as dt
+        query["since"] = dt.datetime.fromtimestamp(since_time(query["since"]), dt.UTC).isoformat()
     server.check()
-    return history_from_json(server.get("/history", limit=limit))
+    got = history_from_json(server.get("/history", limit=10**9 if limit is None else limit,
+                                       **query))
+    return History(got.runs, got.total, keep)
 
 
 def stats(server: Server, target: str, fields: Any = None) -> Any:

@@ -205,7 +205,7 @@ def render(outcome: Any, mode: str) -> None:
         print(printable(str(res)))
         if cmd == "sql" and res.truncated:
             sys.stderr.write(printable(f"[barca] note: {res.note}") + "\n")
-        elif cmd == "list" and hasattr(res, "cut_note") and res.cut_note():  # (not --groups)
+        elif cmd in ("list", "history") and hasattr(res, "cut_note") and res.cut_note():
             sys.stderr.write(f"[barca] note: {res.cut_note()}\n")
 
 

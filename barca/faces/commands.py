@@ -8,7 +8,11 @@ from __future__ import annotations
 from barca.core.errors import UsageError
 from barca.faces.argv import COMMANDS, Namespace  # noqa: F401 (COMMANDS: re-exported)
 from barca.faces.argv import read as read_plain
-from barca.faces.outcome import Outcome, split_target  # noqa: F401 (used, and re-exported)
+from barca.faces.outcome import (  # noqa: F401 (used, and re-exported)
+    Outcome,
+    history_limit,
+    split_target,
+)
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
@@ -167,8 +171,20 @@ def _dispatch(args: Namespace, on_event: Any, load_values: bool,
         target, files = split_target(args.args)
         return Outcome(cmd, stats_report(target or "", *files, fields=args.fields,
                                          settings=s), args, s)
+    if cmd == "history" and args.run is not None:  # one run in detail
+        given = [f for f in ("status", "target", "triggered_by", "since", "fields")
+                 if getattr(args, f) is not None]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise UsageError(f"{flag} narrows the list of runs; `barca history {args.run}` "
+                             "shows one run.", f"Drop {flag}, or the run id.")
+        from barca.queries.runlog import run_detail
+        return Outcome(cmd, run_detail(args.run, history_limit(args, 1000), settings=s),
+                       args, s)
     if cmd == "history":
-        return Outcome(cmd, api.history(args.limit, settings=s), args, s)
+        return Outcome(cmd, api.history(history_limit(args), settings=s, status=args.status,
+                                        triggered_by=args.triggered_by, target=args.target,
+                                        since=args.since, fields=args.fields), args, s)
     if cmd == "gc":
         return Outcome(cmd, api.gc(*args.args, max_size=args.max_size, dry_run=args.dry_run,
                                settings=s), args, s)

@@ -202,7 +202,23 @@ def _plan_flags(s: argparse.ArgumentParser) -> None:
 
 
 def _history_flags(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--limit", type=int, default=20)
+    s.add_argument("run", nargs="?", metavar="RUN_ID",
+                   help="one run in detail: its row, the steps it recorded, its errors")
+    s.add_argument("-l", "--limit", type=int, default=None,
+                   help="at most N runs, newest first (default 20); with a RUN_ID, N steps "
+                        "(default 1000; failed steps always)")
+    s.add_argument("--all", action="store_true", help="every recorded run (or step)")
+    s.add_argument("--status", metavar="S1,S2", default=None,
+                   help="only runs with one of these statuses (success, failed, cancelled, "
+                        "running, crashed or interrupted, error, pending)")
+    s.add_argument("--target", metavar="NAME", default=None,
+                   help="only runs asked for this node (its name or id)")
+    s.add_argument("--triggered-by", metavar="T1,T2", default=None,
+                   help="only runs started this way (manual, api, schedule, client)")
+    s.add_argument("--since", metavar="WHEN", default=None,
+                   help="only runs begun since: 30m, 24h, 7d, 2w, a date or an RFC 3339 time")
+    s.add_argument("--fields", metavar="A,B", default=None,
+                   help="JSON with only these keys of each run")
     _output_flags(s)
     _server_flags(s)
 

@@ -1,5 +1,6 @@
 """What a command produced (``Outcome``), for a front end to render, and how a command line's
-first word is read (a target, or a file). Shared by the local commands and ``--server``."""
+words are read (its first one a target, or a file; ``history``'s limit). Shared by the local
+commands and ``--server``."""
 from __future__ import annotations
 
 from barca.core import jsontext  # (json's C half: no re, #31 item 2)
@@ -10,6 +11,19 @@ if TYPE_CHECKING:
 
     from barca.core.settings import Settings
     from barca.faces.argv import Namespace
+
+
+def history_limit(args: Namespace, default: int = 20) -> int | None:
+    """``barca history``'s ``--limit N``, ``--all`` (None: every one) or ``default`` (runs;
+    with a RUN_ID, steps); both at once, or ``--fields`` with ``--pretty``, is a usage
+    error."""
+    from barca.core.errors import UsageError
+    if args.limit is not None and args.all:
+        raise UsageError("--limit and --all cannot be used together.",
+                         "Write --limit N for the newest N runs, or --all for every run.")
+    if args.fields is not None and args.pretty:
+        raise UsageError("--fields applies to JSON output.", "Drop --pretty, or use --json.")
+    return None if args.all else default if args.limit is None else args.limit
 
 
 def split_target(args: list[str], takes_target: bool = True) -> tuple[str | None, list[str]]:

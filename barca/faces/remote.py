@@ -89,7 +89,10 @@ def dispatch(args: Namespace, on_event: Any, load_values: bool,
         from barca.present.listview import as_asked
         res = as_asked(remote.list_nodes(srv, groups=args.groups), args)
     elif cmd == "history":
-        res = remote.history(srv, args.limit)
+        from barca.faces.outcome import history_limit
+        res = remote.history(srv, history_limit(args), status=args.status,
+                             triggered_by=args.triggered_by, target=args.target,
+                             since=args.since, fields=args.fields)
     elif cmd == "stats":
         target, _files = split_target(args.args)
         res = remote.stats(srv, target or "", fields=args.fields)

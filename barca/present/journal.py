@@ -126,12 +126,13 @@ class RunRow(Record):
 
 
 class History(_Displayable, Record):
-    """``barca history``: the most recent runs, newest first; ``total``: every run recorded
-    (None: not counted)."""
-    __slots__ = ("runs", "total")
-    _defaults: ClassVar[dict[str, Any]] = {"total": None}
+    """``barca history``: the most recent runs, newest first; ``total``: every run the
+    filters kept (None: not counted); ``fields``: the keys kept of each run's JSON."""
+    __slots__ = ("runs", "total", "fields")
+    _defaults: ClassVar[dict[str, Any]] = {"total": None, "fields": None}
     runs: tuple[RunRow, ...]
     total: int | None
+    fields: tuple[str, ...] | None
 
     # a sequence of its runs, as the list barca.history() returned before it was an object
     def __len__(self) -> int:
@@ -144,11 +145,23 @@ class History(_Displayable, Record):
         return self.runs[i]
 
     def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"runs": [r.to_json() for r in self.runs]}
+        runs = [r.to_json() for r in self.runs]
+        if self.fields is not None:
+            runs = [{k: run[k] for k in self.fields} for run in runs]
+        doc: dict[str, Any] = {"runs": runs}
         if self.total is not None:  # (as barca 0.30.2's: how many there are, and if cut)
             doc["total"] = self.total
             doc["truncated"] = self.total > len(self.runs)
+            if doc["truncated"]:
+                doc["hint"] = f"pass --limit N for more, or --all for all {self.total} runs"
         return doc
+
+    def cut_note(self) -> str:
+        """What a table of fewer runs than the filters kept says of the rest ("" if none)."""
+        if self.total is None or self.total <= len(self.runs):
+            return ""
+        return (f"showing {len(self.runs)} of {self.total} runs; pass --limit N for more, or "
+                f"--all for all {self.total} runs")
 
     def json_text(self) -> str:
         # non-ASCII escaped, unlike the other results: the form `history --json` always had
@@ -170,3 +183,90 @@ class History(_Displayable, Record):
     def __str__(self) -> str:
         headers, rows, _, _ = self._table()
         return text_table(headers, rows)
+
+
+class StepRow(Record):
+    """One step a run recorded (a result or a failure), for ``barca history RUN_ID``."""
+    __slots__ = ("node_id", "partition_key", "run_hash", "status", "attempts",
+                 "elapsed_seconds", "artifact_path", "artifact_format", "artifact_size_bytes",
+                 "error", "error_traceback")
+    node_id: str
+    partition_key: str | None     # None: a node without partitions
+    run_hash: str
+    status: str                   # success | failed
+    attempts: int | None
+    elapsed_seconds: float | None
+    artifact_path: str | None     # from the project root: .barca/artifacts/...
+    artifact_format: str | None
+    artifact_size_bytes: int | None
+    error: str | None             # "ValueError: no": the exception's type and message
+    error_traceback: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        doc = {f: getattr(self, f) for f in self.__slots__}
+        # the error's two parts as barca 0.30.2 names them too
+        kind, _, message = (self.error or "").partition(": ")
+        doc["error_type"] = (kind or None) if self.error else None
+        doc["error_message"] = (message or self.error) if self.error else None
+        return doc
+
+
+class RunDetail(_Displayable, Record):
+    """``barca history RUN_ID``: one run's row and the steps it recorded (``steps``: the first
+    ``limit`` and every failed one; ``steps_recorded``: how many there are)."""
+    __slots__ = ("run", "steps", "steps_recorded")
+    run: RunRow
+    steps: tuple[StepRow, ...]
+    steps_recorded: int
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "run": self.run.to_json(), "steps": [s.to_json() for s in self.steps],
+            "steps_page": {"total": self.steps_recorded,
+                           "truncated": self.steps_recorded > len(self.steps)}}
+        failed = next((s for s in self.steps if s.status == "failed"), None)
+        if failed is not None:  # where to read what the failed step printed
+            doc["hint"] = (f"barca logs {self.run.run_id} --step "
+                           f"{failed.node_id.rsplit(':', 1)[-1]} --stream stderr")
+        return doc
+
+    def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
+        from barca.store.remote import human_bytes
+        rows = []
+        for s in self.steps:
+            where = "-" if not s.artifact_path else (
+                f"{s.artifact_path} ({s.artifact_format}, "
+                f"{human_bytes(s.artifact_size_bytes or 0)})")
+            step = f"{s.node_id}[{s.partition_key}]" if s.partition_key else s.node_id
+            rows.append([step, s.status, str(s.attempts or 1),
+                         "-" if s.elapsed_seconds is None else f"{s.elapsed_seconds:.1f}s",
+                         s.run_hash[:12], where])
+        return (["STEP", "STATUS", "ATTEMPTS", "TIME", "RUN_HASH", "ARTIFACT"], rows, 1,
+                self._cut())
+
+    def _cut(self) -> str:
+        left = self.steps_recorded - len(self.steps)
+        return (f"showing {len(self.steps)} of {self.steps_recorded} steps; pass --limit N for "
+                "more, or --all for every step") if left > 0 else ""
+
+    def __str__(self) -> str:
+        r = self.run
+
+        def utc(ts: float | None) -> str:
+            return "-" if not ts else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+        took = r.to_json()["elapsed_seconds"]
+        failed = [s for s in self.steps if s.status == "failed"]
+        lines = [f"run {r.run_id}  {r.command or ''} {r.target or ''}  {r.status or ''}  "
+                 + ("-" if took is None else f"{took:.1f}s"),
+                 f"started {utc(r.started_at)}  finished {utc(r.finished_at)}",
+                 f"triggered by {r.triggered_by or '-'}",
+                 f"steps: {r.steps_run or 0} executed, {r.steps_failed or 0} failed, "
+                 f"{r.steps_cached or 0} cached", ""]
+        headers, rows, _, cut = self._table()
+        lines.append(text_table(headers, rows) if rows else "no step recorded")
+        if cut:
+            lines.append(cut)
+        for s in failed:
+            lines += ["", f"{s.node_id} failed: {s.error}"]
+            lines += ["  " + t for t in (s.error_traceback or "").rstrip("\n").splitlines()]
+        return "\n".join(lines)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from barca.core.errors import UsageError
 from barca.core.record import Record
 from barca.core.types import short_name
-from barca.present.journal import History, LogLine, RunRow, StepLog
+from barca.present.journal import History, LogLine, RunDetail, RunRow, StepLog, StepRow
 from barca.store.metadata import Store
 
 if TYPE_CHECKING:
@@ -25,13 +25,93 @@ def _store(settings: Settings | None, flags: dict[str, Any]) -> Store:
     return Store(settings.root, create=False, prefix=settings.store_prefix)
 
 
-def history(limit: int = 20, settings: Settings | None = None, **flags: Any) -> History:
-    """The most recent runs, newest first."""
+# what --status and --triggered-by take (barca serve's /history too); interrupted: a run whose
+# process died, which barca records as crashed
+STATUSES = ("pending", "running", "success", "failed", "cancelled", "crashed", "error",
+            "interrupted")
+TRIGGERS = ("manual", "api", "schedule", "client")
+FIELDS = ("run_id", "command", "target", "status", "started_at", "finished_at", "steps_run",
+          "steps_cached", "steps_failed", "pool_size", "error", "triggered_by", "steps_executed",
+          "steps_total", "elapsed_seconds")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def history(limit: int | None = 20, settings: Settings | None = None, *,
+            status: str | None = None, triggered_by: str | None = None,
+            target: str | None = None, since: str | float | None = None,
+            fields: str | None = None, **flags: Any) -> History:
+    """The most recent runs, newest first: ``limit`` of them (None: every one) among those
+    the filters keep -- ``status`` and ``triggered_by`` (comma-separated: any of them),
+    ``target`` (a node's name or id that the run was asked for), ``since`` (a duration back
+    from now like ``30m``, ``24h``, ``7d``, ``2w``; an RFC 3339 time or a UTC date; or Unix
+    seconds). ``fields``: the keys kept of each run's JSON. Bad values are usage errors."""
+    if limit is not None and limit < 0:
+        raise UsageError(f"--limit {limit}: a limit is 0 or more runs.",
+                         "Write --limit 20, or --all for every run.")
+    from barca.present.statusview import field_names
+    states = field_names("--status", status, STATUSES) if status is not None else None
+    if states is not None and "interrupted" in states:
+        states = (*states, "crashed")
+    triggers = (field_names("--triggered-by", triggered_by, TRIGGERS)
+                if triggered_by is not None else None)
+    keep = field_names("--fields", fields, FIELDS) if fields is not None else None
+    name = short_name(target) if target else None
+    when = since if since is None or isinstance(since, float | int) else since_time(since)
     store = _store(settings, flags)
     try:
-        return History(tuple(RunRow(**r) for r in store.runs(limit)), store.run_count())
+        if store.conn is None:
+            return History((), 0, keep)
+        store.reap_crashed()
+        from barca.store.serverq import history as runs
+        rows, total = runs(store.conn, limit, None if states is None else list(states),
+                           None if triggers is None else list(triggers), name, when)
+        return History(tuple(RunRow(**r) for r in rows), total, keep)
     finally:
         store.close()
+
+
+def run_detail(run_id: str, limit: int | None = 1000, settings: Settings | None = None,
+               **flags: Any) -> RunDetail:
+    """``barca history RUN_ID``: one run (``run_id`` may be a unique prefix) and the steps it
+    recorded: the first ``limit`` (None: all) and every failed one."""
+    if limit is not None and limit < 0:
+        raise UsageError(f"--limit {limit}: a limit is 0 or more steps.",
+                         "Write --limit 20, or --all for every step.")
+    store = _store(settings, flags)
+    try:
+        run = store.run(run_id)
+        if run is None or store.conn is None:
+            from barca.core.errors import did_you_mean
+            ids = [r["run_id"] for r in store.runs(20)]
+            raise UsageError(f"No run '{run_id}'.{did_you_mean(run_id, ids)}",
+                             "`barca history` lists the runs and their ids.")
+        from barca.store import serverq
+        (row,), _ = serverq.history(store.conn, 1, run_id=run["run_id"])
+        steps = [StepRow(s["asset"], s["partition"] or None, s["run_hash"], s["status"],
+                         s["attempts"], s["elapsed"], s["path"], s["format"], s["size"],
+                         s["error"], s["traceback"])
+                 for s in serverq.step_rows(store.conn, run["run_id"])]
+        shown = steps if limit is None else [s for i, s in enumerate(steps)
+                                             if i < limit or s.status == "failed"]
+        return RunDetail(RunRow(**row), tuple(shown), len(steps))
+    finally:
+        store.close()
+
+
+def since_time(text: str, now: float | None = None) -> float:
+    """``--since``: a duration back from now (``30m``, ``24h``, ``7d``, ``2w``; ``s`` too), an
+    RFC 3339 time (``Z`` or an offset) or a date (midnight UTC), as Unix seconds."""
+    t = text.strip()
+    if t[:-1].isdigit() and t[-1:] in _UNITS:
+        return (time.time() if now is None else now) - int(t[:-1]) * _UNITS[t[-1]]
+    import datetime as dt
+    try:
+        when = dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--since {text!r} is not a duration or a time.",
+                         "Write --since 7d (30m, 24h, 2w), --since 2026-10-22 or "
+                         "--since 2026-10-22T05:00:00Z.") from None
+    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
 
 
 class Stamp(Record):

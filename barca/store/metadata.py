@@ -292,10 +292,7 @@ class Store:
             return []
         self.reap_crashed()
         from barca.store.serverq import history
-        return history(self.conn, limit)  # with who triggered each run, where recorded
-
-    def run_count(self) -> int:  # (how many runs the store has recorded)
-        return self.conn.execute("SELECT count(*) FROM runs").fetchone()[0] if self.conn else 0
+        return history(self.conn, limit)[0]  # with who triggered each run, where recorded
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         """One run's row; ``run_id`` may be a unique prefix."""

@@ -84,17 +84,43 @@ def recent(conn: sqlite3.Connection, limit: int, status: str | None = None,
     """The newest ``limit`` runs (queued or begun), newest first; each filter given narrows
     them: a status, a trigger, a target named in the run's target list, begun (or queued)
     at or after ``since``."""
+    where, args = _recent(status, triggered_by, target, since)
+    return _rows(conn, where + " ORDER BY coalesce(started_at, queued_at) DESC "
+                "LIMIT ?", (*args, limit))
+
+
+def recent_count(conn: sqlite3.Connection, status: str | None = None,
+                 triggered_by: str | None = None, target: str | None = None,
+                 since: float | None = None) -> int:
+    """How many runs ``recent`` keeps with these filters, its limit aside."""
+    where, args = _recent(status, triggered_by, target, since)
+    return conn.execute(f"SELECT count(*) FROM runs WHERE {where}", args).fetchone()[0]
+
+
+def _recent(status: str | None, triggered_by: str | None, target: str | None,
+            since: float | None) -> tuple[str, list[Any]]:
+    return _filters(None if status is None else [status],
+                    None if triggered_by is None else [triggered_by], target, since,
+                    "coalesce(started_at, queued_at)")
+
+
+def _filters(status: list[str] | None, triggered_by: list[str] | None, target: str | None,
+             since: float | None, began: str) -> tuple[str, list[Any]]:
+    """The WHERE of a runs query keeping one of these statuses, one of these triggers, runs
+    whose target list names ``target``, begun (``began``) at or after ``since``."""
     where: list[str] = ["1"]
     args: list[Any] = []
-    for test, value in (("status=?", status), ("triggered_by=?", triggered_by),
-                        ("(',' || target || ',') LIKE ?", None if target is None
-                         else f"%,{target},%"),
-                        ("coalesce(started_at, queued_at) >= ?", since)):
-        if value is not None:
-            where.append(test)
-            args.append(value)
-    return _rows(conn, " AND ".join(where) + " ORDER BY coalesce(started_at, queued_at) DESC "
-                "LIMIT ?", (*args, limit))
+    for column, values in (("status", status), ("triggered_by", triggered_by)):
+        if values is not None:
+            where.append(f"{column} IN ({','.join('?' * len(values))})")
+            args.extend(values)
+    if target is not None:
+        where.append("(',' || target || ',') LIKE ?")
+        args.append(f"%,{target},%")
+    if since is not None:
+        where.append(f"{began} >= ?")
+        args.append(since)
+    return " AND ".join(where), args
 
 
 def start(conn: sqlite3.Connection, run_id: str, pid: int, proc: str | None) -> None:
@@ -169,17 +195,28 @@ def live_targets(conn: sqlite3.Connection) -> dict[str, str | None]:
                              "('pending', 'running')"))
 
 
-def history(conn: sqlite3.Connection, limit: int) -> list[dict[str, Any]]:
+def history(conn: sqlite3.Connection, limit: int | None, status: list[str] | None = None,
+            triggered_by: list[str] | None = None, target: str | None = None,
+            since: float | None = None, run_id: str | None = None
+            ) -> tuple[list[dict[str, Any]], int]:
     """``barca history``'s rows, newest first, with ``triggered_by`` (None in a store written
-    before runs recorded it, which a read-only command does not migrate)."""
+    before runs recorded it, which a read-only command does not migrate): the newest ``limit``
+    (None: all) of those the filters keep (see ``_filters``), and how many they keep."""
     have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
     trig = "triggered_by" if "triggered_by" in have else "NULL AS triggered_by"
+    if triggered_by is not None and "triggered_by" not in have:
+        return [], 0  # (no run of such a store says how it was started)
+    where, args = _filters(status, triggered_by, target, since, "started_at")
+    if run_id is not None:  # (one run: barca history RUN_ID)
+        where, args = f"{where} AND run_id=?", [*args, run_id]
     cur = conn.execute(
         "SELECT run_id, command, target, status, started_at, finished_at, steps_run, "
-        f"steps_cached, steps_failed, pool_size, error, {trig} FROM runs "
-        "ORDER BY started_at DESC LIMIT ?", (limit,))
+        f"steps_cached, steps_failed, pool_size, error, {trig} FROM runs WHERE {where} "
+        "ORDER BY started_at DESC LIMIT ?", (*args, -1 if limit is None else limit))
     names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur]
+    rows = [dict(zip(names, r, strict=True)) for r in cur]
+    total = conn.execute(f"SELECT count(*) FROM runs WHERE {where}", args).fetchone()[0]
+    return rows, total
 
 
 def run_steps(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[tuple[Any, ...]]:
@@ -188,6 +225,18 @@ def run_steps(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[tup
     return list(conn.execute(
         "SELECT id, asset, partition, status, elapsed, error, created_at, attempts "
         "FROM materializations WHERE run_id=? AND id>? ORDER BY id", (run_id, after)))
+
+
+STEP_COLUMNS = ("asset", "partition", "run_hash", "status", "attempts", "elapsed", "path",
+                "format", "size", "error", "traceback")
+
+
+def step_rows(conn: sqlite3.Connection, run_id: str) -> list[dict[str, Any]]:
+    """Every step a run recorded (a result or a failure; a cache hit writes none), in the
+    order recorded: ``STEP_COLUMNS`` of each."""
+    cur = conn.execute(f"SELECT {', '.join(STEP_COLUMNS)} FROM materializations "
+                       "WHERE run_id=? ORDER BY id", (run_id,))
+    return [dict(zip(STEP_COLUMNS, r, strict=True)) for r in cur]
 
 
 def run_logs(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[tuple[Any, ...]]:

@@ -76,9 +76,11 @@ def history(server: Any, q: Any) -> dict[str, Any]:
     conn = _read(server)
     try:
         rows = serverq.recent(conn, int(limit), status, trig, target, since)
+        total = serverq.recent_count(conn, status, trig, target, since)
     finally:
         conn.close()
-    return {"runs": [render.run_summary(r) for r in rows]}
+    return {"runs": [render.run_summary(r) for r in rows], "total": total,
+            "truncated": total > len(rows)}
 
 
 def routes(server: Any, call: Any, writable: Any, json_answer: Any) -> list[Route]:
