@@ -156,6 +156,7 @@ def plan_from_json(doc: dict[str, Any]) -> Plan:
     for s in doc.get("steps", []):
         p = s.get("partitions")
         action = s.get("action", "")
+        action = "will run" if action == "run" else action  # (the JSON's word, see Plan)
         if p:
             will, cached = int(p.get("will_run") or 0), int(p.get("cached") or 0)
             unknown = max(0, int(p.get("total") or 0) - will - cached)

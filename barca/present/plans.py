@@ -50,7 +50,10 @@ class Plan(_Displayable, Record):
 
     def to_json(self) -> dict[str, Any]:
         out = {"dry_run": True, "command": self.command, "target": self.target,
-               "steps": [dict({"id": r.step, "kind": r.kind, "action": r.action,
+               # the JSON word for a step that will run is barca 0.30.2's ``run`` (a script
+               # written for it keeps working); the table says "will run"
+               "steps": [dict({"id": r.step, "kind": r.kind,
+                               "action": "run" if r.action == "will run" else r.action,
                                "reason": r.reason, "detail": r.detail,
                                "partitions": r.partitions}, **(r.extra or {}))
                          for r in self.rows],

@@ -89,9 +89,11 @@ def plan_row(ctx: Context, ns: NodeState, weight: int | None = None,
                 f"{n} key{'s' if n != 1 else ''} cached"
         else:
             detail = assume or "-"
+    # a node of one step: the run hash it has (or will run under), when the walk knows it
+    run_hash = first.run_hash if first is not None and not m.partitioned else None
     return PlanRow(ns.node, m.kind, action, reason, detail, parts, len(run), n_cached,
-                   len(unknown), _extra(weight=weight, undeclared_env=undeclared,
-                                        env=_env(ctx, m.env)))
+                   len(unknown), _extra(run_hash=run_hash, weight=weight,
+                                        undeclared_env=undeclared, env=_env(ctx, m.env)))
 
 
 def _env(ctx: Context, names: list[str]) -> dict[str, str | None] | None:

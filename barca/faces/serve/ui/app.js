@@ -291,7 +291,8 @@ function showPlan(plan) {
   stopFollowing();
   ui.runId = null;
   const rows = (plan.steps || []).map((s) => el("tr", {},
-    el("td", {}, chip(s.action)), el("td", { class: "why", text: s.detail || "" }),
+    // the plan's JSON says "run" (barca 0.30.2's word); a person reads "will run"
+    el("td", {}, chip(s.action === "run" ? "will run" : s.action)), el("td", { class: "why", text: s.detail || "" }),
     el("td", { class: "nowrap", text: shortName(s.id), title: s.id })));
   const sum = plan.summary || {};
   $("#run").replaceChildren(
