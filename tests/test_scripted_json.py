@@ -184,7 +184,10 @@ def test_history_of_one_run_shows_its_steps_and_why_one_failed(here) -> None:
     with pytest.raises(StepFailed):
         barca.get("bad", "pipeline.py")
     (newest, oldest) = [r["run_id"] for r in _cli("history", "--json").to_json()["runs"]]
-    doc = _cli("history", newest[:6], "--json").to_json()  # a unique prefix names it
+    same = next(i for i, (a, b) in enumerate(zip(newest, oldest, strict=True)) if a != b)
+    with pytest.raises(UsageError, match="the start of several run ids"):
+        _cli("history", newest[:same])
+    doc = _cli("history", newest[:same + 1], "--json").to_json()  # a unique prefix names it
     assert doc["run"]["run_id"] == newest and doc["run"]["status"] == "failed"
     (step,) = doc["steps"]
     assert step["node_id"] == "pipeline.py:bad" and step["status"] == "failed"
@@ -209,3 +212,49 @@ def test_history_of_one_run_shows_its_steps_and_why_one_failed(here) -> None:
         _cli("history", "zzz")
     with pytest.raises(UsageError, match="--since narrows the list of runs"):
         _cli("history", newest, "--since", "1d")
+
+
+def test_get_fields_and_the_dry_runs_words(here) -> None:
+    """get/run --fields keeps those keys of each step (checked before anything runs); a dry
+    run's step that will run says action "run" and, one step, its run hash; an unpartitioned
+    step has no partitions key, in a run's document and a dry run's alike."""
+    (here / "pipeline.py").write_text(DRY)
+    plan = _cli("get", "total", "pipeline.py", "--dry-run", "--json").to_json()
+    steps = {s["id"]: s for s in plan["steps"]}
+    assert {s["action"] for s in plan["steps"]} == {"run"}
+    assert len(steps["pipeline.py:total"]["run_hash"]) == 64
+    assert "partitions" not in steps["pipeline.py:total"]
+    assert "run_hash" not in steps["pipeline.py:per"] and steps["pipeline.py:per"][
+        "partitions"]["will_run"] == 2
+    assert "will run" in str(_cli("get", "total", "pipeline.py", "--dry-run", "--pretty"))
+    for argv, says in ((["--fields", "id,colour"], "colour"),
+                       (["--fields", "id", "--pretty"], "--pretty"),
+                       (["--fields", "id", "-o", "value"], "-o value")):
+        with pytest.raises(UsageError, match=says):
+            _cli("get", "total", "pipeline.py", *argv)
+    assert not (here / ".barca").exists()  # refused before anything ran
+
+
+DRY = '''from barca import asset, collect, partitions
+
+
+@asset(partitions={"k": partitions(["a", "b"])})
+def per(k: str) -> str:
+    return k
+
+
+@asset(inputs={"xs": collect(per)})
+def total(xs: list) -> int:
+    return len(xs)
+'''
+
+
+@pytest.mark.slow
+def test_get_fields_cuts_each_step_of_the_printed_document(project) -> None:
+    project.write("pipeline.py", DRY)
+    r = project.barca("get", "total", "pipeline.py", "--fields", "id,status")
+    assert r.code == 0, r.err
+    assert r.json()["steps"][-1] == {"id": "pipeline.py:total", "status": "ran"}
+    assert r.json()["final_output"] == 2
+    dry = project.barca("get", "total", "pipeline.py", "--dry-run", "--fields", "id,action")
+    assert dry.json()["steps"][-1] == {"id": "pipeline.py:total", "action": "cached"}

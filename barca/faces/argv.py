@@ -17,7 +17,8 @@ COMMANDS = ("get", "run", "list", "status", "graph", "sql", "plan", "history", "
 
 _RUN: dict[str, bool | None] = {
     "refresh": None, "no_cascade": False, "refresh_all": False, "partition": None,
-    "dry_run": False, "agent": False, "executor": None, "output": None, "run_id": None,
+    "dry_run": False, "fields": None, "agent": False, "executor": None, "output": None,
+    "run_id": None,
     "schedule_id": None, "as_type": None, "env": None, "json": False, "pretty": False,
     "server": None, "local": False}
 _RUN_FLAGS = ("--no-cascade", "--refresh-all", "--dry-run", "--agent", "--json", "--pretty",

@@ -45,9 +45,16 @@ def _safe_mode(mode: str | None) -> str:
     return env if env in ("json", "pretty") else ("pretty" if sys.stdout.isatty() else "json")
 
 
-def _json_doc(res: Any) -> str:
+def _json_doc(res: Any, fields: str | None = None) -> str:
     """A run's JSON document: one compact line on a pipe (``tail -1 | jq`` and grep work), the
-    indented form in a terminal."""
+    indented form in a terminal; with ``fields`` (``--fields``, checked), only those keys of
+    each step."""
+    if fields is not None:
+        from barca.faces.outcome import step_fields_doc
+        doc = step_fields_doc(res, fields)
+        return (jsontext.dumps(doc, indent=2, default=str, ensure_ascii=False)
+                if sys.stdout.isatty() else
+                jsontext.dumps(doc, separators=(",", ":"), default=str, ensure_ascii=False))
     if sys.stdout.isatty():
         return res.json_text()
     if hasattr(res, "json_line"):  # (a run's document written step by step: present.compact)
@@ -198,7 +205,7 @@ def render(outcome: Any, mode: str) -> None:
         print(res.svg())
         return
     if mode == "json" and cmd in ("get", "run"):
-        print(_json_doc(res))
+        print(_json_doc(res, getattr(args, "fields", None)))
     elif mode == "json" and hasattr(args, "json"):
         print(res.json_text())
     else:
@@ -292,7 +299,8 @@ def _run_cli(argv: list[str] | None) -> int:
         mode = _safe_mode(mode)
         value_only = getattr(args, "output", None) == "value"
         if exc.result is not None and mode == "json" and not value_only:
-            print(_json_doc(exc.result))  # -o value prints nothing when a step failed
+            # -o value prints nothing when a step failed
+            print(_json_doc(exc.result, getattr(args, "fields", None)))
         _error(exc, mode, agent)
         return exc.code
     except BarcaError as exc:

@@ -137,6 +137,14 @@ def _dispatch(args: Namespace, on_event: Any, load_values: bool,
                              f"{','.join([args.refresh, *stray])}")
         if cmd == "run" and target is None:
             raise UsageError("barca run needs a task name.", "Write: barca run TASK [files]")
+        if args.fields is not None:  # before anything runs: a JSON-only option, checked
+            from barca.present.results import STEP_FIELDS
+            from barca.present.statusview import field_names
+            field_names("--fields", args.fields, STEP_FIELDS)
+            if args.pretty or args.output in ("pretty", "value", "path"):
+                raise UsageError(f"--fields applies to JSON output, not to "
+                                 f"{'--pretty' if args.pretty else '-o ' + args.output}.",
+                                 "Drop --fields, or use --json.")
         if args.dry_run:
             res: Any = api.plan_run(target, *files, command=cmd, refresh=args.refresh,
                                     refresh_all=args.refresh_all, no_cascade=args.no_cascade,

@@ -96,6 +96,9 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partition", metavar="DIM=V[,V]",
                    help="narrow the run to these keys (or a JSON object)")
     p.add_argument("--dry-run", action="store_true", help="say what would run; run nothing")
+    p.add_argument("--fields", metavar="A,B", default=None,
+                   help="JSON with only these keys of each step (id, kind, status, action, "
+                        "reason, detail, run_hash, partitions, attempts, env, ...)")
     p.add_argument("--agent", action="store_true", help="one line per event on stderr")
     p.add_argument("--executor", metavar="local|dask|tcp://HOST:PORT",
                    help="where steps run (default: BARCA_EXECUTOR, else the local pool)")

@@ -26,6 +26,14 @@ def history_limit(args: Namespace, default: int = 20) -> int | None:
     return None if args.all else default if args.limit is None else args.limit
 
 
+def step_fields_doc(res: Any, fields: str) -> dict[str, Any]:
+    """A run's (or a dry run's) JSON with only these keys of each step (``--fields``, checked
+    before the run by faces.commands)."""
+    from barca.present.results import keep_step_fields
+    return keep_step_fields(res.to_json(), tuple(f.strip() for f in fields.split(",")
+                                                 if f.strip()))
+
+
 def split_target(args: list[str], takes_target: bool = True) -> tuple[str | None, list[str]]:
     """The first positional is a target unless it names a file or directory."""
     if not args or not takes_target:

@@ -52,10 +52,12 @@ class Plan(_Displayable, Record):
         out = {"dry_run": True, "command": self.command, "target": self.target,
                # the JSON word for a step that will run is barca 0.30.2's ``run`` (a script
                # written for it keeps working); the table says "will run"
+               # (an unpartitioned step has no "partitions" key, as in a run's document)
                "steps": [dict({"id": r.step, "kind": r.kind,
                                "action": "run" if r.action == "will run" else r.action,
-                               "reason": r.reason, "detail": r.detail,
-                               "partitions": r.partitions}, **(r.extra or {}))
+                               "reason": r.reason, "detail": r.detail},
+                              **({} if r.partitions is None else {"partitions": r.partitions}),
+                              **(r.extra or {}))
                          for r in self.rows],
                "summary": self.summary(), "warnings": list(self.warnings)}
         if self.capacity is not None:

@@ -154,6 +154,19 @@ class StatusReport(_Displayable, Record):
 
 # ---------------------------------------------------------------------------- runs
 
+# the keys a step entry of get/run (and --dry-run) JSON may have, as barca 0.30.2 lists them:
+# what --fields takes
+STEP_FIELDS = ("id", "kind", "action", "status", "reason", "detail", "changed", "run_hash",
+               "artifact", "warning", "artifact_mismatch", "bytes_changed", "elapsed_seconds",
+               "attempts", "import_seconds", "partitions", "env", "undeclared_env", "weight")
+
+
+def keep_step_fields(doc: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """A run's (or a dry run's) JSON with only ``fields`` of each step (``--fields``)."""
+    doc["steps"] = [{k: s[k] for k in fields if k in s} for s in doc.get("steps", ())]
+    return doc
+
+
 class StepSummary(Record):
     __slots__ = ("id", "kind", "action", "reason", "detail", "run_hash", "partitions", "extra")
     _defaults = {"partitions": None, "extra": None}

@@ -83,6 +83,10 @@ def run_detail(run_id: str, limit: int | None = 1000, settings: Settings | None 
         if run is None or store.conn is None:
             from barca.core.errors import did_you_mean
             ids = [r["run_id"] for r in store.runs(20)]
+            several = [i for i in ids if i.startswith(run_id)]
+            if len(several) > 1:
+                raise UsageError(f"'{run_id}' is the start of several run ids: "
+                                 f"{', '.join(several[:5])}.", "Write more of the id.")
             raise UsageError(f"No run '{run_id}'.{did_you_mean(run_id, ids)}",
                              "`barca history` lists the runs and their ids.")
         from barca.store import serverq
