@@ -258,3 +258,20 @@ def test_get_fields_cuts_each_step_of_the_printed_document(project) -> None:
     assert r.json()["final_output"] == 2
     dry = project.barca("get", "total", "pipeline.py", "--dry-run", "--fields", "id,action")
     assert dry.json()["steps"][-1] == {"id": "pipeline.py:total", "action": "cached"}
+
+
+def test_docs_json_lists_topics_and_gives_one(here) -> None:
+    index = _cli("docs", "--json").to_json()
+    names = [t["name"] for t in index["topics"]]
+    assert "cache" in names and "index" not in names
+    assert all(t["summary"] for t in index["topics"])
+    page = _cli("docs", "cache", "--json").to_json()
+    assert set(page) == {"name", "summary", "content"} and page["name"] == "cache"
+    assert page["content"].startswith("# ")
+
+
+@pytest.mark.slow
+def test_docs_on_a_pipe_is_the_text_and_json_only_when_asked(project) -> None:
+    r = project.barca("docs", "cache")
+    assert r.code == 0 and r.out.startswith("# ")  # (a pipe: still the text)
+    assert project.barca("docs", "cache", "--json").json()["name"] == "cache"

@@ -201,6 +201,9 @@ def render(outcome: Any, mode: str) -> None:
                     else jsontext.dumps(doc, separators=(",", ":"), ensure_ascii=False))
         print(text)
         return
+    if cmd == "docs":  # the text, piped or not: JSON only when asked for
+        print(res.json_text() if args.json else printable(str(res)))
+        return
     if cmd == "graph" and not args.json:  # SVG unless --json: `barca graph > dag.svg` works
         print(res.svg())
         return

@@ -15,7 +15,16 @@ class ManualPage(Record):
     text: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"topic": self.topic, "text": self.text}
+        """As barca 0.30.2's ``docs --json``: the index is ``{"topics": [{name, summary}]}``,
+        a topic ``{name, summary, content}`` (its summary: its page's title)."""
+        if not self.topic:
+            return {"topics": [{"name": n, "summary": summary(n)} for n in topics()
+                               if n != "index"]}
+        return {"name": self.topic, "summary": summary(self.topic), "content": self.text}
+
+    def json_text(self) -> str:
+        from barca.core import jsontext
+        return jsontext.dumps(self.to_json(), indent=2, ensure_ascii=False)
 
     def __str__(self) -> str:
         return self.text.removesuffix("\n")
@@ -50,6 +59,14 @@ def topics() -> list[str]:
     from importlib import resources  # only for `barca docs`: every command builds --version
     folder = resources.files("barca") / "docs"
     return sorted(p.name[:-3] for p in folder.iterdir() if p.name.endswith(".md"))
+
+
+def summary(topic: str) -> str:
+    """A topic's one line: its page's title."""
+    from importlib import resources
+    text = (resources.files("barca") / "docs" / f"{topic}.md").read_text(encoding="utf-8")
+    first = next((line for line in text.splitlines() if line.strip()), topic)
+    return first.lstrip("#").strip().strip("`")
 
 
 def page(topic: str | None) -> ManualPage:
