@@ -268,6 +268,12 @@ def test_docs_json_lists_topics_and_gives_one(here) -> None:
     page = _cli("docs", "cache", "--json").to_json()
     assert set(page) == {"name", "summary", "content"} and page["name"] == "cache"
     assert page["content"].startswith("# ")
+    every = _cli("docs", "--all", "--json").to_json()["topics"]
+    assert [t["name"] for t in every] == names and all(t["content"] for t in every)
+    text = str(_cli("docs", "--all"))
+    assert text.count("<!-- barca docs: ") == len(names) and page["content"].strip() in text
+    with pytest.raises(UsageError, match="takes no topic"):
+        _cli("docs", "cache", "--all")
 
 
 @pytest.mark.slow

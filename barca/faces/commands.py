@@ -208,8 +208,11 @@ def _dispatch(args: Namespace, on_event: Any, load_values: bool,
         return Outcome(cmd, api.sql_result(args.query, *args.args, limit=limit, settings=s),
                        args, s)
     if cmd == "docs":
-        from barca.queries.manual import page
-        return Outcome(cmd, page(args.topic), args, s)
+        from barca.queries.manual import every_page, page
+        if args.all and args.topic:
+            raise UsageError("barca docs --all shows every topic; it takes no topic.",
+                             f"Write barca docs {args.topic}, or barca docs --all.")
+        return Outcome(cmd, every_page() if args.all else page(args.topic), args, s)
     if cmd == "version":
         from barca.faces.grammar import version
         return Outcome(cmd, version(), args, s)

@@ -284,6 +284,7 @@ def _serve_flags(s: argparse.ArgumentParser) -> None:
 
 def _docs_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("topic", nargs="?")
+    s.add_argument("--all", action="store_true", help="every topic, one after the other")
     g = s.add_mutually_exclusive_group()  # (the text on a pipe too: JSON only when asked)
     g.add_argument("--json", action="store_true",
                    help="the topics (name, summary), or a topic's name, summary and content")

@@ -9,17 +9,22 @@ from barca.core.record import Record
 
 
 class ManualPage(Record):
-    """One page of the manual (the index when ``topic`` is empty), as Markdown."""
-    __slots__ = ("topic", "text")
+    """One page of the manual (the index when ``topic`` is empty; every topic with
+    ``every``), as Markdown."""
+    __slots__ = ("topic", "text", "every")
+    _defaults = {"every": False}
     topic: str
     text: str
+    every: bool
 
     def to_json(self) -> dict[str, Any]:
-        """As barca 0.30.2's ``docs --json``: the index is ``{"topics": [{name, summary}]}``,
-        a topic ``{name, summary, content}`` (its summary: its page's title)."""
+        """As barca 0.30.2's ``docs --json``: the index is ``{"topics": [{name, summary}]}``
+        (``--all``: each with its ``content``), a topic ``{name, summary, content}`` (its
+        summary: its page's title)."""
         if not self.topic:
-            return {"topics": [{"name": n, "summary": summary(n)} for n in topics()
-                               if n != "index"]}
+            return {"topics": [dict({"name": n, "summary": summary(n)},
+                                    **({"content": _text(n)} if self.every else {}))
+                               for n in topics() if n != "index"]}
         return {"name": self.topic, "summary": summary(self.topic), "content": self.text}
 
     def json_text(self) -> str:
@@ -61,12 +66,21 @@ def topics() -> list[str]:
     return sorted(p.name[:-3] for p in folder.iterdir() if p.name.endswith(".md"))
 
 
+def _text(topic: str) -> str:
+    from importlib import resources
+    return (resources.files("barca") / "docs" / f"{topic}.md").read_text(encoding="utf-8")
+
+
 def summary(topic: str) -> str:
     """A topic's one line: its page's title."""
-    from importlib import resources
-    text = (resources.files("barca") / "docs" / f"{topic}.md").read_text(encoding="utf-8")
-    first = next((line for line in text.splitlines() if line.strip()), topic)
+    first = next((line for line in _text(topic).splitlines() if line.strip()), topic)
     return first.lstrip("#").strip().strip("`")
+
+
+def every_page() -> ManualPage:
+    """``barca docs --all``: every topic, one after the other, each under a marker line."""
+    return ManualPage("", "\n".join(f"<!-- barca docs: {n} -->\n{_text(n).rstrip()}\n"
+                                    for n in topics() if n != "index"), True)
 
 
 def page(topic: str | None) -> ManualPage:
@@ -82,5 +96,4 @@ def page(topic: str | None) -> ManualPage:
     if topic not in names:
         raise UsageError(f"No docs topic '{topic}'.{did_you_mean(topic, names)}",
                          f"Topics: {', '.join(n for n in names if n != 'index')}")
-    return ManualPage(topic, (resources.files("barca") / "docs" / f"{topic}.md").read_text(
-        encoding="utf-8"))
+    return ManualPage(topic, _text(topic))
