@@ -281,3 +281,15 @@ def test_docs_on_a_pipe_is_the_text_and_json_only_when_asked(project) -> None:
     r = project.barca("docs", "cache")
     assert r.code == 0 and r.out.startswith("# ")  # (a pipe: still the text)
     assert project.barca("docs", "cache", "--json").json()["name"] == "cache"
+
+
+def test_sql_show_tables_lists_the_views_and_barcas_tables(here) -> None:
+    pytest.importorskip("duckdb")
+    import barca
+    (here / "pipeline.py").write_text(DRY)
+    barca.get("total", "pipeline.py")
+    got = _cli("sql", "show tables", "pipeline.py", "--json").to_json()
+    assert [r["name"] for r in got["rows"]] == ["per", "total", "barca.materializations",
+                                                "barca.runs"]
+    assert got["total"] == 4 and got["columns"] == ["name"]
+    assert _cli("sql", " SHOW TABLES; ", "pipeline.py", "--json").to_json()["total"] == 4

@@ -49,6 +49,8 @@ def current_rows(ctx: Context, nid: NodeId, ns: NodeState) -> ViewSource:
 
 
 _LITERAL = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.S)
+_SHOW_TABLES = re.compile(r"\s*show\s+tables\s*;?\s*", re.I)
+BARCA_TABLES = ("barca.materializations", "barca.runs")  # barca's own records, as tables
 
 
 def identifiers(sql: str) -> set[str]:
@@ -235,6 +237,9 @@ def query(ctx: Context, sql: str,
     by_name: dict[str, NodeId] = {}
     for nid in graph.order:
         by_name.setdefault(short_name(nid), nid)
+    if _SHOW_TABLES.fullmatch(sql):  # the views a query may name (each made only when named)
+        rows = [(n,) for n in (*sorted(by_name), *BARCA_TABLES)]
+        return ["name"], rows if limit is None else rows[:limit], len(rows)
     con = duckdb.connect(":memory:")
     words = identifiers(sql)
     names = sorted(words & set(by_name))
@@ -279,7 +284,7 @@ def query(ctx: Context, sql: str,
         m = re.search(r"Table with name (\S+) does not exist", text)
         if m:
             bad = m.group(1)
-            views = sorted(by_name) + ["barca.runs", "barca.materializations"]
+            views = [*sorted(by_name), *BARCA_TABLES]
             there = graph.defined_elsewhere(bad.strip('"'))
             if there:  # a notebook's own scope: the view is a pipeline file's asset
                 raise UsageError(
