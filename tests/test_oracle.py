@@ -300,7 +300,7 @@ def check(proj: Project, scratch: Path, what: str) -> None:
             step = before.get(name)
             if name in fed or step is None or step["action"] == "unknown":
                 continue
-            assert _ran(step, "action", "will run") == ran[name], (what, name, step, ran[name])
+            assert _ran(step, "action", "run") == ran[name], (what, name, step, ran[name])
     with inside(proj.root):
         rows = {r["name"]: r["cache"] for r in
                 api.status(None, "pipeline.py", **proj.flags).to_json()["nodes"]}
