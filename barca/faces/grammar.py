@@ -152,27 +152,27 @@ def _list_flags(s: argparse.ArgumentParser) -> None:
     _output_flags(s)
 
 
+def _cut_flags(s: argparse.ArgumentParser, limit: str, every: str, fields: str) -> None:
+    """``-l/--limit N``, ``--all`` and ``--fields A,B`` of a command that lists things."""
+    s.add_argument("-l", "--limit", type=int, default=None, help=limit)
+    s.add_argument("--all", action="store_true", help=every)
+    s.add_argument("--fields", metavar="A,B", default=None, help=fields)
+
+
 def _listing_flags(s: argparse.ArgumentParser) -> None:
     _list_flags(s)
-    s.add_argument("-l", "--limit", type=int, default=None,
-                   help="at most N nodes, in topological order (default: 100 in a table, "
-                        "every one in JSON)")
-    s.add_argument("--all", action="store_true", help="every node")
-    s.add_argument("--fields", metavar="A,B", default=None,
-                   help="JSON with only these keys of each node (id, kind, freshness, "
-                        "schedule, inputs, env, next_fire, name, deps, partitions, "
-                        "max_failures)")
+    _cut_flags(s, "at most N nodes, in topological order (default: 100 in a table, every one "
+                  "in JSON)", "every node",
+               "JSON with only these keys of each node (id, kind, freshness, schedule, inputs, "
+               "env, next_fire, name, deps, partitions, max_failures)")
     _server_flags(s)
 
 
 def _status_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("args", nargs="*", metavar="TARGET|FILE")
     s.add_argument("--widget", action="store_true", help="(notebooks) a live status widget")
-    s.add_argument("-l", "--limit", type=int, default=None,
-                   help="at most N nodes (default: 100 in a table, every one in JSON)")
-    s.add_argument("--all", action="store_true", help="every node")
-    s.add_argument("--fields", metavar="A,B", default=None,
-                   help="JSON with only these keys of each node")
+    _cut_flags(s, "at most N nodes (default: 100 in a table, every one in JSON)", "every node",
+               "JSON with only these keys of each node")
     s.add_argument("--state", metavar="S1,S2", default=None,
                    help="only nodes in these states (cached, stale, never_run, partial, "
                         "unknown, always_runs)")
@@ -207,10 +207,9 @@ def _plan_flags(s: argparse.ArgumentParser) -> None:
 def _history_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("run", nargs="?", metavar="RUN_ID",
                    help="one run in detail: its row, the steps it recorded, its errors")
-    s.add_argument("-l", "--limit", type=int, default=None,
-                   help="at most N runs, newest first (default 20); with a RUN_ID, N steps "
-                        "(default 1000; failed steps always)")
-    s.add_argument("--all", action="store_true", help="every recorded run (or step)")
+    _cut_flags(s, "at most N runs, newest first (default 20); with a RUN_ID, N steps (default "
+                  "1000; failed steps always)", "every recorded run (or step)",
+               "JSON with only these keys of each run")
     s.add_argument("--status", metavar="S1,S2", default=None,
                    help="only runs with one of these statuses (success, failed, cancelled, "
                         "running, crashed or interrupted, error, pending)")
@@ -220,8 +219,6 @@ def _history_flags(s: argparse.ArgumentParser) -> None:
                    help="only runs started this way (manual, api, schedule, client)")
     s.add_argument("--since", metavar="WHEN", default=None,
                    help="only runs begun since: 30m, 24h, 7d, 2w, a date or an RFC 3339 time")
-    s.add_argument("--fields", metavar="A,B", default=None,
-                   help="JSON with only these keys of each run")
     _output_flags(s)
     _server_flags(s)
 
