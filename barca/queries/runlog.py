@@ -59,12 +59,9 @@ def history(limit: int | None = 20, settings: Settings | None = None, *,
     when = since if since is None or isinstance(since, float | int) else since_time(since)
     store = _store(settings, flags)
     try:
-        if store.conn is None:
-            return History((), 0, keep)
-        store.reap_crashed()
-        from barca.store.serverq import history as runs
-        rows, total = runs(store.conn, limit, None if states is None else list(states),
-                           None if triggers is None else list(triggers), name, when)
+        from barca.store.serverq import store_history
+        rows, total = store_history(store, limit, None if states is None else list(states),
+                                    None if triggers is None else list(triggers), name, when)
         return History(tuple(RunRow(**r) for r in rows), total, keep)
     finally:
         store.close()
@@ -80,7 +77,7 @@ def run_detail(run_id: str, limit: int | None = 1000, settings: Settings | None 
     store = _store(settings, flags)
     try:
         run = store.run(run_id)
-        if run is None or store.conn is None:
+        if run is None:
             from barca.core.errors import did_you_mean
             ids = [r["run_id"] for r in store.runs(20)]
             several = [i for i in ids if i.startswith(run_id)]
@@ -89,12 +86,12 @@ def run_detail(run_id: str, limit: int | None = 1000, settings: Settings | None 
                                  f"{', '.join(several[:5])}.", "Write more of the id.")
             raise UsageError(f"No run '{run_id}'.{did_you_mean(run_id, ids)}",
                              "`barca history` lists the runs and their ids.")
-        from barca.store import serverq
-        (row,), _ = serverq.history(store.conn, 1, run_id=run["run_id"])
+        from barca.store.serverq import store_history, store_steps
+        (row,), _ = store_history(store, 1, run_id=run["run_id"])
         steps = [StepRow(s["asset"], s["partition"] or None, s["run_hash"], s["status"],
                          s["attempts"], s["elapsed"], s["path"], s["format"], s["size"],
                          s["error"], s["traceback"])
-                 for s in serverq.step_rows(store.conn, run["run_id"])]
+                 for s in store_steps(store, run["run_id"])]
         shown = steps if limit is None else [s for i, s in enumerate(steps)
                                              if i < limit or s.status == "failed"]
         return RunDetail(RunRow(**row), tuple(shown), len(steps))

@@ -50,7 +50,7 @@ def current_rows(ctx: Context, nid: NodeId, ns: NodeState) -> ViewSource:
 
 _LITERAL = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.S)
 _SHOW_TABLES = re.compile(r"\s*show\s+tables\s*;?\s*", re.I)
-BARCA_TABLES = ("barca.materializations", "barca.runs")  # barca's own records, as tables
+BARCA_TABLES = ("barca.runs", "barca.materializations")  # barca's own records, as tables
 
 
 def identifiers(sql: str) -> set[str]:

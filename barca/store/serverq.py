@@ -227,6 +227,21 @@ def run_steps(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[tup
         "FROM materializations WHERE run_id=? AND id>? ORDER BY id", (run_id, after)))
 
 
+def store_history(store: Any, limit: int | None, *filters: Any, **named: Any
+                  ) -> tuple[list[dict[str, Any]], int]:
+    """``history`` of a Store's database (its crashed runs marked first): nothing when it has
+    none yet."""
+    if store.conn is None:
+        return [], 0
+    store.reap_crashed()
+    return history(store.conn, limit, *filters, **named)
+
+
+def store_steps(store: Any, run_id: str) -> list[dict[str, Any]]:
+    """``step_rows`` of a Store's database."""
+    return [] if store.conn is None else step_rows(store.conn, run_id)
+
+
 STEP_COLUMNS = ("asset", "partition", "run_hash", "status", "attempts", "elapsed", "path",
                 "format", "size", "error", "traceback")
 
