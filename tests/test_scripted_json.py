@@ -185,8 +185,9 @@ def test_history_of_one_run_shows_its_steps_and_why_one_failed(here) -> None:
         barca.get("bad", "pipeline.py")
     (newest, oldest) = [r["run_id"] for r in _cli("history", "--json").to_json()["runs"]]
     same = next(i for i, (a, b) in enumerate(zip(newest, oldest, strict=True)) if a != b)
-    with pytest.raises(UsageError, match="the start of several run ids"):
-        _cli("history", newest[:same])
+    for command in ("history", "logs"):  # (logs reads a run id the same way)
+        with pytest.raises(UsageError, match="the start of several run ids"):
+            _cli(command, newest[:same])
     doc = _cli("history", newest[:same + 1], "--json").to_json()  # a unique prefix names it
     assert doc["run"]["run_id"] == newest and doc["run"]["status"] == "failed"
     (step,) = doc["steps"]

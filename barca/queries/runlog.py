@@ -76,16 +76,7 @@ def run_detail(run_id: str, limit: int | None = 1000, settings: Settings | None 
                          "Write --limit 20, or --all for every step.")
     store = _store(settings, flags)
     try:
-        run = store.run(run_id)
-        if run is None:
-            from barca.core.errors import did_you_mean
-            ids = [r["run_id"] for r in store.runs(20)]
-            several = [i for i in ids if i.startswith(run_id)]
-            if len(several) > 1:
-                raise UsageError(f"'{run_id}' is the start of several run ids: "
-                                 f"{', '.join(several[:5])}.", "Write more of the id.")
-            raise UsageError(f"No run '{run_id}'.{did_you_mean(run_id, ids)}",
-                             "`barca history` lists the runs and their ids.")
+        run = _run_named(store, run_id)
         from barca.store.serverq import store_history, store_steps
         (row,), _ = store_history(store, 1, run_id=run["run_id"])
         steps = [StepRow(s["asset"], s["partition"] or None, s["run_hash"], s["status"],
@@ -97,6 +88,22 @@ def run_detail(run_id: str, limit: int | None = 1000, settings: Settings | None 
         return RunDetail(RunRow(**row), tuple(shown), len(steps))
     finally:
         store.close()
+
+
+def _run_named(store: Store, run_id: str) -> dict[str, Any]:
+    """The run ``run_id`` names (all of its id, or a unique start of it); a usage error that
+    says why otherwise: no such run, or a start several run ids share."""
+    run = store.run(run_id)
+    if run is not None:
+        return run
+    from barca.core.errors import did_you_mean
+    ids = [r["run_id"] for r in store.runs(20)]
+    several = [i for i in ids if i.startswith(run_id)]
+    if len(several) > 1:
+        raise UsageError(f"'{run_id}' is the start of several run ids: "
+                         f"{', '.join(several[:5])}.", "Write more of the id.")
+    raise UsageError(f"No run '{run_id}'.{did_you_mean(run_id, ids)}",
+                     "`barca history` lists the runs and their ids.")
 
 
 def since_time(text: str, now: float | None = None) -> float:
@@ -158,12 +165,7 @@ def logs(run_id: str | None = None, step: str | None = None, stream: str | None 
         if not runs:
             raise UsageError("No run is recorded yet, so there are no logs.",
                              "Run `barca get` first; `barca history` lists the runs.")
-        run = runs[0] if run_id is None else store.run(run_id)
-        if run is None:
-            from barca.core.errors import did_you_mean
-            ids = [r["run_id"] for r in runs]
-            raise UsageError(f"No run '{run_id}'.{did_you_mean(run_id or '', ids)}",
-                             "`barca history` lists the runs and their ids.")
+        run = runs[0] if run_id is None else _run_named(store, run_id)
         rows = store.log_lines(run["run_id"], after)
         if step is not None:
             steps = set(store.run_steps(run["run_id"])) | {(r[1], r[2]) for r in rows}
