@@ -38,8 +38,14 @@ def _html(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     plan = barca.get("summary_of_everything_that_matters", "pipeline.py", dry_run=True)
     with pytest.raises(barca.StepFailed):
         barca.get("summary_of_everything_that_matters", "pipeline.py")
+    from barca.present.listview import narrow
+    from barca.queries.listing import list_nodes
+    from barca.queries.runlog import run_detail
+    failed = api.history()[0].run_id
     return {"status": api.status(None, "pipeline.py")._repr_html_(),
-            "dry run": plan._repr_html_(), "history": api.history()._repr_html_()}
+            "dry run": plan._repr_html_(), "history": api.history(1)._repr_html_(),
+            "one run": run_detail(failed, 3)._repr_html_(),
+            "list": narrow(list_nodes("pipeline.py"), 1)._repr_html_()}
 
 
 PAGE = """<!doctype html><html><head><style>
@@ -80,6 +86,9 @@ def test_tables_hold_their_shape_narrow_and_wide_light_and_dark(tmp_path: Path,
     (tmp_path / "project").mkdir()
     html = _html(tmp_path / "project", monkeypatch)
     assert "FAILED HERE" in html["status"] and "<details>" in html["status"]
+    assert "showing 1 of 1" not in html["history"] and "showing 1 of 2 nodes" in html["list"]
+    # (--limit 3, and the failed step, always shown)
+    assert "FAILED HERE" in html["one run"] and "showing 4 of 26 steps" in html["one run"]
     shots = []
     with sync_playwright() as pw:
         browser = chrome.launch(pw)

@@ -178,7 +178,8 @@ class History(_Displayable, Record):
                  str(r.steps_run or 0), str(r.steps_cached or 0),
                  time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(r.started_at))]
                 for r in self.runs]
-        return (["RUN", "COMMAND", "TARGET", "STATUS", "RAN", "CACHED", "STARTED"], rows, 3, "")
+        return (["RUN", "COMMAND", "TARGET", "STATUS", "RAN", "CACHED", "STARTED"], rows, 3,
+                self.cut_note())
 
     def __str__(self) -> str:
         headers, rows, _, _ = self._table()
@@ -249,19 +250,39 @@ class RunDetail(_Displayable, Record):
         return (f"showing {len(self.steps)} of {self.steps_recorded} steps; pass --limit N for "
                 "more, or --all for every step") if left > 0 else ""
 
-    def __str__(self) -> str:
+    def _head(self) -> list[str]:
+        """The run in four lines: what and how it ended, when, who started it, its counts."""
         r = self.run
 
         def utc(ts: float | None) -> str:
             return "-" if not ts else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
         took = r.to_json()["elapsed_seconds"]
+        return [f"run {r.run_id}  {r.command or ''} {r.target or ''}  {r.status or ''}  "
+                + ("-" if took is None else f"{took:.1f}s"),
+                f"started {utc(r.started_at)}  finished {utc(r.finished_at)}",
+                f"triggered by {r.triggered_by or '-'}",
+                f"steps: {r.steps_run or 0} executed, {r.steps_failed or 0} failed, "
+                f"{r.steps_cached or 0} cached"]
+
+    def _repr_html_(self) -> str:
+        """The table with an ERROR column (its first line; the traceback folded under it),
+        the run's lines above and below it; steps by their function's name, as a notebook's
+        other tables name nodes."""
+        from barca.core.render import html_table
+        from barca.core.types import short_name, step_id
+        headers, rows, col, cut = self._table()
+        for row, s in zip(rows, self.steps, strict=True):
+            row[0] = step_id(short_name(s.node_id), s.partition_key or "")
+        errors = [f"{s.error}\n{s.error_traceback or ''}" if s.status == "failed" else ""
+                  for s in self.steps]
+        head = self._head()
+        return html_table([*headers, "ERROR"], [[*row, e] for row, e in zip(
+            rows, errors, strict=True)], col, " · ".join([*head[1:], *filter(None, [cut])]),
+            title=head[0], why_col=len(headers))
+
+    def __str__(self) -> str:
         failed = [s for s in self.steps if s.status == "failed"]
-        lines = [f"run {r.run_id}  {r.command or ''} {r.target or ''}  {r.status or ''}  "
-                 + ("-" if took is None else f"{took:.1f}s"),
-                 f"started {utc(r.started_at)}  finished {utc(r.finished_at)}",
-                 f"triggered by {r.triggered_by or '-'}",
-                 f"steps: {r.steps_run or 0} executed, {r.steps_failed or 0} failed, "
-                 f"{r.steps_cached or 0} cached", ""]
+        lines = [*self._head(), ""]
         headers, rows, _, cut = self._table()
         lines.append(text_table(headers, rows) if rows else "no step recorded")
         if cut:
