@@ -294,3 +294,15 @@ def test_sql_show_tables_lists_the_views_and_barcas_tables(here) -> None:
                                                 "barca.materializations"]
     assert got["total"] == 4 and got["columns"] == ["name"]
     assert _cli("sql", " SHOW TABLES; ", "pipeline.py", "--json").to_json()["total"] == 4
+
+
+def test_status_names_the_result_as_barca_0_30_2_does_too(here) -> None:
+    import barca
+    (here / "pipeline.py").write_text(DRY)
+    barca.get("total", "pipeline.py")
+    nodes = {n["name"]: n for n in _cli("status", "pipeline.py", "--json").to_json()["nodes"]}
+    lm = nodes["total"]["last_materialization"]
+    assert lm["artifact"] == lm["path"] and lm["artifact"].startswith(".barca/artifacts/")
+    assert lm["size_bytes"] == lm["size"] == (here / lm["path"]).stat().st_size
+    import hashlib
+    assert lm["content_hash"] == hashlib.sha256((here / lm["path"]).read_bytes()).hexdigest()

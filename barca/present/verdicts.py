@@ -219,9 +219,12 @@ def _bytes_changed(ctx: Context, last: Row | None) -> str | None:
 
 
 def _materialization(r: Row) -> dict[str, Any]:
+    # artifact, size_bytes and content_hash: barca 0.30.2's words for the path, its size and
+    # its SHA-256, for a script written for it
     return {"status": r.status, "run_id": r.run_id, "run_hash": r.run_hash, "path": r.path,
             "format": r.format, "size": r.size, "created_at": _when(r.created_at),
-            "elapsed_seconds": r.elapsed, "partition": r.partition or None, "error": r.error}
+            "elapsed_seconds": r.elapsed, "partition": r.partition or None, "error": r.error,
+            "artifact": r.path, "size_bytes": r.size, "content_hash": r.sha256}
 
 
 # ---------------------------------------------------------------------------- run results
