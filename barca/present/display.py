@@ -11,6 +11,16 @@ if TYPE_CHECKING:
 # core.render (the tables) is imported by the renderings that draw one: JSON needs none
 
 
+def more_hint(total: int, what: str) -> str:
+    """What a cut list says about seeing the rest (barca 0.30.2's words)."""
+    return f"pass --limit N for more, or --all for all {total} {what}"
+
+
+def cut_note(shown: int, total: int, what: str) -> str:
+    """What a table of ``shown`` of ``total`` things says under it ("" when it shows all)."""
+    return "" if shown >= total else f"showing {shown} of {total} {what}; {more_hint(total, what)}"
+
+
 class _Displayable:
     """Shared renderings: every result object shows itself the same way everywhere."""
     __slots__ = ()

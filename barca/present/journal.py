@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from barca.core.record import Record
 from barca.core.render import html_table, rich_table, text_table
+from barca.present.display import cut_note, more_hint
 from barca.present.results import _Displayable
 
 
@@ -153,15 +154,12 @@ class History(_Displayable, Record):
             doc["total"] = self.total
             doc["truncated"] = self.total > len(self.runs)
             if doc["truncated"]:
-                doc["hint"] = f"pass --limit N for more, or --all for all {self.total} runs"
+                doc["hint"] = more_hint(self.total, "runs")
         return doc
 
     def cut_note(self) -> str:
         """What a table of fewer runs than the filters kept says of the rest ("" if none)."""
-        if self.total is None or self.total <= len(self.runs):
-            return ""
-        return (f"showing {len(self.runs)} of {self.total} runs; pass --limit N for more, or "
-                f"--all for all {self.total} runs")
+        return "" if self.total is None else cut_note(len(self.runs), self.total, "runs")
 
     def json_text(self) -> str:
         # non-ASCII escaped, unlike the other results: the form `history --json` always had

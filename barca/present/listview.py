@@ -6,7 +6,7 @@ from __future__ import annotations
 from barca.core.errors import UsageError
 from barca.core.record import Record
 from barca.core.types import TYPE_CHECKING, short_name
-from barca.present.display import _Displayable
+from barca.present.display import _Displayable, cut_note, more_hint
 from barca.present.statusview import field_names
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class Listing(_Displayable, Record):
                                "total": self.matched,
                                "truncated": self.matched > len(self.rows), "root": self.root}
         if doc["truncated"]:
-            doc["hint"] = f"pass --limit N for more, or --all for all {self.matched} nodes"
+            doc["hint"] = more_hint(self.matched, "nodes")
         return doc
 
     def _shown(self) -> tuple[ListRow, ...]:
@@ -65,11 +65,7 @@ class Listing(_Displayable, Record):
 
     def cut_note(self) -> str:
         """What a table that does not show every node says of the rest ("" when it does)."""
-        shown = len(self._shown())
-        if shown >= self.matched:
-            return ""
-        return (f"showing {shown} of {self.matched} nodes; pass --limit N for more, or --all "
-                f"for all {self.matched} nodes")
+        return cut_note(len(self._shown()), self.matched, "nodes")
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
         return (["NAME", "KIND", "FRESHNESS", "DEPS"],

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from barca.core.record import Record, slot_setters
 from barca.core.types import TYPE_CHECKING, short_name
-from barca.present.display import _Displayable  # noqa: F401 - shared by every result object
+from barca.present.display import (  # noqa: F401 - shared by every result object
+    _Displayable,
+    cut_note,
+    more_hint,
+)
 
 # The table renderer (core.render), the shape words (store.shapes) and the plans are imported
 # where they are used: a cached command printing JSON loads none of them.
@@ -111,7 +115,7 @@ class StatusReport(_Displayable, Record):
         if self.filter:
             doc["filter"] = self.filter
         if doc["truncated"]:
-            doc["hint"] = f"--limit N shows N nodes, --all every one of the {self.matched}"
+            doc["hint"] = more_hint(self.matched, "nodes")
         if self.note:
             doc["note"] = self.note
         return doc
@@ -120,11 +124,7 @@ class StatusReport(_Displayable, Record):
         return self.rows if self.table_limit is None else self.rows[:self.table_limit]
 
     def _cut_note(self) -> str:
-        shown = len(self._shown())
-        if shown >= self.matched:
-            return ""
-        return (f"showing {shown} of {self.matched} nodes (--limit N for more, --all for "
-                "every node)")
+        return cut_note(len(self._shown()), self.matched, "nodes")
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
         from barca.core.render import cell_label
