@@ -119,6 +119,19 @@ def test_inspection_commands_have_the_local_json_keys(served, argv: list[str]) -
         *argv, "--pretty").out.splitlines()[0].split() or argv[0] == "stats"
 
 
+def test_history_filters_reach_the_server_and_one_run_is_read_here(served) -> None:
+    project, server = served
+    assert project.barca("get", "total").code == 0
+    got = project.barca("history", "--server", server.url, "--status", "success",
+                        "--target", "total", "--since", "1d", "--json")
+    assert got.code == 0, got.err
+    runs = got.json()["runs"]
+    assert runs and all(r["status"] == "success" and r["target"] == "total" for r in runs)
+    assert got.json()["total"] >= len(runs)
+    one = project.barca("history", runs[0]["run_id"], "--server", server.url)
+    assert one.code == 2 and "--local" in one.err
+
+
 def test_logs_of_a_run_on_the_server(served) -> None:
     project, server = served
     run = project.barca("get", "boom", "--server", server.url, "--json").json()

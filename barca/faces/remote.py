@@ -89,6 +89,10 @@ def dispatch(args: Namespace, on_event: Any, load_values: bool,
         from barca.present.listview import as_asked
         res = as_asked(remote.list_nodes(srv, groups=args.groups), args)
     elif cmd == "history":
+        if args.run is not None:  # (the server answers the list of runs, not one in detail)
+            raise UsageError(f"`barca history {args.run}` reads this machine's records; a "
+                             "server answers the list of runs.",
+                             f"Run: barca history {args.run} --local")
         from barca.faces.outcome import history_limit
         res = remote.history(srv, history_limit(args), status=args.status,
                              triggered_by=args.triggered_by, target=args.target,
