@@ -187,9 +187,11 @@ def render(outcome: Any, mode: str) -> None:
         _print_logs(outcome, mode)
         return
     if getattr(args, "output", None) == "path" and hasattr(res, "outputs"):
+        # the paths alone, one a line (a partitioned target's in key order), as the contract
+        # and barca 0.30.2 print them: `-o path | xargs ...` works; --json maps keys to paths
         for o in res.outputs:
             for i in sorted(o.items, key=lambda i: i.key):
-                print(printable(f"{i.key}: {i.path}" if o.partitioned else i.path))
+                print(printable(i.path))
         return
     if getattr(args, "output", None) == "value" and hasattr(res, "outputs"):
         text = outcome.value_text(2 if sys.stdout.isatty() else None)
