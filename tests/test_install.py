@@ -157,3 +157,14 @@ def test_the_manual_has_one_copy() -> None:
     index = (REPO / "docs" / "README.md").read_text()
     assert all(f"../barca/docs/{name}" in index for name in pages if name != "index.md"), \
         [n for n in pages if f"../barca/docs/{n}" not in index]
+
+
+@pytest.mark.slow
+def test_a_command_whose_install_is_gone_says_so(tmp_path: Path) -> None:
+    """The installed ``barca`` script run by a Python that cannot import barca (an editable
+    install whose checkout was deleted): one line naming the fix, exit 3, no traceback."""
+    got = subprocess.run([sys.executable, "-I", "-S", str(REPO / "scripts" / "barca"), "status"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert got.returncode == 3, got.stderr
+    assert "cannot import barca" in got.stderr and "pip install" in got.stderr
+    assert "Traceback" not in got.stderr and got.stdout == ""
