@@ -178,15 +178,11 @@ def _epoch(ts: Any) -> float | None:
     """Unix seconds from a number or an RFC 3339 / ``YYYY-MM-DD HH:MM:SS`` UTC time."""
     if ts is None or isinstance(ts, (int, float)):
         return ts
-    from datetime import UTC, datetime
-    text = str(ts).strip().replace("Z", "+00:00").replace(" UTC", "")
+    from barca.core.when import utc_seconds
     try:
-        when = datetime.fromisoformat(text)
+        return utc_seconds(str(ts))
     except ValueError:
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
 
 
 def history_from_json(doc: dict[str, Any]) -> History:

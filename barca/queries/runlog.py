@@ -112,14 +112,13 @@ def since_time(text: str, now: float | None = None) -> float:
     t = text.strip()
     if t[:-1].isdigit() and t[-1:] in _UNITS:
         return (time.time() if now is None else now) - int(t[:-1]) * _UNITS[t[-1]]
-    import datetime as dt
+    from barca.core.when import utc_seconds
     try:
-        when = dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
+        return utc_seconds(t)
     except ValueError:
         raise UsageError(f"--since {text!r} is not a duration or a time.",
                          "Write --since 7d (30m, 24h, 2w), --since 2026-10-22 or "
                          "--since 2026-10-22T05:00:00Z.") from None
-    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
 
 
 class Stamp(Record):

@@ -20,14 +20,12 @@ def rfc3339(t: float | None) -> str | None:
 
 def parse_time(text: str) -> float:
     """An RFC 3339 time (``Z`` or an offset; a bare date is midnight UTC) as Unix seconds."""
+    from barca.core.when import utc_seconds
     try:
-        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        return utc_seconds(text)
     except ValueError:
         raise UsageError(f"'{text}' is not an RFC 3339 time.",
                          "Write 2026-01-31T05:00:00Z or 2026-01-31.") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return when.timestamp()
 
 
 def run_summary(row: dict[str, Any]) -> dict[str, Any]:
