@@ -21,6 +21,27 @@ def cut_note(shown: int, total: int, what: str) -> str:
     return "" if shown >= total else f"showing {shown} of {total} {what}; {more_hint(total, what)}"
 
 
+class _NodeTable:
+    """What a listing of nodes some of which a table may leave out shares (status, list):
+    ``rows`` shown in JSON, ``total`` the nodes kept before a limit (None: the rows),
+    ``table_limit`` the rows a table shows (None: all)."""
+    __slots__ = ()
+    rows: Any
+    total: int | None
+    table_limit: int | None
+
+    @property
+    def matched(self) -> int:
+        return len(self.rows) if self.total is None else self.total
+
+    def _shown(self) -> Any:
+        return self.rows if self.table_limit is None else self.rows[:self.table_limit]
+
+    def cut_note(self) -> str:
+        """What a table that does not show every node says of the rest ("" when it does)."""
+        return cut_note(len(self._shown()), self.matched, "nodes")
+
+
 class _Displayable:
     """Shared renderings: every result object shows itself the same way everywhere."""
     __slots__ = ()

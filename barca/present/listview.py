@@ -6,7 +6,7 @@ from __future__ import annotations
 from barca.core.errors import UsageError
 from barca.core.record import Record
 from barca.core.types import TYPE_CHECKING, short_name
-from barca.present.display import _Displayable, cut_note, more_hint
+from barca.present.display import _Displayable, _NodeTable, more_hint
 from barca.present.statusview import field_names
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ class ListRow(Record):
     extra: dict[str, Any] | None  # more keys of the node's JSON (inputs, env, schedule, ...)
 
 
-class Listing(_Displayable, Record):
+class Listing(_NodeTable, _Displayable, Record):
     """``barca list``: one row per node, in topological order. ``total``: every node read
     (None: the rows); ``fields``: the keys kept of each node's JSON (``--fields``);
     ``table_limit``: the rows a table shows (see ``narrow``)."""
@@ -40,10 +40,6 @@ class Listing(_Displayable, Record):
     total: int | None
     fields: tuple[str, ...] | None
     table_limit: int | None
-
-    @property
-    def matched(self) -> int:
-        return len(self.rows) if self.total is None else self.total
 
     def _node(self, r: ListRow) -> dict[str, Any]:
         node = dict({"id": r.id, "name": short_name(r.id), "kind": r.kind,
@@ -59,13 +55,6 @@ class Listing(_Displayable, Record):
         if doc["truncated"]:
             doc["hint"] = more_hint(self.matched, "nodes")
         return doc
-
-    def _shown(self) -> tuple[ListRow, ...]:
-        return self.rows if self.table_limit is None else self.rows[:self.table_limit]
-
-    def cut_note(self) -> str:
-        """What a table that does not show every node says of the rest ("" when it does)."""
-        return cut_note(len(self._shown()), self.matched, "nodes")
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
         return (["NAME", "KIND", "FRESHNESS", "DEPS"],

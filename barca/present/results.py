@@ -9,7 +9,7 @@ from barca.core.record import Record, slot_setters
 from barca.core.types import TYPE_CHECKING, short_name
 from barca.present.display import (  # noqa: F401 - shared by every result object
     _Displayable,
-    cut_note,
+    _NodeTable,
     more_hint,
 )
 
@@ -57,7 +57,7 @@ SUMMARY_ORDER = (("cached", "cached"), ("stale", "stale"), ("never_run", "never 
                  ("partial", "partial"), ("unknown", "unknown"), ("always_runs", "always run"))
 
 
-class StatusReport(_Displayable, Record):
+class StatusReport(_NodeTable, _Displayable, Record):
     """``barca status``: ``rows`` are the nodes shown (after ``--state``/``--problems`` and a
     limit); ``counts`` is the summary of every node of the cones read, ``total`` the number of
     nodes the filters kept (before the limit). See barca.present.statusview for the options."""
@@ -86,10 +86,6 @@ class StatusReport(_Displayable, Record):
     def summary_line(self) -> str:
         s = self.summary()
         return ", ".join(f"{s[k]} {label}" for k, label in SUMMARY_ORDER)
-
-    @property
-    def matched(self) -> int:
-        return len(self.rows) if self.total is None else self.total
 
     def _node(self, r: StatusRow) -> dict[str, Any]:
         from barca.store import shapes
@@ -120,19 +116,13 @@ class StatusReport(_Displayable, Record):
             doc["note"] = self.note
         return doc
 
-    def _shown(self) -> tuple[StatusRow, ...]:
-        return self.rows if self.table_limit is None else self.rows[:self.table_limit]
-
-    def _cut_note(self) -> str:
-        return cut_note(len(self._shown()), self.matched, "nodes")
-
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
         from barca.core.render import cell_label
         from barca.store import shapes
         rows = [[r.name, r.kind, cell_label(r.state), r.detail, r.last_run, shapes.label(r.shape),
                  ", ".join(short_name(d) for d in r.deps) or "-"] for r in self._shown()]
         summary = self.summary_line()
-        for extra in (self._cut_note(), self.note):
+        for extra in (self.cut_note(), self.note):
             if extra:
                 summary += f"\n{extra}"
         return (["NAME", "KIND", "STATE", "WHY", "LAST RUN", "SHAPE", "DEPS"], rows, 2, summary)
