@@ -102,6 +102,9 @@ def test_get_from_the_ui_runs_and_shows_its_logs(server) -> None:
             page.click("#act-dry")
             expect(page.locator("#run")).to_contain_text("Dry run", timeout=30_000)
             expect(page.locator("#run")).to_contain_text("will run")
+            # the plan's JSON says "run"; a person reads "will run", in its colour
+            expect(page.locator("#run .chip.willrun").first).to_be_visible()
+            page.screenshot(path=str(SHOTS / "ui-dry-run-light-1400.png"))
             # a failed step: the run says so, with its traceback in the logs
             page.click("#act-get")
             expect(page.locator("#run h2 .chip")).to_have_text("failed", timeout=60_000)

@@ -203,10 +203,11 @@ class StepRow(Record):
 
     def to_json(self) -> dict[str, Any]:
         doc = {f: getattr(self, f) for f in self.__slots__}
-        # the error's two parts as barca 0.30.2 names them too
-        kind, _, message = (self.error or "").partition(": ")
-        doc["error_type"] = (kind or None) if self.error else None
-        doc["error_message"] = (message or self.error) if self.error else None
+        # the error's two parts as barca 0.30.2 names them too ("ValueError: no"); a text that
+        # names no type is all message
+        kind, sep, message = (self.error or "").partition(": ")
+        doc["error_type"] = kind if sep else None
+        doc["error_message"] = (message if sep else self.error) or None
         return doc
 
 
@@ -237,7 +238,7 @@ class RunDetail(_Displayable, Record):
                 f"{s.artifact_path} ({s.artifact_format}, "
                 f"{human_bytes(s.artifact_size_bytes or 0)})")
             step = f"{s.node_id}[{s.partition_key}]" if s.partition_key else s.node_id
-            rows.append([step, s.status, str(s.attempts or 1),
+            rows.append([step, s.status, str(s.attempts) if s.attempts else "-",
                          "-" if s.elapsed_seconds is None else f"{s.elapsed_seconds:.1f}s",
                          s.run_hash[:12], where])
         return (["STEP", "STATUS", "ATTEMPTS", "TIME", "RUN_HASH", "ARTIFACT"], rows, 1,
