@@ -1,0 +1,83 @@
+"""The ``barca`` command (``barca.faces.cli.command``: scripts/barca, ``python -m barca``) ends
+its process at once after it has said everything, when nothing is left for the interpreter's
+end to do but free objects: no ``atexit`` callback, no other thread, no module but barca's, the
+standard library's and those the process started with. Whatever it printed is there in full,
+its exit code is the command's; a callback, or a module another library loaded, gets the
+usual end; and ``main`` itself still raises SystemExit for a caller to catch. Real processes."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, Project
+
+pytestmark = pytest.mark.slow
+
+WIDE = "from barca import asset\n\n\n@asset()\ndef source() -> dict:\n    return {'n': 1}\n" + \
+    "".join(
+    f"\n\n@asset(inputs={{'source': source}})\ndef r{i:03d}(source: dict) -> str:\n"
+    f"    return 'x' * 200 + str(source['n'] + {i})\n" for i in range(300))
+
+
+def _py(project: Project, code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
+                           + code], cwd=project.path, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_what_the_command_prints_is_there_in_full_with_its_exit_code(project: Project) -> None:
+    project.write("pipeline.py", WIDE)
+    first = project.barca("get", "pipeline.py", "--json")
+    assert first.code == 0, first.err
+    for _ in range(2):  # cached: the end at once (a document of ~100 kB, past a pipe's buffer)
+        res = project.barca("get", "pipeline.py", "--json")
+        assert res.code == 0, res.err
+        doc = json.loads(res.out)
+        assert doc["steps_executed"] == 0 and len(doc["final_output"]) == 301
+        assert doc["final_output"]["pipeline.py:r299"].endswith("300")
+        assert len(res.out) > 65536
+    bad = project.barca("get", "nosuch", "pipeline.py", "--json")
+    assert bad.code == 2 and json.loads(bad.err)["kind"] == "usage"
+    failed = project.barca("get", "nosuch", "pipeline.py")
+    assert failed.code == 2 and "nosuch" in failed.err
+
+
+def test_the_interpreter_end_is_kept_when_something_needs_it(project: Project) -> None:
+    project.write("pipeline.py", WIDE)
+    assert project.barca("get", "pipeline.py", "--json").code == 0
+    run = ("sys.argv = ['barca', 'get', 'pipeline.py', '--json']\n"
+           "from barca.faces.cli import command\n")
+    # an atexit callback: run, after the whole document
+    called = _py(project, "import atexit\natexit.register(lambda: print('AT EXIT'))\n" + run
+                 + "command()\n")
+    assert called.returncode == 0 and called.stdout.splitlines()[-1] == "AT EXIT"
+    assert json.loads(called.stdout.splitlines()[0])["steps_executed"] == 0
+    # a thread still working: waited for, as ever
+    threaded = _py(project, "import threading, time\n"
+                   "threading.Thread(target=lambda: (time.sleep(0.5), print('THREAD DONE')))"
+                   ".start()\n" + run + "command()\n")
+    assert threaded.returncode == 0 and threaded.stdout.splitlines()[-1] == "THREAD DONE"
+    # a module loaded after barca started that is neither barca's nor the standard library's
+    # (its objects may hold what only their finalizer writes): not ended at once
+    (Path(project.path) / "late.py").write_text("X = 1\n")
+    gate = ("from barca.faces import cli\nprint(cli._nothing_left_to_end())\n"
+            "import late\nprint(cli._nothing_left_to_end())\n")
+    got = _py(project, gate)
+    assert got.stdout.split() == ["True", "False"], got.stderr
+    # a usage error keeps its code
+    bad = _py(project, "sys.argv = ['barca', 'get', 'nosuch', 'pipeline.py', '--json']\n"
+              "from barca.faces.cli import command\ncommand()\n")
+    assert bad.returncode == 2 and json.loads(bad.stderr)["kind"] == "usage"
+
+
+def test_main_still_raises_system_exit_for_its_caller(project: Project) -> None:
+    project.write("pipeline.py", WIDE)
+    got = _py(project, "from barca.faces.cli import main\n"
+              "try:\n    main(['get', 'source', 'pipeline.py', '--json'])\n"
+              "except SystemExit as exc:\n    print('CODE', exc.code)\n")
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.splitlines()[-1] == "CODE 0"
