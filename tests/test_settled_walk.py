@@ -147,6 +147,33 @@ def test_a_tampered_result_under_a_settled_record_is_computed_again(
     assert mine[0].read_text() != "999"
 
 
+def test_a_settled_walk_finds_its_results_where_the_record_says(
+        settled: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record says where each one-key node's result is (the newest success of the run hash
+    its snapshot holds): a walk it vouches for reads no result row of one (a partitioned
+    node's are read, as before), yet serves, and checks, what the full decision does."""
+    from barca.store.metadata import Store
+    _run(None)
+    statements: list[str] = []
+    real = Store._open
+
+    def traced(self: Store, create: bool) -> None:
+        real(self, create)
+        if self.conn is not None:
+            self.conn.set_trace_callback(statements.append)
+
+    with checks(monkeypatch) as got:
+        monkeypatch.setattr(Store, "_open", traced)
+        served = _run(None)
+        monkeypatch.setattr(Store, "_open", real)
+    assert got == [True]
+    reads = [s for s in statements if "materializations" in s and s.lstrip().startswith("SELECT")
+             and any(f"pipeline.py:{n}'" in s for n in ("base", "mid", "top"))]
+    assert reads == [], reads
+    _forget_records(settled)
+    assert _run(None) == served
+
+
 @pytest.mark.parametrize("size", [0, 1, 2047, 2048, 2049, 5000])
 def test_a_result_is_read_whole_at_every_size(tmp_path: Path, size: int) -> None:
     """One read for a small result (its size as fstat said it): the bytes and digest are the

@@ -159,3 +159,26 @@ def test_a_node_written_twice_in_a_walk_and_parts_replaced_behind_its_back(
     store.put_snapshots([b2])
     store.close()
     assert _read(tmp_path, "b") == b2[1:]
+
+
+@pytest.mark.parametrize(("stored", "asked"), [(100, 80), (200, 64), (70, 70), (10, 10)])
+def test_many_snapshots_read_at_once_are_each_one_read_alone(
+        tmp_path: Path, small_parts: int, stored: int, asked: int) -> None:
+    """Most of the table asked for is read in one scan of it (Store.snapshots), the rest name
+    by name: either way each snapshot is the one read alone, large ones in parts too, and a
+    name with none is not in the answer."""
+    store = Store(tmp_path)
+    rows = [_row(f"n{i:03d}", 40 if i % 7 == 0 else 1, tag=f"t{i}") for i in range(stored)]
+    store.put_snapshots(rows)
+    names = [f"n{i:03d}" for i in range(0, stored, max(1, stored // asked))][:asked - 1]
+    names.append("missing")
+    store.close()
+    store = Store(tmp_path)
+    try:
+        got = store.snapshots(names)
+        assert sorted(got) == sorted(n for n in names if n != "missing")
+        for n in got:
+            assert got[n] == store.snapshot(n)
+            assert tuple(got[n]) == rows[int(n[1:])][1:]
+    finally:
+        store.close()

@@ -218,14 +218,14 @@ class Ask:
         import json
         from pathlib import Path
 
-        from barca.engine.settle import Settle
+        from barca.engine.settle import Settle, record_json
         settle = Settle(ctx, w.order, set(), None)  # this state's record, as a walk names it
         if settle.key is None or settle.generation != self.generation:
             return None  # not covered by a record, or the store moved since the walk began
         got = ctx.store.settle_record(settle.cone)
         if got is None or got[0] != settle.key:
             return None
-        deps = json.loads(got[1])
+        deps = json.loads(record_json(got[1]))
         graph = ctx.graph
         root = graph.root
         from barca.engine.defcache import listing

@@ -151,7 +151,7 @@ class Runner:
         settle = Settle(self.ctx, w.order, w.forced, self.selection)
         later = self.execute and settle.key is None  # (no record: read while the sensor runs)
         self.ctx.view.load_snapshots(states.snap_names(self.graph, w.order, w.forced, later),
-                                     located=self.execute and settle.key is not None, later=later)
+                                     later=later)
         self._settled = settle.check(self.ctx.view.snapshots_loaded)
         if self.execute and not self._settled and self.ctx.store.is_open:
             from barca.engine.sharing import Sharing  # a settled cone runs nothing to share

@@ -14,7 +14,13 @@ The record is only an early exit of ``decide`` (its ``settled`` argument); anyth
 a sensor or a task in the cone, keys that come from an output or from importing a module, env
 values read live, a notebook, evicted results, ``--refresh``, ``--partition``, memo layers off
 -- is decided the normal way, and so is every command whose state does not match. On a match
-the keys are the ones the snapshots were made of: they were evaluated from the same text."""
+the keys are the ones the snapshots were made of: they were evaluated from the same text.
+
+A match also says where each one-key node's result is (``where``: the path, format, SHA-256
+and shape of the newest success of the run hash its snapshot holds, which the record's walk
+read): the store's generation has not moved since, so neither have its rows. Each is used only
+for the run hash the node's snapshot holds now, and its file is still read and checked against
+its SHA-256 (engine.integrity) before its value is returned."""
 from __future__ import annotations
 
 from barca.core import events as ev
@@ -74,8 +80,9 @@ class Settle:
         got = self.ctx.store.settle_record(self.cone)
         if got is None or got[0] != self.key:
             return False
+        text, _, where = got[1].partition("\n")
         try:
-            value = jsontext.loads(got[1])
+            value = jsontext.loads(text)
             files, dirs, snaps = value["files"], value["dirs"], value["snaps"]
         except (ValueError, KeyError, TypeError):
             return False
@@ -91,6 +98,7 @@ class Settle:
         if self.hit:  # the keys each digest was made of: no key expression evaluated again
             for n, snap in zip(self.order, got_snaps, strict=True):
                 self.ctx.settled_keys(n, snap.keys.split("\x00"))
+            self.ctx.view.located = _located(where, self.order, got_snaps)
         return self.hit
 
     def record(self, states: dict[NodeId, Any]) -> None:
@@ -111,10 +119,57 @@ class Settle:
         try:
             if ctx.store.generation() != self.generation:
                 return
+            # the JSON, then where the results are: apart, not a JSON string (whose escaped
+            # NULs made reading it cost more than the query it saves)
             ctx.store.put_settle_record(self.cone, self.key, jsontext.dumps(
-                {"files": deps[0], "dirs": deps[1], "snaps": snaps}, sort_keys=True))
+                {"files": deps[0], "dirs": deps[1], "snaps": snaps}, sort_keys=True)
+                + "\n" + _where_known(self.order, states))
         except Exception:  # noqa: BLE001 - a record only saves work next time
             return
+
+
+_NONE = ""  # (a field of ``where`` that is NULL in the store: none of them is ever empty)
+
+
+def record_json(value: str) -> str:
+    """A record's JSON (files, dirs, snaps): its value's first line (JSON text holds no
+    newline); ``where`` (``_where_known``) follows it."""
+    return value.partition("\n")[0]
+
+
+def _where_known(order: list[NodeId], states: dict[NodeId, Any]) -> str:
+    """Per node of the walk, the run hash of its one key and where its newest success is, as
+    the walk found it (no query made for it: a node no one asked about has none), all joined
+    by NUL, five fields a node (an empty run hash: not known)."""
+    out: list[str] = []
+    for n in order:
+        st = states[n]
+        hashes = st.run_hashes() if st.keys is not None and len(st.keys) == 1 else None
+        run_hash = hashes[0] if hashes else None
+        where = st.where(run_hash, ask=False) if run_hash else None
+        if not run_hash or where is None or not where[0] \
+                or "\x00" in "".join(f or "" for f in where):
+            out.extend((_NONE,) * 5)
+        else:
+            out.append(run_hash)
+            out.extend(f or _NONE for f in where)
+    return "\x00".join(out)
+
+
+def _located(text: str, order: list[NodeId], snaps: list[Snapshot]
+             ) -> dict[str, tuple[str, str, str, str]]:
+    """``_where_known``'s text read back: for each node whose snapshot holds the run hash the
+    record says, where its result is (an empty field, NULL in the store: None)."""
+    parts = text.split("\x00")
+    if len(parts) != 5 * len(order):
+        return {}
+    out: dict[str, Any] = {}
+    five = iter(parts)  # (five fields a node, taken by zip in C)
+    for n, snap, h, path, fmt, digest, shape in zip(order, snaps, five, five, five, five,
+                                                    five, strict=True):
+        if h and h == snap.hashes:
+            out[n] = (path, fmt or None, digest or None, shape or None)
+    return out
 
 
 def _eligible(ctx: Any, order: list[NodeId], forced: set[NodeId], selection: Any) -> bool:

@@ -306,10 +306,10 @@ class NodeState:
             return None
         return keys[0], hashes[0]
 
-    def where(self, run_hash: str) -> tuple[str, str, str, str] | None:
+    def where(self, run_hash: str, ask: bool = True) -> tuple[str, str, str, str] | None:
         """(path, format, sha256, shape) of a successful row of this run hash (see
         NodeHistory.resolve), as a cached step reads them."""
-        return self._hist.resolve(run_hash) if self._hist is not None else None
+        return self._hist.resolve(run_hash, ask) if self._hist is not None else None
 
     def odd_steps(self) -> list[StepState]:
         """Every step that is not simply cached, in key order (all steps of a full node)."""

@@ -211,36 +211,35 @@ class Store:
         return snapchunks.whole(self.conn, asset, Snapshot._make(got), self._seen) \
             if got else None
 
-    def snapshots(self, assets: list[str],
-                  located: dict[str, tuple[str, str, str, str]] | None = None
-                  ) -> dict[str, Snapshot]:
-        """The snapshots of these nodes (see ``snapshot``), in one query per 500 names.
-        ``located``: filled, for a node of one key, with where the newest successful row of
-        its snapshot's run hash is (as ``success_locations`` says it), read in the same query."""
+    def snapshots(self, assets: list[str]) -> dict[str, Snapshot]:
+        """The snapshots of these nodes (see ``snapshot``), in one query per 500 names."""
         if self.conn is None or not assets:
             return {}
         out: dict[str, Snapshot] = {}
         self._seen.clear()  # a new walk: what an earlier one read is not kept
         query = "SELECT asset, digest, combined, keys, hashes FROM snapshots WHERE asset IN ({})"
-        if located is not None:
-            # (no m.id: a success has a path, so a row found is a path not NULL; each column
-            # fetched costs ~2 k instructions a row)
-            query = ("SELECT s.asset, s.digest, s.combined, s.keys, s.hashes, m.path, "
-                     "m.format, m.sha256, m.shape FROM snapshots s LEFT JOIN materializations m "
-                     "ON m.id = (SELECT max(id) FROM materializations WHERE asset = s.asset AND "
-                     "run_hash = s.hashes AND status = 'success') WHERE s.asset IN ({})")
         try:
+            parts: Iterable[Any] = (self.conn.execute(query.format(",".join("?" * len(p))), p)
+                                    for p in (assets[i:i + 500]
+                                              for i in range(0, len(assets), 500)))
+            wanted: Collection[str] | None = None
+            if len(assets) >= 64 and self.conn.execute(
+                    "SELECT count(*) FROM snapshots").fetchone()[0] <= len(assets) * 3 // 2:
+                # (most of the table: a scan of it costs less than a lookup of each name,
+                # ~10 k instructions a row against ~16 k)
+                wanted = set(assets)
+                parts = (self.conn.execute("SELECT asset, digest, combined, keys, hashes "
+                                           "FROM snapshots"),)
             make, mark = tuple.__new__, snapchunks.MARK  # (per row: no Python call made)
-            for i in range(0, len(assets), 500):
-                part = assets[i:i + 500]
-                for row in self.conn.execute(query.format(",".join("?" * len(part))), part):
+            for rows in parts:
+                for row in rows:
+                    if wanted is not None and row[0] not in wanted:
+                        continue
                     snap = make(Snapshot, row[1:5])
                     got = snapchunks.expand(self.conn, row[0], snap, self._seen) \
                         if row[4].startswith(mark) else snap  # (as snapchunks.whole)
                     if got is not None:  # (a snapshot in parts that cannot be read: a miss)
                         out[row[0]] = got
-                        if located is not None and row[5] is not None:
-                            located[row[0]] = row[5:]
         except sqlite3.OperationalError:  # a store written before snapshots existed
             return {}
         except sqlite3.DatabaseError as exc:

@@ -123,17 +123,18 @@ class NodeHistory:
         if self._where is None:
             self._where = where
 
-    def resolve(self, run_hash: str) -> tuple[str, str, str, str] | None:
+    def resolve(self, run_hash: str, ask: bool = True) -> tuple[str, str, str, str] | None:
         """(path, format, sha256, shape) of the newest successful row with this run hash:
         a point query each for a few, then every successful row's four columns in one read
-        (not whole rows: a 200,000-key target resolves all of its keys)."""
+        (not whole rows: a 200,000-key target resolves all of its keys). Not ``ask``: only
+        if this history already holds it (no query; None else)."""
         row = self._by_hash.get(run_hash)
         if row is not None:
             return _where(row)
         hint = self._hint
         if hint is not None and hint[0] == run_hash:
             return hint[1]
-        if self._where is None and self.store is not None:
+        if self._where is None and self.store is not None and ask:
             self._where_points += 1
             if self._where_points <= self.POINT_QUERIES:
                 row = self.store.success_row(self.asset, run_hash)
@@ -194,20 +195,18 @@ class StoreView:
         self._hist: dict[NodeId, NodeHistory] = {}
         self._snaps: dict[NodeId, Snapshot | None] | None = None
         self._evicted: dict[NodeId, set[str]] = {}
-        # node -> where its snapshot's one run hash has its newest success (load_snapshots)
+        # node -> where its snapshot's one run hash has its newest success, as the settle
+        # record of this very state says (engine.settle: set when it vouches for the walk)
         self.located: dict[str, tuple[str, str, str, str]] = {}
         self._due: list[NodeId] | None = None  # snapshots to read when first asked for
 
-    def load_snapshots(self, nids: list[NodeId] | None, located: bool = False,
-                       later: bool = False) -> None:
+    def load_snapshots(self, nids: list[NodeId] | None, later: bool = False) -> None:
         """Read the snapshots of every node a walk may decide, in one query, before it starts
-        (``None`` forgets them: the walk is over and the store may have new ones); with
-        ``located``, where each one-key node's result is too (``located``, for a settled walk
-        to hint its histories with). ``later`` (a walk no settle record can vouch for, so
-        none is looked at before the first node is decided): not now, but when ``load_due``
-        is called (by the runner, while the first steps run on the pool: a sensor's) or a
-        snapshot is first asked for, whichever comes first -- read before any is looked at,
-        as without it."""
+        (``None`` forgets them: the walk is over and the store may have new ones).
+        ``later`` (a walk no settle record can vouch for, so none is looked at before the
+        first node is decided): not now, but when ``load_due`` is called (by the runner, while
+        the first steps run on the pool: a sensor's) or a snapshot is first asked for,
+        whichever comes first -- read before any is looked at, as without it."""
         self.located = {}
         self._due = None
         if later and nids:
@@ -216,7 +215,7 @@ class StoreView:
         if nids is None or not self.snapshots:
             self._snaps = None
             return
-        got = self.store.snapshots(list(nids), self.located if located else None)
+        got = self.store.snapshots(list(nids))
         snaps: dict[str, Snapshot | None] = dict.fromkeys(nids)  # (None: none; the rest in C)
         snaps.update(got)
         self._snaps = cast(dict[NodeId, Snapshot | None], snaps)
