@@ -28,7 +28,7 @@ from barca.engine.planner import Context
 from barca.engine.runner import Runner
 from barca.engine.selection import check_selection, resolve_refresh, walk_order
 from barca.model.topology import Graph, load_graph, untracked_message, untracked_warnings
-from barca.present.outputs import node_output
+from barca.present.outputs import node_outputs
 from barca.present.results import RunResult, StatusReport
 from barca.present.verdicts import plan_row, run_result, status_row
 from barca.store.metadata import Store
@@ -168,9 +168,9 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         warnings.extend(warning_object("remote", n) for n in runner.remote_notes())
         if w.done:
             on_event(ev.RunEnded(w.done, w.total, elapsed, bool(w.failed)))
-        outputs = tuple(node_output(sess.graph, sess.settings, sess.store.prefix, w.states[t],
-                                    load_values, runner.small) for t in targets
-                        if t not in w.skipped_fanins)
+        outputs = node_outputs(sess.graph, sess.settings, sess.store.prefix, w.states,
+                               [t for t in targets if t not in w.skipped_fanins], load_values,
+                               runner.small)
         if w.infra:
             from barca.core.errors import InfrastructureError
             raise InfrastructureError(

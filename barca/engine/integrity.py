@@ -56,11 +56,15 @@ class Integrity:
         """The cached steps of these nodes for ``broken`` to check. A node of one simply cached
         key (a settled one: NodeState.only_cached) is checked here, from where its row says the
         result is, without a StepState; only if its file is not intact is its step made, for
-        ``broken`` to read it again and say why. A small file is read in one call
-        (``small_file``); anything else, or a digest that differs, goes the careful way
-        (``read_digest``, through ``broken``)."""
+        ``broken`` to read it again and say why. A small file is read in one call (open, read,
+        close: a settled walk of 500 results does only this per result), no symlink followed
+        (ELOOP), a directory refused (EISDIR); anything else -- more than SMALL_BYTES, nothing
+        read (an empty file or a FIFO), a digest that differs (a short read, possible on some
+        network file systems, costs a second look, never a wrong verdict) -- goes the careful
+        way (``read_digest``, through ``broken``), which checks what the file is first."""
         out: list[StepState] = []
         verified, small, prefix = self.verified, self.small, self._prefix
+        os_open, os_read, os_close, flags = os.open, os.read, os.close, os.O_RDONLY | _NOFOLLOW
         for ns in states:
             one = ns.only_cached()
             where = ns.where(one[1]) if one is not None and _POSIX else None
@@ -70,10 +74,14 @@ class Integrity:
                 if path in verified:
                     continue
                 try:
-                    data = small_file(prefix + path)
+                    fd = os_open(prefix + path, flags)
+                    try:
+                        data = os_read(fd, SMALL_BYTES + 1)
+                    finally:
+                        os_close(fd)
                 except OSError:  # (a directory, a link) said by broken, below
-                    data = None
-                if data is not None and _sha256(data).hexdigest() == where[2]:
+                    data = b""
+                if 0 < len(data) <= SMALL_BYTES and _sha256(data).hexdigest() == where[2]:
                     verified.add(path)
                     small[path] = data
                     continue
@@ -136,22 +144,6 @@ class Integrity:
         if data is not None and path:  # small: shown as the run's output, read once
             self.small[path] = data
         return True
-
-
-def small_file(where: str) -> bytes | None:
-    """The bytes of a small result in one read (open, read, close: a settled walk of 500
-    results does only this per result), or None when that is not enough to say it is one: more
-    than SMALL_BYTES, or nothing read (an empty file, or a FIFO: ``read_digest`` tells them
-    apart). A symlink is never followed (OSError ELOOP), a directory raises (EISDIR). A file
-    whose digest then differs is read again by ``read_digest``, which checks what it is first
-    (a short read, possible on some network file systems, costs a second look, never a
-    wrong verdict)."""
-    fd = os.open(where, os.O_RDONLY | _NOFOLLOW)
-    try:
-        head = os.read(fd, SMALL_BYTES + 1)
-    finally:
-        os.close(fd)
-    return head if 0 < len(head) <= SMALL_BYTES else None
 
 
 class _NotRegular(OSError):

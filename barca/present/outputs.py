@@ -11,9 +11,11 @@ from barca.store.metadata import Store
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
     from barca.core.settings import Settings
+    from barca.core.types import NodeId
     from barca.engine.states import NodeState
     from barca.model.topology import Graph
 
@@ -96,6 +98,32 @@ def node_output(graph: Graph, settings: Settings, prefix: str, ns: NodeState, lo
                     pass
         values = vals
     return Output(ns.node, partitioned, items, values, preview, root)
+
+
+def node_outputs(graph: Graph, settings: Settings, prefix: str,
+                 states: dict[NodeId, NodeState], targets: Sequence[NodeId], load: bool,
+                 small: dict[str, bytes] | None = None) -> tuple[Output, ...]:
+    """``node_output`` of each target, in order: a settled node of one key whose small JSON
+    result was verified just now (most targets of a cached ``get``) in one loop, its lookups
+    made once (500 of them were a call and its setup each); every other by ``node_output``."""
+    small = small or {}
+    nodes, root, out = graph.nodes, graph.root_dir, []
+    for t in targets:
+        ns = states[t]
+        one = None if load or nodes[t].dims else ns.only_cached()
+        got = ns.where(one[1]) if one is not None else None
+        data = small.get(got[0]) if got is not None and got[0] and got[1] == "json" else None
+        if one is None or got is None or data is None:  # (anything else: as node_output says)
+            out.append(node_output(graph, settings, prefix, ns, load, small))
+            continue
+        try:
+            value: Any = _json_value(data)
+            preview: str | None = None  # its text made only if shown (Output.shown_preview)
+        except ValueError:
+            value, preview = None, ""
+        out.append(Output(t, False, (OutputItem(one[0], got[0], got[1], False),), value,
+                          preview, root))
+    return tuple(out)
 
 
 _scan = jsontext.scanner()  # json.loads' own scanner (C), its defaults

@@ -297,16 +297,26 @@ def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs:
     env = undeclared_env(warnings)
     failures: list[tuple[str, str, str]] = []
     skipped = 0
+    steps = []
+    nodes, states, summary, materialized = ctx.graph.nodes, w.states, StepSummary, \
+        Reason.MATERIALIZED
     for t in w.order:  # one pass over each node's odd steps (none, for a settled node)
-        for s in w.states[t].odd_steps():
+        ns, m, undeclared = states[t], nodes[t], env.get(t)
+        one = None if m.dims or undeclared or m.env else ns.only_cached()
+        if one is not None:  # (as step_summary says it, in line: most nodes of a cached walk)
+            steps.append(summary(ns.node, m.kind, "cached", materialized, "-", one[1], None,
+                                 None))
+            continue  # (simply cached: no odd step)
+        for s in ns.odd_steps():
             if s.action == "failed":
                 failures.append((s.id, s.error or "", s.traceback or ""))
             elif s.action == "skipped" and s.reason == "upstream_failed":
                 skipped += 1
+        steps.append(step_summary(ctx, ns, undeclared))
     return RunResult(
         command=command, run_id=runner.run_id, status="failed" if w.failed else "success",
         elapsed=elapsed, steps_executed=w.done, steps_total=w.total, phases=w.phases,
-        steps=tuple(step_summary(ctx, w.states[t], env.get(t)) for t in w.order),
+        steps=tuple(steps),
         outputs=tuple(outputs), warnings=tuple(warnings),
         failed_node=failures[0][0] if failures else None,
         error=failures[0][1] if failures else None, skipped_downstream=skipped,
