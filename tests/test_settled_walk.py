@@ -174,6 +174,23 @@ def test_a_settled_walk_finds_its_results_where_the_record_says(
     assert _run(None) == served
 
 
+def test_only_the_records_written_last_are_kept(
+        settled: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record per cone (a target set), the oldest dropped past settle.KEEP: one keyed by an
+    older barca's salt would be kept for good otherwise. A dropped one costs a full decision."""
+    monkeypatch.setattr(settle, "KEEP", 2)
+    _forget_records(settled)
+    for target in ("top", "mid", "item"):  # each writes its cone's record
+        _run(target)
+    with sqlite3.connect(settled / ".barca" / "metadata.db") as conn:
+        assert conn.execute("SELECT count(*) FROM settle_records").fetchone() == (2,)
+    with checks(monkeypatch) as got:
+        assert _run("item")["steps_executed"] == 0  # the newest: kept
+        assert _run("mid")["steps_executed"] == 0
+        assert _run("top")["steps_executed"] == 0  # the oldest: dropped, decided in full
+    assert got == [True, True, False]
+
+
 @pytest.mark.parametrize("size", [0, 1, 2047, 2048, 2049, 5000])
 def test_a_result_is_read_whole_at_every_size(tmp_path: Path, size: int) -> None:
     """One read for a small result (its size as fstat said it): the bytes and digest are the

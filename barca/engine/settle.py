@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
+# records kept in a store, the last written (a cone each: a target set of a pipeline): one
+# keyed by an older barca's salt is never read again, and one dropped costs a full decision
+KEEP = 64
 _OUTPUT = Settings.__slots__.index("output")  # (a value of Settings.values(), by position)
 
 
@@ -123,7 +126,7 @@ class Settle:
             # NULs made reading it cost more than the query it saves)
             ctx.store.put_settle_record(self.cone, self.key, jsontext.dumps(
                 {"files": deps[0], "dirs": deps[1], "snaps": snaps}, sort_keys=True)
-                + "\n" + _where_known(self.order, states))
+                + "\n" + _where_known(self.order, states), KEEP)
         except Exception:  # noqa: BLE001 - a record only saves work next time
             return
 

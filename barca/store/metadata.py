@@ -384,9 +384,13 @@ class Store:
             return None
         return None if got is None else (got[0], got[1])
 
-    def put_settle_record(self, cone: str, key: str, value: str) -> None:
-        self._write("INSERT OR REPLACE INTO settle_records (cone, key, value) VALUES (?, ?, ?)",
-                    [(cone, key, value)])
+    def put_settle_record(self, cone: str, key: str, value: str, keep: int) -> None:
+        """The cone's record; of the others, the ``keep - 1`` written last (see engine.settle)."""
+        self._write_all([
+            ("INSERT OR REPLACE INTO settle_records (cone, key, value) VALUES (?, ?, ?)",
+             [(cone, key, value)]),
+            ("DELETE FROM settle_records WHERE rowid NOT IN (SELECT rowid FROM settle_records "
+             "ORDER BY rowid DESC LIMIT ?)", [(keep,)])])
 
     # ---------------------------------------------------------------- writes
     _BEGIN_RUN = ("INSERT INTO runs (run_id, command, target, status, started_at, pool_size, "
