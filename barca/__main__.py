@@ -1,4 +1,4 @@
 """``python -m barca``: the CLI."""
-from barca.faces.cli import command
+from barca.faces.cli import main
 
-command()
+main()

@@ -1,4 +1,4 @@
-"""The ``barca`` command (``barca.faces.cli.command``: scripts/barca, ``python -m barca``) ends
+"""The ``barca`` command (``barca.faces.cli.command``: the installed scripts/barca) ends
 its process at once after it has said everything, when nothing is left for the interpreter's
 end to do but free objects: no ``atexit`` callback, no other thread, no module but barca's, the
 standard library's and those the process started with. Whatever it printed is there in full,
@@ -7,6 +7,7 @@ usual end; and ``main`` itself still raises SystemExit for a caller to catch. Re
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,21 +30,29 @@ def _py(project: Project, code: str) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
+def _command(project: Project, *args: str) -> subprocess.CompletedProcess[str]:
+    """The installed command: this checkout's scripts/barca, run by this Python."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("BARCA_OUTPUT", None)
+    return subprocess.run([sys.executable, str(REPO / "scripts" / "barca"), *args],
+                          cwd=project.path, capture_output=True, text=True, timeout=120, env=env)
+
+
 def test_what_the_command_prints_is_there_in_full_with_its_exit_code(project: Project) -> None:
     project.write("pipeline.py", WIDE)
-    first = project.barca("get", "pipeline.py", "--json")
-    assert first.code == 0, first.err
+    first = _command(project, "get", "pipeline.py", "--json")
+    assert first.returncode == 0, first.stderr
     for _ in range(2):  # cached: the end at once (a document of ~100 kB, past a pipe's buffer)
-        res = project.barca("get", "pipeline.py", "--json")
-        assert res.code == 0, res.err
-        doc = json.loads(res.out)
+        res = _command(project, "get", "pipeline.py", "--json")
+        assert res.returncode == 0, res.stderr
+        doc = json.loads(res.stdout)
         assert doc["steps_executed"] == 0 and len(doc["final_output"]) == 301
         assert doc["final_output"]["pipeline.py:r299"].endswith("300")
-        assert len(res.out) > 65536
-    bad = project.barca("get", "nosuch", "pipeline.py", "--json")
-    assert bad.code == 2 and json.loads(bad.err)["kind"] == "usage"
-    failed = project.barca("get", "nosuch", "pipeline.py")
-    assert failed.code == 2 and "nosuch" in failed.err
+        assert len(res.stdout) > 65536
+    bad = _command(project, "get", "nosuch", "pipeline.py", "--json")
+    assert bad.returncode == 2 and json.loads(bad.stderr)["kind"] == "usage"
+    failed = _command(project, "get", "nosuch", "pipeline.py")
+    assert failed.returncode == 2 and "nosuch" in failed.stderr
 
 
 def test_the_interpreter_end_is_kept_when_something_needs_it(project: Project) -> None:
@@ -74,10 +83,14 @@ def test_the_interpreter_end_is_kept_when_something_needs_it(project: Project) -
     assert bad.returncode == 2 and json.loads(bad.stderr)["kind"] == "usage"
 
 
-def test_main_still_raises_system_exit_for_its_caller(project: Project) -> None:
+def test_main_and_the_module_still_raise_system_exit_for_their_caller(project: Project) -> None:
     project.write("pipeline.py", WIDE)
     got = _py(project, "from barca.faces.cli import main\n"
               "try:\n    main(['get', 'source', 'pipeline.py', '--json'])\n"
               "except SystemExit as exc:\n    print('CODE', exc.code)\n")
     assert got.returncode == 0, got.stderr
     assert got.stdout.splitlines()[-1] == "CODE 0"
+    ran = _py(project, "import runpy\nsys.argv = ['barca', 'get', 'source', 'pipeline.py']\n"
+              "try:\n    runpy.run_module('barca', run_name='__main__')\n"
+              "except SystemExit as exc:\n    print('CODE', exc.code)\n")
+    assert ran.returncode == 0 and ran.stdout.splitlines()[-1] == "CODE 0", ran.stderr

@@ -358,10 +358,11 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def command() -> None:
-    """The ``barca`` command itself (scripts/barca, ``python -m barca``): ``main``, and then
-    the process ends at once when that loses nothing (``_nothing_left_to_end``): what the
-    interpreter's end would still do is free every object one by one, which no one sees (~2 %
-    of a cached get of 500 assets). A caller of ``main`` gets its SystemExit, as ever."""
+    """The installed ``barca`` command itself (scripts/barca): ``main``, and then the process
+    ends at once when that loses nothing (``_nothing_left_to_end``): what the interpreter's end
+    would still do is free every object one by one, which no one sees (~2 % of a cached get of
+    500 assets). A caller of ``main`` gets its SystemExit, as ever, and so does one that runs
+    the package as a module (``python -m barca``, ``runpy``: it may go on after it)."""
     try:
         main()
     except SystemExit as exc:
