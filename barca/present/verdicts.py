@@ -232,12 +232,8 @@ def _materialization(r: Row) -> dict[str, Any]:
 def step_summary(ctx: Context, ns: NodeState,
                  undeclared: list[str] | None = None) -> StepSummary:
     m = ctx.graph.nodes[ns.node]
+    # (a settled node with no environment is summed up by run_result's loop, in line)
     one = None if m.dims else ns.only_cached()  # (m.partitioned, without a property call)
-    if one is not None and not undeclared and not m.env:
-        # a settled node: its one step simply cached (as StepState.cached says it), no
-        # StepState made
-        return StepSummary(ns.node, m.kind, "cached", Reason.MATERIALIZED, "-", one[1], None,
-                           None)
     first: StepState | None
     parts = None
     steps = None if ns.lazy or m.partitioned else ns.steps
@@ -303,7 +299,8 @@ def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs:
     for t in w.order:  # one pass over each node's odd steps (none, for a settled node)
         ns, m, undeclared = states[t], nodes[t], env.get(t)
         one = None if m.dims or undeclared or m.env else ns.only_cached()
-        if one is not None:  # (as step_summary says it, in line: most nodes of a cached walk)
+        if one is not None:  # its one step simply cached (as StepState.cached says it), no
+            # StepState made: what step_summary would say, in line (most of a cached walk)
             steps.append(summary(ns.node, m.kind, "cached", materialized, "-", one[1], None,
                                  None))
             continue  # (simply cached: no odd step)

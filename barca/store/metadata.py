@@ -219,10 +219,8 @@ class Store:
         self._seen.clear()  # a new walk: what an earlier one read is not kept
         query = "SELECT asset, digest, combined, keys, hashes FROM snapshots WHERE asset IN ({})"
         try:
-            parts: Iterable[Any] = (self.conn.execute(query.format(",".join("?" * len(p))), p)
-                                    for p in (assets[i:i + 500]
-                                              for i in range(0, len(assets), 500)))
             wanted: Collection[str] | None = None
+            parts: Iterable[Any]
             if len(assets) >= 64 and self.conn.execute(
                     "SELECT count(*) FROM snapshots").fetchone()[0] <= len(assets) * 3 // 2:
                 # (most of the table: a scan of it costs less than a lookup of each name,
@@ -230,6 +228,9 @@ class Store:
                 wanted = set(assets)
                 parts = (self.conn.execute("SELECT asset, digest, combined, keys, hashes "
                                            "FROM snapshots"),)
+            else:
+                parts = (self.conn.execute(query.format(",".join("?" * len(p))), p)
+                         for p in (assets[i:i + 500] for i in range(0, len(assets), 500)))
             make, mark = tuple.__new__, snapchunks.MARK  # (per row: no Python call made)
             for rows in parts:
                 for row in rows:
