@@ -1,9 +1,10 @@
 """The ``barca`` command (``barca.faces.cli.command``: the installed scripts/barca) ends
 its process at once after it has said everything, when nothing is left for the interpreter's
-end to do but free objects: no ``atexit`` callback, no other thread, no module but barca's, the
-standard library's and those the process started with. Whatever it printed is there in full,
-its exit code is the command's; a callback, or a module another library loaded, gets the
-usual end; and ``main`` itself still raises SystemExit for a caller to catch. Real processes."""
+end to do but run its ``atexit`` callbacks (which it runs) and free objects: no other thread, no
+module but barca's, the standard library's and those the process started with. Whatever it
+printed is there in full, its exit code is the command's; a callback still runs; a thread, or a
+module another library loaded, gets the usual end; and ``main`` itself still raises SystemExit
+for a caller to catch. Real processes."""
 from __future__ import annotations
 
 import json
@@ -60,19 +61,36 @@ def test_the_interpreter_end_is_kept_when_something_needs_it(project: Project) -
     assert project.barca("get", "pipeline.py", "--json").code == 0
     run = ("sys.argv = ['barca', 'get', 'pipeline.py', '--json']\n"
            "from barca.faces.cli import command\n")
-    # an atexit callback: run, after the whole document
-    called = _py(project, "import atexit\natexit.register(lambda: print('AT EXIT'))\n" + run
-                 + "command()\n")
-    assert called.returncode == 0 and called.stdout.splitlines()[-1] == "AT EXIT"
+    # the interpreter's usual end clears its state, which an audit hook sees: it tells whether
+    # the process ended at once (nothing written) or the usual way ("FINALIZED"). (A finalizer
+    # would not: `main` freezes the collector, whose frozen objects the end leaves alone.)
+    held = ("import os\ndef hook(event, args, write=os.write):\n"
+            "    if event == 'cpython.PyInterpreterState_Clear':\n"
+            "        write(1, b'FINALIZED\\n')\nsys.addaudithook(hook)\n")
+    # an atexit callback registered before barca loaded (as a .pth file's library does at
+    # start-up: certifi's, on the CI machine): run, after the whole document; the end at once
+    called = _py(project, "import atexit\natexit.register(lambda: print('AT EXIT'))\n" + held
+                 + run + "command()\n")
+    assert called.returncode == 0 and called.stdout.splitlines()[-1] == "AT EXIT", called.stderr
     assert json.loads(called.stdout.splitlines()[0])["steps_executed"] == 0
-    # a thread still working: waited for, as ever
+    # a callback that loads a module neither barca's nor the standard library's: run once,
+    # then the usual end (its module's objects may still have something to write)
+    (Path(project.path) / "late.py").write_text("X = 1\n")
+    loads = _py(project, "import atexit\natexit.register(lambda: print('LOADED', "
+                "__import__('late').X))\n" + held + run + "command()\n")
+    assert loads.returncode == 0, loads.stderr
+    assert loads.stdout.splitlines()[-2:] == ["LOADED 1", "FINALIZED"]
+    # a thread still working: waited for, as ever, and the usual end
     threaded = _py(project, "import threading, time\n"
                    "threading.Thread(target=lambda: (time.sleep(0.5), print('THREAD DONE')))"
-                   ".start()\n" + run + "command()\n")
-    assert threaded.returncode == 0 and threaded.stdout.splitlines()[-1] == "THREAD DONE"
+                   ".start()\n" + held + run + "command()\n")
+    assert threaded.returncode == 0, threaded.stderr
+    assert threaded.stdout.splitlines()[-2:] == ["THREAD DONE", "FINALIZED"]
+    # nothing of the kind: the end at once
+    plain = _py(project, held + run + "command()\n")
+    assert plain.returncode == 0 and "FINALIZED" not in plain.stdout, plain.stderr
     # a module loaded after barca started that is neither barca's nor the standard library's
     # (its objects may hold what only their finalizer writes): not ended at once
-    (Path(project.path) / "late.py").write_text("X = 1\n")
     gate = ("from barca.faces import cli\nprint(cli._nothing_left_to_end())\n"
             "import late\nprint(cli._nothing_left_to_end())\n")
     got = _py(project, gate)

@@ -360,29 +360,35 @@ def main(argv: list[str] | None = None) -> None:
 def command() -> None:
     """The installed ``barca`` command itself (scripts/barca): ``main``, and then the process
     ends at once when that loses nothing (``_nothing_left_to_end``): what the interpreter's end
-    would still do is free every object one by one, which no one sees (~2 % of a cached get of
-    500 assets). A caller of ``main`` gets its SystemExit, as ever, and so does one that runs
-    the package as a module (``python -m barca``, ``runpy``: it may go on after it)."""
+    would still do, past its ``atexit`` callbacks (run here, in its order: after the threads),
+    is free every object one by one, which no one sees (~2 % of a cached get of 500 assets).
+    A caller of ``main`` gets its SystemExit, as ever, and so does one that runs the package
+    as a module (``python -m barca``, ``runpy``: it may go on after it)."""
     try:
         main()
     except SystemExit as exc:
         code = exc.code
         if (code is None or type(code) is int) and _nothing_left_to_end():
-            try:
-                sys.stderr.flush()
-            finally:
-                os._exit(code or 0)
+            import atexit
+            # a callback registered at start-up (a .pth file's library: certifi's, say) is
+            # still run; it cannot run twice, as running them clears them
+            atexit._run_exitfuncs()
+            if _nothing_left_to_end():  # (a callback that started a thread or loaded a module)
+                try:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                finally:
+                    os._exit(code or 0)
         raise
 
 
 def _nothing_left_to_end() -> bool:
-    """True when ending the process now loses nothing: no ``atexit`` callback (a pool's, a
-    temporary folder's), no thread but this one, no module but those the process started with,
-    barca's and the standard library's (another's objects may hold writes that only their
-    finalizer makes). The standard streams are flushed by the caller (stdout, by ``main``)."""
+    """True when ending the process now loses nothing but its ``atexit`` callbacks, which the
+    caller runs: no thread but this one, no module but those the process started with, barca's
+    and the standard library's (another's objects may hold writes that only their finalizer
+    makes), and an interpreter that can run the callbacks (CPython's ``atexit``)."""
     import atexit
-    callbacks = getattr(atexit, "_ncallbacks", None)  # (CPython's; elsewhere: the usual end)
-    if callbacks is None or callbacks() or "threading" in sys.modules and \
+    if not hasattr(atexit, "_run_exitfuncs") or "threading" in sys.modules and \
             sys.modules["threading"].active_count() != 1:
         return False
     stdlib, before = sys.stdlib_module_names, _STARTED_WITH
