@@ -23,11 +23,11 @@ from barca.api.check import (  # the request's parts, as every run command reads
 from barca.core import events as ev
 from barca.core.errors import StepFailed, UsageError
 from barca.core.settings import Settings, settings_of
-from barca.core.types import NodeId, Status, key_preview, short_name
+from barca.core.types import NodeId, Status, short_name
 from barca.engine.planner import Context
 from barca.engine.runner import Runner
 from barca.engine.selection import check_selection, resolve_refresh, walk_order
-from barca.model.topology import Graph, load_graph, untracked_message, untracked_warnings
+from barca.model.topology import Graph, load_graph
 from barca.present.outputs import node_outputs
 from barca.present.results import RunResult, StatusReport
 from barca.present.verdicts import plan_row, run_result, status_row
@@ -377,48 +377,11 @@ def status(target: str | None = None, *files: str, settings: Settings | None = N
         sess.close()
 
 
-def plan(*files: str, target: str | None = None, settings: Settings | None = None,
-         on_event: ev.EventCallback = ev.ignore, **flags: Any) -> PhasePlan:
-    """The execution plan: phases, one entry per step (per key), the pool size and the
-    capacity. Each warning (an ``untracked_import`` too) is also a line on stderr
-    (``on_event``)."""
-    from barca.present.notices import Capacity, announce_warnings, warning_objects
-    from barca.present.plans import PhasePlan
-    settings = settings_of(settings, **flags)
-    sess = Session(files, write=False, settings=settings)
-    try:
-        targets = _targets(sess.graph, target, "get") if target else list(sess.graph.order)
-        w = _predict(sess, targets)
-        graph = sess.graph
-        phases: dict[int, list[dict[str, Any]]] = {}
-        nodes: list[dict[str, Any]] = []
-        for n in w.order:
-            ns = w.states[n]
-            for s in ns.steps.values():
-                phases.setdefault(graph.phase[n], []).append(
-                    {"id": s.id, "node": n, "kind": graph.nodes[n].kind,
-                     "action": s.action, "reason": s.reason, "run_hash": s.run_hash})
-            t = ns.tally()
-            known = graph.nodes[n].partitioned and ns.keys is not None
-            keys = list(ns.keys) if known else []
-            nodes.append({"id": n, "kind": graph.nodes[n].kind, "phase": graph.phase[n],
-                          "partitioned": graph.nodes[n].partitioned,
-                          "keys": len(keys) if known else None,
-                          "key_preview": key_preview(keys), "will_run": t.count("run"),
-                          "cached": t.count("cached"), "unknown": t.count("unknown")})
-        order = sorted(phases)
-        cap = Capacity(settings)
-        cap.announce(graph, w.order, on_event)
-        said = announce_warnings(graph, w.order, on_event)
-        untracked = sess.ctx.untracked(list(w.order))
-        for module, nids in sorted(untracked.items()):
-            on_event(ev.Note(untracked_message(module, nids), "warning"))
-        said = warning_objects(said + untracked_warnings(graph, untracked))
-        return PhasePlan(cap.pool_size, tuple(tuple(phases[k]) for k in order),
-                         tuple(dict(d, phase=order.index(d["phase"]) + 1) for d in nodes),
-                         tuple(said), cap.capacity, cap.source, cap.weights(graph, w.order))
-    finally:
-        sess.close()
+def plan(*args: Any, **kwargs: Any) -> PhasePlan:
+    """``barca plan``: barca.api.phases.plan (the phases, each step's action, the streams of
+    steps over the pool, the warnings), imported when asked (not at every start)."""
+    from barca.api.phases import plan as phases
+    return phases(*args, **kwargs)
 
 
 def sql_result(query: str, *files: str, limit: int | None = 100,

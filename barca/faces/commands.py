@@ -172,8 +172,8 @@ def _dispatch(args: Namespace, on_event: Any, load_values: bool,
     if cmd == "graph":
         return Outcome(cmd, api.graph(*args.args, settings=s), args, s)
     if cmd == "plan":
-        return Outcome(cmd, api.plan(*args.args, target=args.target, settings=s,
-                                     on_event=on_event), args, s)
+        return Outcome(cmd, api.plan(*args.args, target=args.target, partition=args.partition,
+                                     settings=s, on_event=on_event), args, s)
     if cmd == "stats":
         from barca.queries.stats import stats_report
         target, files = split_target(args.args)

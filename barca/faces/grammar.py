@@ -201,6 +201,9 @@ def _doctor_flags(s: argparse.ArgumentParser) -> None:
 def _plan_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("args", nargs="*", metavar="FILE")
     s.add_argument("--target")
+    s.add_argument("--partition", metavar="DIM=V[,V]",
+                   help="plan only these keys, as get --partition: the fan-ins over them "
+                        "are left out (listed in partition_selection)")
     _output_flags(s)
 
 

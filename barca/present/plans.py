@@ -94,13 +94,19 @@ class Plan(_Displayable, Record):
 
 # ---------------------------------------------------------------------------- barca plan
 
+# the plan document's format (not the package's version): 1, as barca 0.30.2's
+PLAN_VERSION = 1
+
+
 class PhasePlan(_Displayable, Record):
-    """``barca plan``: every step by phase, one summary per node (with the first twenty keys,
-    in lexical order), the warnings (sorted by node, parameter and kind) and the pool size."""
+    """``barca plan``: every step by phase, with why the phase starts and how its steps to run
+    spread over the pool (streams); one summary per node (with the first twenty keys, in
+    lexical order), the warnings (sorted by node, parameter and kind), the pool size, and with
+    ``--partition`` what the selection keeps and leaves out."""
     __slots__ = ("pool_size", "phases", "nodes", "warnings", "capacity", "capacity_source",
-                 "weights")
+                 "weights", "reasons", "streams", "selection")
     _defaults = {"nodes": (), "warnings": (), "capacity": None, "capacity_source": "pool size",
-                 "weights": None}
+                 "weights": None, "reasons": (), "streams": (), "selection": None}
     pool_size: int
     phases: tuple[tuple[dict[str, Any], ...], ...]
     nodes: tuple[dict[str, Any], ...]
@@ -108,14 +114,23 @@ class PhasePlan(_Displayable, Record):
     capacity: int | None        # None: the pool size
     capacity_source: str        # pool size | BARCA_CAPACITY | [execution] capacity
     weights: dict[str, int] | None  # node id -> weight, for weights above 1
+    reasons: tuple[dict[str, str], ...]   # per phase: {type: initial} | {type: fan_in, node_id}
+    streams: tuple[tuple[dict[str, Any], ...], ...]  # per phase: {stream_id, steps: [node]}
+    selection: dict[str, Any] | None  # --partition: {selection, nodes, skipped_nodes}
 
     def to_json(self) -> dict[str, Any]:
-        return {"pool_size": self.pool_size,
-                "capacity": self.pool_size if self.capacity is None else self.capacity,
-                "capacity_source": self.capacity_source, "weights": dict(self.weights or {}),
-                "phases": [{"phase": i + 1, "steps": list(p)} for i, p in enumerate(self.phases)],
-                "steps_total": sum(len(p) for p in self.phases),
-                "nodes": list(self.nodes), "warnings": list(self.warnings)}
+        total = sum(len(p) for p in self.phases)
+        doc = {"plan_version": PLAN_VERSION, "total_steps": total, "pool_size": self.pool_size,
+               "capacity": self.pool_size if self.capacity is None else self.capacity,
+               "capacity_source": self.capacity_source, "weights": dict(self.weights or {}),
+               "phases": [{"phase": i + 1,
+                           "reason": self.reasons[i] if self.reasons else None,
+                           "streams": list(self.streams[i]) if self.streams else [],
+                           "steps": list(p)} for i, p in enumerate(self.phases)],
+               "steps_total": total, "nodes": list(self.nodes), "warnings": list(self.warnings)}
+        if self.selection is not None:
+            doc["partition_selection"] = self.selection
+        return doc
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
         rows = [[str(i + 1), s["id"], s["kind"], s["action"]]

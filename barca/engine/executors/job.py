@@ -1,6 +1,7 @@
 """What an executor is handed for one step, and what it hands back: small, picklable records."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from barca.core.record import Fields
@@ -118,3 +119,10 @@ def unpack_output(keys: str | list[str], digests: str | bytes | None, raw: str |
     return (keys.split("\x00") if isinstance(keys, str) else keys,
             digests.hex() if isinstance(digests, bytes) else digests, raw,
             keys if isinstance(keys, str) else None)
+
+
+def chunk_size(steps: int, workers: int, weighed: bool) -> int:
+    """How many steps the local pool hands a worker at once: one when steps are weighed (what
+    a worker holds is then the weight of the step it runs), else a quarter of an even share,
+    at most 64 (few round trips, and the last chunks still spread over the workers)."""
+    return 1 if weighed else max(1, min(64, math.ceil(steps / (workers * 4))))

@@ -8,7 +8,6 @@ the first death.
 from __future__ import annotations
 
 import contextlib
-import math
 import multiprocessing as mp
 import os
 import select
@@ -24,7 +23,7 @@ from typing import Any
 from barca.core.record import Fields
 from barca.engine.executors import branches
 from barca.engine.executors.capture import read_lines
-from barca.engine.executors.job import StepJob, StepRecord
+from barca.engine.executors.job import StepJob, StepRecord, chunk_size
 
 Line = tuple[int, float, str, str]  # (task index, time, stream, line)
 LINES_EVERY = 0.1  # seconds: how long read lines may wait before they are handed on (stored)
@@ -189,8 +188,7 @@ class ProcessPool:
         self._on_lines, self._pending, self._sent = on_lines, [], time.monotonic()
         by_index = {t.index: t for t in tasks}
         weighed = self.capacity < self.size or any(t.weight != 1 for t in tasks)
-        # weighed: one step per chunk, so what a worker holds is the weight of the step it runs
-        per_chunk = 1 if weighed else max(1, min(64, math.ceil(len(tasks) / (self.size * 4))))
+        per_chunk = chunk_size(len(tasks), self.size, weighed)
         queue: deque[list[StepJob]] = deque(
             tasks[i:i + per_chunk] for i in range(0, len(tasks), per_chunk))
         remaining = len(tasks)
