@@ -60,7 +60,7 @@ def stamp(path: str) -> tuple[int, ...] | None:
 
 class _Entry:
     __slots__ = ("stamps", "store", "db", "generation", "result", "targets", "verify", "reads",
-                 "events", "graph", "prefix", "pool_size", "label", "cached")
+                 "events", "graph", "prefix", "pool_size", "label", "cached", "job")
     # (path, stamp, listing digest or None), updated in place as stamps age (see holds)
     stamps: list[tuple[str, tuple[int, ...] | None, str | None]]
     store: Any                      # the kept connection (barca.store.metadata.Store)
@@ -76,6 +76,7 @@ class _Entry:
     pool_size: int
     label: str | None
     cached: int
+    job: str                        # "all", or the node ids asked for (history's job)
 
     def __init__(self, **kw: Any) -> None:
         for k, v in kw.items():
@@ -117,6 +118,7 @@ class Ask:
     def __init__(self, target: Any, files: tuple[str, ...], command: str, settings: Any,
                  load_values: bool) -> None:
         self.start_ns = time.time_ns()
+        self.target = target
         self.files = files
         self.settings = settings
         self.generation: int | None = None
@@ -185,7 +187,8 @@ class Ask:
         # path (which a moved store may well need)
         if not entry.store.served_run(entry.generation, run_id, res.command, entry.label,
                                       entry.pool_size, entry.cached,
-                                      [reads_write(entry.reads)] if entry.reads else []):
+                                      [reads_write(entry.reads)] if entry.reads else [],
+                                      sorted(entry.graph.files), entry.job):
             return None
         for e in entry.events:
             on_event(e)
@@ -252,7 +255,8 @@ class Ask:
                       result=kept, targets=targets, verify=verify,
                       reads=runner.integrity.verified.union(runner.produced),
                       events=tuple(self.events), graph=graph, prefix=ctx.store.prefix,
-                      pool_size=default_pool_size(self.settings), label=label, cached=w.cached)
+                      pool_size=default_pool_size(self.settings), label=label, cached=w.cached,
+                      job=",".join(runner.targets) if self.target else "all")
 
 
 def _store(root: Path, prefix: str) -> tuple[Any, tuple[int, int]] | None:

@@ -190,9 +190,15 @@ def _dispatch(args: Namespace, on_event: Any, load_values: bool,
         return Outcome(cmd, run_detail(args.run, history_limit(args, 1000), settings=s),
                        args, s)
     if cmd == "history":
-        return Outcome(cmd, api.history(history_limit(args), settings=s, status=args.status,
-                                        triggered_by=args.triggered_by, target=args.target,
-                                        since=args.since, fields=args.fields), args, s)
+        # without --limit or --all: every run in JSON, the newest TABLE_RUNS in a table (as
+        # barca 0.30.2)
+        runs = api.history(history_limit(args, None), settings=s, status=args.status,
+                           triggered_by=args.triggered_by, target=args.target,
+                           since=args.since, fields=args.fields)
+        if args.limit is None and not args.all:
+            from barca.present.journal import TABLE_RUNS
+            runs = type(runs)(runs.runs, runs.total, runs.fields, TABLE_RUNS)
+        return Outcome(cmd, runs, args, s)
     if cmd == "gc":
         return Outcome(cmd, api.gc(*args.args, max_size=args.max_size, dry_run=args.dry_run,
                                settings=s), args, s)

@@ -210,8 +210,9 @@ def _plan_flags(s: argparse.ArgumentParser) -> None:
 def _history_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("run", nargs="?", metavar="RUN_ID",
                    help="one run in detail: its row, the steps it recorded, its errors")
-    _cut_flags(s, "at most N runs, newest first (default 20); with a RUN_ID, N steps (default "
-                  "1000; failed steps always)", "every recorded run (or step)",
+    _cut_flags(s, "at most N runs, newest first (default: 10 in a table, every one in "
+                  "JSON); with a RUN_ID, N steps (default 1000; failed steps always)",
+               "every recorded run (or step)",
                "JSON with only these keys of each run")
     s.add_argument("--status", metavar="S1,S2", default=None,
                    help="only runs with one of these statuses (success, failed, cancelled, "

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from barca.faces.argv import Namespace
 
 
-def history_limit(args: Namespace, default: int = 20) -> int | None:
+def history_limit(args: Namespace, default: int | None = 20) -> int | None:
     """``barca history``'s ``--limit N``, ``--all`` (None: every one) or ``default`` (runs;
     with a RUN_ID, steps); both at once, or ``--fields`` with ``--pretty``, is a usage
     error."""

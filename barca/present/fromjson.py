@@ -57,9 +57,11 @@ def _last_run(lm: dict[str, Any] | None) -> str:
     """The LAST RUN cell, from the materialization the JSON names (as ``status_row`` words it)."""
     if not lm:
         return "-"
+    at = lm.get("created_at")  # UTC, as the JSON writes it (an older server: with " UTC")
+    when = at if at is None or str(at).endswith(" UTC") else f"{at} UTC"
     if lm.get("status") == "success":
-        return f"success {lm.get('created_at')} {lm.get('elapsed_seconds') or 0:.2f}s"
-    return f"failed {lm.get('created_at')}"
+        return f"success {when} {lm.get('elapsed_seconds') or 0:.2f}s"
+    return f"failed {when}"
 
 
 _STATES = {k for k, _ in SUMMARY_ORDER}
@@ -192,6 +194,7 @@ def history_from_json(doc: dict[str, Any]) -> History:
         row = {f: r.get(f) for f in RunRow.__slots__}
         row["started_at"] = _epoch(row["started_at"]) or 0.0
         row["finished_at"] = _epoch(row["finished_at"])
+        row["elapsed"] = r.get("elapsed_seconds")  # (the times are to the second)
         runs.append(RunRow(**row))
     return History(tuple(runs), doc.get("total"))
 

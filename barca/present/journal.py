@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from barca.core.record import Record
 from barca.core.render import html_table, rich_table, text_table
+from barca.core.when import utc_text
 from barca.present.display import cut_note, more_hint
 from barca.present.results import _Displayable
 
@@ -95,12 +96,24 @@ class StepLog(Record):
         return rich_table(headers, rows, col, summary)
 
 
+TABLE_RUNS = 10  # the runs a history table shows without --limit or --all (JSON: every run)
+
+# the keys of a run's JSON, in order (its fields and the run documents' words for the same)
+RUN_FIELDS = ("run_id", "command", "target", "status", "started_at", "finished_at", "steps_run",
+              "steps_cached", "steps_failed", "pool_size", "error", "triggered_by", "files",
+              "job", "attempts", "failure", "scheduled_at", "schedule_id", "client_run_id",
+              "steps_executed", "steps_total", "elapsed_seconds")
+
+
 class RunRow(Record):
     """One run as the store recorded it; the fields, in order, are ``history --json``'s."""
     __slots__ = ("run_id", "command", "target", "status", "started_at", "finished_at",
                  "steps_run", "steps_cached", "steps_failed", "pool_size", "error",
-                 "triggered_by")
-    _defaults: ClassVar[dict[str, Any]] = {"triggered_by": None}
+                 "triggered_by", "files", "job", "attempts", "failure", "scheduled_at",
+                 "schedule_id", "client_run_id", "elapsed")
+    _defaults: ClassVar[dict[str, Any]] = {
+        "triggered_by": None, "files": None, "job": None, "attempts": None, "failure": None,
+        "scheduled_at": None, "schedule_id": None, "client_run_id": None, "elapsed": None}
     run_id: str
     command: str | None
     target: str | None
@@ -113,27 +126,51 @@ class RunRow(Record):
     pool_size: int | None
     error: str | None
     triggered_by: str | None  # manual (typed here), api, schedule (barca serve); None: older
+    files: Any                # the pipeline files it read: a JSON list's text, or a list
+    job: str | None           # what it was for: "all", or the node ids asked for
+    attempts: int | None      # calls of its steps' functions (retries too)
+    failure: Any              # its first failed step: {node, error} (or that as JSON text)
+    scheduled_at: str | None  # barca serve's: the tick that started it
+    schedule_id: str | None
+    client_run_id: str | None  # a run a client recorded on a server: the client's own id
+    elapsed: float | None     # seconds, when known apart from the times (a document read back)
 
     def to_json(self) -> dict[str, Any]:
-        doc = {f: getattr(self, f) for f in self.__slots__}
+        doc = {f: getattr(self, f) for f in self.__slots__ if f != "elapsed"}
+        # times as barca's other documents (and 0.30.2's history) write them, UTC, to the
+        # second (elapsed_seconds keeps the fraction)
+        doc["started_at"], doc["finished_at"] = utc_text(self.started_at), \
+            utc_text(self.finished_at)
+        doc["files"] = _json_of(self.files) or []
+        doc["failure"] = _json_of(self.failure)
         # the words a run document (get/run --json) and barca 0.30.2's history use for the
         # same counts and time: a script reads a run the same way wherever it finds one
-        doc["steps_executed"] = self.steps_run
+        doc["steps_executed"] = (None if self.steps_run is None and self.steps_failed is None
+                                 else (self.steps_run or 0) + (self.steps_failed or 0))
         doc["steps_total"] = sum(n or 0 for n in (self.steps_run, self.steps_cached,
                                                   self.steps_failed))
-        doc["elapsed_seconds"] = (None if self.finished_at is None or not self.started_at
-                                  else round(self.finished_at - self.started_at, 4))
+        doc["elapsed_seconds"] = (
+            self.elapsed if self.elapsed is not None else None
+            if self.finished_at is None or not self.started_at
+            else round(self.finished_at - self.started_at, 4))
         return doc
+
+
+def _json_of(value: Any) -> Any:
+    """A column that holds JSON text, as its value (a value already: as it is)."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 class History(_Displayable, Record):
     """``barca history``: the most recent runs, newest first; ``total``: every run the
-    filters kept (None: not counted); ``fields``: the keys kept of each run's JSON."""
-    __slots__ = ("runs", "total", "fields")
-    _defaults: ClassVar[dict[str, Any]] = {"total": None, "fields": None}
+    filters kept (None: not counted); ``fields``: the keys kept of each run's JSON;
+    ``table_limit``: the runs a table shows (None: all; JSON: every one it holds)."""
+    __slots__ = ("runs", "total", "fields", "table_limit")
+    _defaults: ClassVar[dict[str, Any]] = {"total": None, "fields": None, "table_limit": None}
     runs: tuple[RunRow, ...]
     total: int | None
     fields: tuple[str, ...] | None
+    table_limit: int | None
 
     # a sequence of its runs, as the list barca.history() returned before it was an object
     def __len__(self) -> int:
@@ -157,25 +194,34 @@ class History(_Displayable, Record):
                 doc["hint"] = more_hint(self.total, "runs")
         return doc
 
+    def _shown(self) -> tuple[RunRow, ...]:
+        return self.runs if self.table_limit is None else self.runs[:self.table_limit]
+
     def cut_note(self) -> str:
         """What a table of fewer runs than the filters kept says of the rest ("" if none)."""
-        return "" if self.total is None else cut_note(len(self.runs), self.total, "runs")
+        total = len(self.runs) if self.total is None else self.total
+        return cut_note(len(self._shown()), total, "runs")
 
     def json_text(self) -> str:
         # non-ASCII escaped, unlike the other results: the form `history --json` always had
         return json.dumps(self.to_json(), indent=2, default=str)
 
     def to_pandas(self) -> Any:
-        """One row per run, the JSON fields as columns."""
+        """One row per run, the JSON fields as columns; its times as UTC timestamps."""
         import pandas as pd
-        return pd.DataFrame([r.to_json() for r in self.runs],
-                            columns=list(RunRow.__slots__))
+        frame = pd.DataFrame([r.to_json() for r in self.runs],
+                             columns=list(RUN_FIELDS))
+        for column in ("started_at", "finished_at"):
+            frame[column] = pd.to_datetime([r.started_at if column == "started_at"
+                                            else r.finished_at for r in self.runs],
+                                           unit="s", utc=True)
+        return frame
 
     def _table(self) -> tuple[list[str], list[list[str]], int | None, str]:
         rows = [[r.run_id, r.command or "", r.target or "", r.status or "",
                  str(r.steps_run or 0), str(r.steps_cached or 0),
                  time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(r.started_at))]
-                for r in self.runs]
+                for r in self._shown()]
         return (["RUN", "COMMAND", "TARGET", "STATUS", "RAN", "CACHED", "STARTED"], rows, 3,
                 self.cut_note())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from barca.core.types import PREVIEW_KEYS, NodeId, Reason, State, key_preview, short_name
+from barca.core.when import utc_text
 from barca.engine.planner import Context, NodeState
 from barca.engine.states import StepState
 from barca.model.topology import Graph
@@ -215,14 +216,14 @@ def _bytes_changed(ctx: Context, last: Row | None) -> str | None:
         if r.sha256 != last.sha256:
             break
         when = r.created_at
-    return _when(when)
+    return utc_text(when)
 
 
 def _materialization(r: Row) -> dict[str, Any]:
     # artifact, size_bytes and content_hash: barca 0.30.2's words for the path, its size and
     # its SHA-256, for a script written for it
     return {"status": r.status, "run_id": r.run_id, "run_hash": r.run_hash, "path": r.path,
-            "format": r.format, "size": r.size, "created_at": _when(r.created_at),
+            "format": r.format, "size": r.size, "created_at": utc_text(r.created_at),
             "elapsed_seconds": r.elapsed, "partition": r.partition or None, "error": r.error,
             "artifact": r.path, "size_bytes": r.size, "content_hash": r.sha256}
 
@@ -312,7 +313,8 @@ def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs:
         steps.append(step_summary(ctx, ns, undeclared))
     return RunResult(
         command=command, run_id=runner.run_id, status="failed" if w.failed else "success",
-        elapsed=elapsed, steps_executed=w.done, steps_total=w.total, phases=w.phases,
+        # executed: the steps whose function was called, whether it then failed or not
+        elapsed=elapsed, steps_executed=w.done + w.failed, steps_total=w.total, phases=w.phases,
         steps=tuple(steps),
         outputs=tuple(outputs), warnings=tuple(warnings),
         failed_node=failures[0][0] if failures else None,

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 from barca.core.errors import UsageError
 from barca.core.record import Record
 from barca.core.types import short_name
-from barca.present.journal import History, LogLine, RunDetail, RunRow, StepLog, StepRow
+from barca.present.journal import (
+    RUN_FIELDS,
+    History,
+    LogLine,
+    RunDetail,
+    RunRow,
+    StepLog,
+    StepRow,
+)
 from barca.store.metadata import Store
 
 if TYPE_CHECKING:
@@ -30,9 +38,7 @@ def _store(settings: Settings | None, flags: dict[str, Any]) -> Store:
 STATUSES = ("pending", "running", "success", "failed", "cancelled", "crashed", "error",
             "interrupted")
 TRIGGERS = ("manual", "api", "schedule", "client")
-FIELDS = ("run_id", "command", "target", "status", "started_at", "finished_at", "steps_run",
-          "steps_cached", "steps_failed", "pool_size", "error", "triggered_by", "steps_executed",
-          "steps_total", "elapsed_seconds")
+FIELDS = RUN_FIELDS
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 

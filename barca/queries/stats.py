@@ -3,11 +3,11 @@ store (cache hits are not recorded, so only executions count)."""
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 from barca.core.errors import UsageError
 from barca.core.settings import Settings, settings_of
+from barca.core.when import utc_text
 from barca.present.statsreport import RUN_FIELDS, StatsReport
 
 RECENT = 10
@@ -59,7 +59,7 @@ def stats_report(target: str, *files: str, fields: Any = None,
     recent = tuple({
         "elapsed_seconds": round(e, 4) if status == "success" and e is not None else None,
         "status": status,
-        "created_at": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)),
+        "created_at": utc_text(at),
         "error_message": error if status != "success" else None,
         "attempts": tries if tries is not None else 1,
     } for status, e, at, error, _, tries in reversed(rows[-RECENT:]))

@@ -8,8 +8,8 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from barca.core.errors import InfrastructureError
 from barca.store import quietclose, schema, snapchunks
 from barca.store.driver import sqlite3
-from barca.store.process import process_token, reap_crashed
 from barca.store.rows import Row, Snapshot  # the records it returns (re-exported here)
+from barca.store.runtable import RunTable
 from barca.store.schema import RUN_COLUMNS, SCHEMA, barca_030_error, db_error, from_barca_030  # noqa: F401
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
@@ -22,7 +22,7 @@ COLUMNS = ("node", "asset", "partition", "run_hash", "path", "format", "size", "
            "value_hash", "remote", "attempts")
 
 
-class Store:
+class Store(RunTable):
     def __init__(self, root: str | Path, create: bool = True, prefix: str = ".barca") -> None:
         # str paths (``root``, ``dir``, ``db_path``: as Paths, made when asked): pathlib is not
         # loaded on a cached command's path (#31 item 2)
@@ -394,21 +394,6 @@ class Store:
              "ORDER BY rowid DESC LIMIT ?)", [(keep,)])])
 
     # ---------------------------------------------------------------- writes
-    _BEGIN_RUN = ("INSERT INTO runs (run_id, command, target, status, started_at, pool_size, "
-                  "pid, proc, triggered_by) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, 'manual') "
-                  "ON CONFLICT(run_id) DO UPDATE SET status='running', started_at=excluded."
-                  "started_at, pool_size=excluded.pool_size, pid=excluded.pid, proc=excluded."
-                  "proc WHERE runs.status IN ('pending', 'running')")  # a run barca serve
-    # queued begins under its id, keeping its trigger; a finished run is never reopened
-    _END_RUN = ("UPDATE runs SET status=?, finished_at=?, steps_run=?, steps_cached=?, "
-                "steps_failed=?, error=? WHERE run_id=?")
-    # a served run: the row _BEGIN_RUN then _END_RUN make, in one statement (no process to
-    # record; a new id, so no queued run to take over)
-    _SERVED_RUN = ("INSERT INTO runs (run_id, command, target, status, started_at, finished_at, "
-                   "steps_run, steps_cached, steps_failed, pool_size, error, pid, proc, "
-                   "triggered_by) VALUES (?, ?, ?, 'success', ?, ?, 0, ?, 0, ?, NULL, NULL, NULL, "
-                   "'manual')")
-
     def adopt(self, new: str, olds: Callable[[str], bool],
               definition: Callable[[], dict[str, str]]) -> list[str]:
         """Successful rows of other assets recorded again under ``new`` (store.adopt)."""
@@ -416,39 +401,6 @@ class Store:
             return []
         from barca.store.adopt import adopt_rows  # (a notebook's rename only)
         return adopt_rows(self.conn, COLUMNS, new, olds, definition)
-
-    def begin_run(self, run_id: str, command: str, target: str, pool_size: int) -> None:
-        self.reap_crashed()
-        self._write(self._BEGIN_RUN, [(run_id, command, target, time.time(), pool_size,
-                                       os.getpid(), process_token(os.getpid()))])
-
-    def reap_crashed(self) -> list[str]:
-        """``process.reap_crashed``: runs whose process is gone marked ``crashed``."""
-        if self.conn is None:
-            return []
-        return reap_crashed(self.conn)
-
-    def running_runs(self) -> list[dict[str, Any]]:
-        """The runs in progress now (a crashed one marked so first)."""
-        if self.conn is None:
-            return []
-        self.reap_crashed()
-        cur = self.conn.execute("SELECT run_id, started_at FROM runs WHERE status='running'")
-        return [{"run_id": r, "started_at": t} for r, t in cur]
-
-    def end_run(self, run_id: str, status: str, run: int, cached: int, failed: int,
-                error: str | None = None) -> None:
-        self._write(self._END_RUN, [(status, time.time(), run, cached, failed, error, run_id)])
-
-    def served_run(self, generation: int, run_id: str, command: str, target: str,
-                   pool_size: int, cached: int,
-                   also: list[tuple[str, list[tuple[Any, ...]]]]) -> bool:
-        """A run served whole from what a process kept (barca.api.warm): begun and finished, with
-        ``also`` (what it read), in one transaction -- only while the store's generation is
-        still ``generation`` (read under the write lock): False, nothing written, if moved."""
-        now = time.time()
-        return self._write_all([(self._SERVED_RUN, [(run_id, command, target, now, now, cached,
-                                                      pool_size)]), *also], generation)
 
     def record(self, rows: Iterable[dict[str, Any]],
                lines: Sequence[tuple[str, str, str, float, str, str]] = (),

@@ -55,7 +55,8 @@ INSERT INTO generation (n) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM generation);
 # columns ``runs`` gained for the server (Store._open adds them to an older database; the
 # server's reads and writes of them are store.serverq)
 RUN_COLUMNS = ("triggered_by TEXT", "scheduled_at TEXT", "schedule_id TEXT", "queued_at REAL",
-               "request TEXT", "outcome TEXT", "exit_code INTEGER", "client_run_id TEXT")
+               "request TEXT", "outcome TEXT", "exit_code INTEGER", "client_run_id TEXT",
+               "files TEXT", "job TEXT", "attempts INTEGER", "failure TEXT")
 
 
 # what ``made`` compares: this text, and the columns _once adds (a new one: a new

@@ -16,7 +16,7 @@ from barca.store.schema import RUN_COLUMNS
 ROW = ("run_id", "command", "target", "status", "started_at", "finished_at", "steps_run",
        "steps_cached", "steps_failed", "pool_size", "error", "pid", "triggered_by",
        "scheduled_at", "schedule_id", "queued_at", "request", "outcome", "exit_code",
-       "client_run_id")
+       "client_run_id", "files", "job", "attempts", "failure")
 FINISHED = ("success", "failed", "cancelled", "crashed", "error", "interrupted")
 
 
@@ -195,6 +195,11 @@ def live_targets(conn: sqlite3.Connection) -> dict[str, str | None]:
                              "('pending', 'running')"))
 
 
+# history's columns that runs gained after its first ones (RUN_COLUMNS)
+HISTORY_LATER = ("triggered_by", "files", "job", "attempts", "failure", "scheduled_at",
+                 "schedule_id", "client_run_id")
+
+
 def history(conn: sqlite3.Connection, limit: int | None, status: list[str] | None = None,
             triggered_by: list[str] | None = None, target: str | None = None,
             since: float | None = None, run_id: str | None = None
@@ -203,15 +208,16 @@ def history(conn: sqlite3.Connection, limit: int | None, status: list[str] | Non
     before runs recorded it, which a read-only command does not migrate): the newest ``limit``
     (None: all) of those the filters keep (see ``_filters``), and how many they keep."""
     have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
-    trig = "triggered_by" if "triggered_by" in have else "NULL AS triggered_by"
     if triggered_by is not None and "triggered_by" not in have:
         return [], 0  # (no run of such a store says how it was started)
+    # the columns a store written by an older barca may not have yet: NULL there
+    later = ", ".join(c if c in have else f"NULL AS {c}" for c in HISTORY_LATER)
     where, args = _filters(status, triggered_by, target, since, "started_at")
     if run_id is not None:  # (one run: barca history RUN_ID)
         where, args = f"{where} AND run_id=?", [*args, run_id]
     cur = conn.execute(
         "SELECT run_id, command, target, status, started_at, finished_at, steps_run, "
-        f"steps_cached, steps_failed, pool_size, error, {trig} FROM runs WHERE {where} "
+        f"steps_cached, steps_failed, pool_size, error, {later} FROM runs WHERE {where} "
         "ORDER BY started_at DESC LIMIT ?", (*args, -1 if limit is None else limit))
     names = [d[0] for d in cur.description]
     rows = [dict(zip(names, r, strict=True)) for r in cur]

@@ -34,7 +34,10 @@ def run_summary(row: dict[str, Any]) -> dict[str, Any]:
     started, finished = row.get("started_at"), row.get("finished_at")
     return {
         "run_id": row["run_id"], "status": row["status"], "command": row["command"],
-        "target": row["target"], "files": (request or {}).get("files") or [],
+        "target": row["target"],
+        "files": (request or {}).get("files") or json.loads(row.get("files") or "[]"),
+        "job": row.get("job"), "attempts": row.get("attempts"),
+        "failure": json.loads(row["failure"]) if row.get("failure") else None,
         "triggered_by": row.get("triggered_by"), "client_run_id": row.get("client_run_id"),
         "scheduled_at": row.get("scheduled_at"),
         "schedule_id": row.get("schedule_id"), "queued_at": rfc3339(row.get("queued_at")),

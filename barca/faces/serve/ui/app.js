@@ -210,7 +210,8 @@ async function drawStatus() {
     const c = colourOf(n.id);
     if (c) state.style.background = c;
     const lm = n.last_materialization;
-    const last = lm ? `${lm.status} ${lm.created_at || ""}` : "-";
+    // (the document's times are UTC, written without a zone as barca's JSON writes them)
+    const last = lm ? `${lm.status} ${lm.created_at ? lm.created_at + " UTC" : ""}` : "-";
     const row = el("tr", { class: "clickable", "data-node": n.id, onclick: () => pick(n.id) },
       el("td", { class: "nowrap", text: n.name, title: n.id }),
       el("td", { text: n.kind }),
