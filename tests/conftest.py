@@ -138,3 +138,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if {"project", "seed"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+def evicted(doc: dict, tier: str | None = None) -> list[str]:
+    """The paths a gc document (or a run's ``cache``) says were evicted, or of one tier."""
+    return [e["path"] for e in doc["evicted"] if tier is None or e["tier"] == tier]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import Project
+from conftest import Project, evicted
 
 PIPELINE = """
 from barca import asset, sensor
@@ -53,8 +53,8 @@ def test_a_run_over_the_limit_evicts_superseded_results_first(project: Project) 
     r = project.barca("get", "x,y", "pipeline.py", env={"BARCA_CACHE_MAX_SIZE": str(limit)})
     assert r.code == 0, r.err
     doc = r.json()
-    assert doc["cache"]["evicted"] == sorted(old_x)  # the superseded x, and nothing else
-    assert doc["cache"]["tiers"]["least_recently_read"] == []
+    assert evicted(doc["cache"]) == sorted(old_x)  # the superseded x, and nothing else
+    assert evicted(doc["cache"], "least_recently_read") == []
     line = next(x for x in r.err.splitlines() if "over its" in x)
     assert line.startswith("[barca] cache ") and "evicted 1 file" in line
     assert line in [f"[barca] {w['message']}" for w in doc["warnings"]]
@@ -69,10 +69,10 @@ def test_a_run_over_the_limit_evicts_superseded_results_first(project: Project) 
     project.edit("pipeline.py", "VERSION = 2", "VERSION = 3")
     r = project.barca("get", "x", "pipeline.py", env={"BARCA_CACHE_MAX_SIZE": "1"})
     assert r.code == 0, r.err
-    tiers = r.json()["cache"]["tiers"]
-    assert sorted(y_art) == [p for p in tiers["least_recently_read"] if "--y/" in p]
+    lrr = evicted(r.json()["cache"], "least_recently_read")
+    assert sorted(y_art) == [p for p in lrr if "--y/" in p]
     new_x = {f for f in _art(project, "x") if (project.path / f).exists()}
-    assert len(new_x) == 1 and not (new_x & set(r.json()["cache"]["evicted"]))
+    assert len(new_x) == 1 and not (new_x & set(evicted(r.json()["cache"])))
 
 
 def test_gc_least_recently_read_and_what_is_never_evicted(project: Project) -> None:
@@ -86,8 +86,8 @@ def test_gc_least_recently_read_and_what_is_never_evicted(project: Project) -> N
     before = sorted(p.as_posix() for p in project.path.rglob("*"))
     dry = project.barca("gc", "--max-size", "1", "--dry-run", "--json").json()
     assert sorted(p.as_posix() for p in project.path.rglob("*")) == before
-    assert dry["dry_run"] is True and dry["tiers"]["superseded"] == []
-    lrr = dry["tiers"]["least_recently_read"]
+    assert dry["dry_run"] is True and evicted(dry, "superseded") == []
+    lrr = evicted(dry, "least_recently_read")
     assert set(lrr) >= y_art | x_art
     assert lrr.index(sorted(y_art)[0]) < lrr.index(sorted(x_art)[0])  # y was read longer ago
     assert not (set(lrr) & feed_art)  # a sensor is Manual: its current result stays
@@ -98,11 +98,11 @@ def test_gc_least_recently_read_and_what_is_never_evicted(project: Project) -> N
     size = _size(project)
     r = project.barca("gc", "--max-size", str(int((size - 30_000) / 0.8)), "--json")
     assert r.code == 0, r.err
-    assert r.json()["evicted"] == sorted(y_art)
+    assert evicted(r.json()) == sorted(y_art)
     assert project.barca("get", "y", "pipeline.py").code == 0  # computed again, read now
     size = _size(project)
     r = project.barca("gc", "--max-size", str(int((size - 30_000) / 0.8)), "--json")
-    assert r.json()["evicted"] == sorted(x_art)
+    assert evicted(r.json()) == sorted(x_art)
     pretty = project.barca("gc", "--max-size", "100GB", "--pretty")
     assert pretty.code == 0 and pretty.out.startswith("nothing to evict")
 
@@ -119,7 +119,7 @@ def below(y: str) -> int:
     assert project.barca("get", "below", "pipeline.py").code == 0  # below alone (cached)
     y_art = _art(project, "y")
     budget = str(int((_size(project) - 30_000) / 0.8))  # one 50 kB file must go: y
-    assert project.barca("gc", "--max-size", budget, "--json").json()["evicted"] == sorted(y_art)
+    assert evicted(project.barca("gc", "--max-size", budget, "--json").json()) == sorted(y_art)
     assert not any((project.path / f).exists() for f in y_art)
     st = {n["name"]: n["cache"] for n in project.barca("status", "--json").json()["nodes"]}
     assert st["y"]["state"] == "stale" and st["y"]["reason"] == "evicted"
@@ -146,7 +146,7 @@ def test_gc_max_size_off_evicts_every_superseded_result_only(project: Project) -
     project.edit("pipeline.py", "VERSION = 1", "VERSION = 2")
     assert project.barca("get", "x,y", "pipeline.py").code == 0
     r = project.barca("gc", "--max-size", "off", "--json").json()
-    assert r["evicted"] == sorted(old_x) and r["tiers"]["least_recently_read"] == []
+    assert evicted(r) == sorted(old_x) and evicted(r, "least_recently_read") == []
 
 
 def test_an_invalid_size_is_exit_2_naming_it(project: Project) -> None:

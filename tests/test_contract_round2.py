@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import evicted
 
 STAR = '''
 from barca import *
@@ -356,8 +357,8 @@ def test_gc_json_names_files_from_the_project_root(tmp_path, monkeypatch) -> Non
     (tmp_path / "pipeline.py").write_text(CHAIN.replace("return 1\n", "return 2\n"))
     barca.get("top", "pipeline.py")
     doc = gc("pipeline.py", max_size="off", dry_run=True).to_json()
-    assert len(doc["evicted"]) == 3 and doc["tiers"]["superseded"] == doc["evicted"]
-    for path in doc["evicted"]:
+    assert len(evicted(doc)) == 3 and evicted(doc, "superseded") == evicted(doc)
+    for path in evicted(doc):
         assert path.startswith(".barca/artifacts/pipeline.py--") and (tmp_path / path).is_file()
 
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from conftest import Project
+from conftest import Project, evicted
 
 MONTHLY = """
 from barca import asset, collect, partitions
@@ -57,14 +57,14 @@ def test_a_revert_is_current_everywhere(project: Project) -> None:
     assert nodes["report"]["cache"]["state"] == "cached"
     assert nodes["report"]["last_materialization"]["path"] == v1_path
     dry = project.barca("gc", "pipeline.py", "--max-size", "1", "--dry-run", "--json").json()
-    superseded = list(dry["tiers"]["superseded"])  # paths from the project root (#29)
+    superseded = list(evicted(dry, "superseded"))  # paths from the project root (#29)
     assert superseded == [v2_path]
     assert v1_path not in superseded
-    lrr = list(dry["tiers"]["least_recently_read"])
+    lrr = list(evicted(dry, "least_recently_read"))
     assert v1_path in lrr and v2_path not in lrr
     # a budget one report file meets: v2's goes, v1's (current) stays
     r = project.barca("gc", "pipeline.py", "--max-size", "off", "--json")
-    assert r.json()["evicted"] == [v2_path]
+    assert evicted(r.json()) == [v2_path]
     assert (project.path / v1_path).is_file() and not (project.path / v2_path).exists()
     r = project.barca("get", "report", "pipeline.py", "--json")
     assert r.json()["steps_executed"] == 0 and r.json()["final_output"] == {"months": 12}
@@ -113,14 +113,14 @@ def test_the_limit_covers_and_evicts_every_environment(project: Project) -> None
     size = sum(f.stat().st_size for f in (project.path / ".barca").rglob("*") if f.is_file())
     budget = str(int((size - 60_000) / 0.8))  # two 50 kB files must go
     dry = project.barca("gc", "pipeline.py", "--max-size", budget, "--dry-run", "--json").json()
-    assert dry["tiers"]["superseded"] == []
-    evicted = dry["evicted"]
-    assert len(evicted) == 2 and not any(p.startswith(".barca/envs/") for p in evicted), evicted
-    expected = _sizes(project, evicted)
+    assert evicted(dry, "superseded") == []
+    dropped = evicted(dry)
+    assert len(dropped) == 2 and not any(p.startswith(".barca/envs/") for p in dropped), dropped
+    expected = _sizes(project, dropped)
     r = project.barca("gc", "pipeline.py", "--max-size", budget, "--json")
     assert r.code == 0, r.err
     rep = r.json()
-    assert rep["evicted"] == evicted
+    assert evicted(rep) == dropped
     assert rep["size_bytes"] - rep["after_bytes"] == expected > 100_000
     pretty = project.barca("gc", "pipeline.py", "--max-size", "1", "--dry-run", "--pretty")
     assert "(-" not in pretty.out, pretty.out
@@ -132,7 +132,7 @@ def test_the_limit_covers_and_evicts_every_environment(project: Project) -> None
     r = project.barca("get", "x,y", "pipeline.py", "--json", env={"BARCA_CACHE_MAX_SIZE": "1"})
     assert r.code == 0, r.err
     cache = r.json()["cache"]
-    gone = cache["evicted"]
+    gone = evicted(cache)
     assert gone and cache["size_bytes"] - cache["after_bytes"] > 0
     line = next(x for x in r.err.splitlines() if "over its" in x)
     assert "(-" not in line
@@ -192,7 +192,7 @@ def test_a_killed_run_is_marked_crashed_and_pins_nothing(project: Project) -> No
     r = project.barca("gc", "pipeline.py", "--max-size", "1", "--json")
     assert r.code == 0, r.err
     rep = r.json()
-    assert rep["held"] == [] and any("pipeline.py--x/" in p for p in rep["evicted"]), rep
+    assert rep["in_use"] == [] and any("pipeline.py--x/" in p for p in evicted(rep)), rep
 
 
 def test_a_live_run_is_not_marked_crashed(project: Project) -> None:
@@ -211,7 +211,7 @@ def test_a_live_run_is_not_marked_crashed(project: Project) -> None:
         time.sleep(0.5)
         assert _run_row(project)["status"] == "running"
         r = project.barca("gc", "pipeline.py", "--max-size", "1", "--json").json()
-        assert any("pipeline.py--x/" in p for p in r["held"]) and r["evicted"] == []
+        assert any("pipeline.py--x/" in p for p in r["in_use"]) and evicted(r) == []
         assert _run_row(project)["status"] == "running"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)

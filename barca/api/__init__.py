@@ -141,7 +141,8 @@ def materialize(target: str | list[str] | None = None, *files: str, command: str
         runner.run_id = run_id or new_run_id()
         runner.prepare_remote()
         from barca.engine.executors import default_pool_size
-        sess.store.begin_run(runner.run_id, command, label, default_pool_size(settings))
+        sess.store.begin_run(runner.run_id, command, label, default_pool_size(settings),
+                             sorted(sess.graph.files), ",".join(targets) if target else "all")
         status = Status.CANCELLED
         try:
             w = runner.run()
@@ -417,8 +418,10 @@ def sql(query: str, *files: str, settings: Settings | None = None, **flags: Any)
 def gc(*files: str, max_size: str | None = None, dry_run: bool = False,
        settings: Settings | None = None, **flags: Any) -> CacheReport:
     """``barca gc``: evict now, down to 80% of the cache size limit (``max_size``: a one-off
-    budget; ``"off"``: every superseded result and nothing else), from every environment. A
-    CacheReport. ``flags``: settings of this call (``env="dev"``), on top of ``settings``."""
+    budget; ``"off"``: every superseded result and nothing else), from every environment --
+    or, with an environment named for this command (``env="dev"``, ``--env``, ``BARCA_ENV``;
+    not barca.toml's standing ``default_env``), from its store alone. A CacheReport.
+    ``flags``: settings of this call, on top of ``settings``."""
     from barca.engine.current import currency
     from barca.store import cachelimit
     settings = settings_of(settings, **flags)
@@ -427,11 +430,12 @@ def gc(*files: str, max_size: str | None = None, dry_run: bool = False,
     manual = {n for n, m in graph.nodes.items() if m.freshness == "manual"}
     cur = currency(graph, settings)
     gone = _gone(graph)
+    only = settings.env if settings.where("env") in ("--env", "BARCA_ENV") else None
     if budget is None:
         return cachelimit.evict(settings.root, None, 0, cur, manual, dry_run=dry_run,
-                                superseded_only=True, gone=gone)
+                                superseded_only=True, gone=gone, only=only)
     return cachelimit.evict(settings.root, budget, int(budget * cachelimit.GC_TARGET), cur,
-                            manual, dry_run=dry_run, gone=gone)
+                            manual, dry_run=dry_run, gone=gone, only=only)
 
 
 def _gone(graph: Graph) -> Callable[[str], bool]:

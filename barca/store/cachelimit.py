@@ -14,12 +14,12 @@ import time
 from collections.abc import Callable, Collection, Set
 
 from barca.core.record import Record
+from barca.store.cachereport import CacheReport, kind_of
 from barca.store.metadata import Store, reads_write  # noqa: F401 - re-exported (moved there)
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:  # (nor pathlib: a cached command notes its reads here, with str paths)
     from pathlib import Path
-    from typing import Any
 
     from barca.core.settings import Settings
 
@@ -28,13 +28,6 @@ GC_TARGET = 0.8   # `barca gc` evicts down to 80% of the limit
 ESTIMATE = "cache-bytes"   # under .barca/: the size last measured, plus what runs wrote since
 COPIES = "sql-cache"       # under .barca/: `sql --server`'s checked copies of the store's files
 COPY_HOLD = 60.0           # seconds: a copy a query used this recently may be in its hands
-
-
-def human(n: int) -> str:
-    for unit, size in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
 
 
 def disk_size(root: Path) -> int:
@@ -57,90 +50,40 @@ def limit(settings: Settings, override: str | int | None = None) -> int | None:
 
 def usage(folder: Path) -> int:
     """Bytes under ``folder`` (every file, the database included)."""
+    return sum(usage_parts(folder).values())
+
+
+def usage_parts(folder: Path) -> dict[str, int]:
+    """Bytes under ``folder`` (``.barca/``) by what they are (``kind_of``): metadata, results,
+    other."""
     # depth first, one open listing per level: a node's 200,000 key folders, listed or
     # stacked at once, cost the coordinator ~100 MB after a first run
-    total = 0
+    parts = {"metadata": 0, "results": 0, "other": 0}
     try:
-        stack = [os.scandir(folder)]
+        stack = [(os.scandir(folder), "")]
     except OSError:
-        return 0
+        return parts
     while stack:
         try:
-            e = next(stack[-1], None)
+            e = next(stack[-1][0], None)
         except OSError:
             e = None
         if e is None:
-            stack.pop().close()
+            stack.pop()[0].close()
             continue
         try:
             if e.is_dir(follow_symlinks=False):
-                stack.append(os.scandir(e.path))
+                stack.append((os.scandir(e.path), f"{stack[-1][1]}{e.name}/"))
             elif e.is_file(follow_symlinks=False):
-                total += e.stat(follow_symlinks=False).st_size
+                parts[kind_of(stack[-1][1] + e.name)] += e.stat(follow_symlinks=False).st_size
         except OSError:
             continue
-    return total
+    return parts
 
 
-class CacheReport(Record):
-    """What an eviction did (or, for ``gc --dry-run``, would do)."""
-    __slots__ = ("size_bytes", "limit_bytes", "target_bytes", "after_bytes", "tiers", "evicted",
-                 "failed", "held", "dry_run")
-    size_bytes: int
-    limit_bytes: int | None
-    target_bytes: int
-    after_bytes: int
-    tiers: dict[str, list[str]]      # tier -> paths (from the project root) evicted from it
-    evicted: tuple[str, ...]
-    failed: tuple[str, ...]
-    held: tuple[str, ...]
-    dry_run: bool
-
-    def freed(self) -> int:
-        return self.size_bytes - self.after_bytes
-
-    def to_json(self) -> dict[str, Any]:
-        return {"size_bytes": self.size_bytes, "limit_bytes": self.limit_bytes,
-                "target_bytes": self.target_bytes, "after_bytes": self.after_bytes,
-                "tiers": self.tiers, "evicted": list(self.evicted), "failed": list(self.failed),
-                "held": list(self.held), "dry_run": self.dry_run}
-
-    def json_text(self) -> str:
-        import json
-        return json.dumps(self.to_json(), indent=2)
-
-    def line(self) -> str:
-        """The one line a run prints on stderr when it evicted."""
-        from barca.core.render import plural  # the text module: only once something is said
-        lim = "no" if self.limit_bytes is None else human(self.limit_bytes)
-        shown = ", ".join(p.rsplit("/", 2)[-2] for p in self.evicted[:3])
-        more = f" (+{len(self.evicted) - 3} more)" if len(self.evicted) > 3 else ""
-        return (f"cache {human(self.size_bytes)} over its {lim} limit; evicted "
-                f"{plural(len(self.evicted), 'file')} ({human(self.freed())}): {shown}{more}")
-
-    def __str__(self) -> str:
-        from barca.core.render import plural
-        verb = "would evict" if self.dry_run else "evicted"
-        if not self.evicted:
-            return (f"nothing to evict: .barca/ holds {human(self.size_bytes)}"
-                    + (f", limit {human(self.limit_bytes)}" if self.limit_bytes is not None
-                       else ""))
-        lines = [f"{verb} {plural(len(self.evicted), 'file')} ({human(self.freed())}): "
-                 f"{human(self.size_bytes)} -> {human(self.after_bytes)}"]
-        for tier, paths in self.tiers.items():
-            if paths:
-                lines.append(f"  {tier}: {plural(len(paths), 'file')}")
-                if self.dry_run:
-                    lines.extend(f"    {p}" for p in paths)
-        if self.failed:
-            lines.append(f"  could not delete: {', '.join(self.failed)}")
-        return "\n".join(lines)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        """In a notebook (``%barca gc``): the CLI's text, not the record's repr."""
-        import html
-        return {"text/plain": str(self),
-                "text/html": f'<pre class="barca-gc">{html.escape(str(self))}</pre>'}
+# an evictable file: (path from the project root, bytes, last created or read, its store, its
+# node) -- a sql-cache copy: no store, no node
+Candidate = tuple[str, int, float, "Store | None", "str | None"]
 
 
 class Currency(Record):
@@ -167,10 +110,9 @@ def stores(root: Path) -> list[Store]:
 
 
 def _candidates(store: Store, cur: Currency, manual: Set[str], since: float | None
-                ) -> tuple[list[tuple[str, int, float, Store]], list[tuple[str, int, float, Store]],
-                           list[str]]:
-    """(superseded, current, held) of one store: (path, size, last created or read, store).
-    Superseded: a result of a decided node that is not its current one. A node not decided
+                ) -> tuple[list[Candidate], list[Candidate], list[str]]:
+    """(superseded, current, held) of one store: (path, size, last created or read, store,
+    node). Superseded: a result of a decided node that is not its current one. A node not decided
     (not in the command's files, or a key not knowable without running) is never called
     superseded: its results count as current."""
     assert store.conn is not None
@@ -183,8 +125,8 @@ def _candidates(store: Store, cur: Currency, manual: Set[str], since: float | No
     for rid, asset, part, *_ in rows:
         newest[(asset, part)] = rid
     prefix = store.prefix
-    superseded: dict[str, tuple[str, int, float, Store]] = {}
-    live: dict[str, tuple[str, int, float, Store]] = {}
+    superseded: dict[str, Candidate] = {}
+    live: dict[str, Candidate] = {}
     held: dict[str, None] = {}   # in order, looked up often
     for rid, asset, part, path, size, created, read in rows:
         when = max(created or 0, read or 0)
@@ -201,32 +143,48 @@ def _candidates(store: Store, cur: Currency, manual: Set[str], since: float | No
         if path in cur.current or (prefix, asset) not in cur.decided:
             superseded.pop(path, None)
             got = live.get(path)
-            live[path] = (path, size or 0, max(when, got[2] if got else 0), store)
+            live[path] = (path, size or 0, max(when, got[2] if got else 0), store, asset)
         elif path not in live:
             got = superseded.get(path)
-            superseded[path] = (path, size or 0, max(when, got[2] if got else 0), store)
+            superseded[path] = (path, size or 0, max(when, got[2] if got else 0), store,
+                                asset)
     return list(superseded.values()), list(live.values()), list(held)
 
 
 def evict(root: Path, budget: int | None, target: int, cur: Currency,
           manual: Set[str] = frozenset(), dry_run: bool = False,
-          superseded_only: bool = False, gone: Callable[[str], bool] | None = None
-          ) -> CacheReport:
+          superseded_only: bool = False, gone: Callable[[str], bool] | None = None,
+          only: str | None = None) -> CacheReport:
     """Evict until ``.barca/`` (every environment) is at most ``target`` bytes: the copies
     ``sql --server`` fetched first, then superseded results, then current ones, each tier least
     recently read first across every environment (every copy and every superseded result, and
     nothing else, with ``superseded_only``). With ``gone`` (``barca gc``), before all of them
     and whatever the target, the memos of the nodes it says are no longer in the pipeline
-    (store.prune). The sizes reported add up: after = before - the bytes of the files deleted."""
+    (store.prune). With ``only`` (``gc --env NAME``), results of that environment's store alone
+    (the copies are everyone's). The sizes reported add up: after = before - the bytes of the
+    files deleted."""
     from barca.store import prune
     folder = root / ".barca"
-    size = usage(folder)
+    parts = usage_parts(folder)
+    size = sum(parts.values())
     all_stores = stores(root)
+    if only is not None:
+        prefix = f".barca/envs/{only}"
+        for other in all_stores:
+            if other.prefix != prefix:
+                other.close()
+        all_stores = [st for st in all_stores if st.prefix == prefix]
+    sizes: dict[str, int] = {}
+    nodes: dict[str, str | None] = {}
     try:
         removed = [prune.find(s, gone) for s in all_stores] if gone is not None else []
-        superseded, current, held = [], [], []
+        running_ids: list[str] = []
+        superseded: list[Candidate] = []
+        current: list[Candidate] = []
+        held: list[str] = []
         for store in all_stores:
             running = store.running_runs()
+            running_ids += [r["run_id"] for r in running]
             since = min((r["started_at"] or 0) for r in running) if running else None
             s, c, h = _candidates(store, cur, manual, since)
             superseded += s
@@ -239,16 +197,19 @@ def evict(root: Path, budget: int | None, target: int, cur: Currency,
         now, chosen = size, []
         copied: list[str] = []
         for found in removed:
-            tiers["removed_nodes"] += [p for p, _ in found.files]
-            now -= sum(n for _, n in found.files)
+            for memo, nbytes, node in found.files:
+                tiers["removed_nodes"].append(memo)
+                sizes[memo], nodes[memo] = nbytes, node
+                now -= nbytes
         for tier, items in (("copies", copies), ("superseded", superseded),
                             ("least_recently_read", current)):
             if superseded_only and tier == "least_recently_read":
                 break
-            for path, nbytes, _, owner in sorted(items, key=lambda t: t[2]):
+            for path, nbytes, _, owner, of in sorted(items, key=lambda t: t[2]):
                 if not superseded_only and now <= target:
                     break
                 tiers[tier].append(path)
+                sizes[path], nodes[path] = nbytes, of
                 if owner is None:
                     copied.append(path)
                 else:
@@ -273,14 +234,13 @@ def evict(root: Path, budget: int | None, target: int, cur: Currency,
                     failed.append(path)
         if not dry_run and chosen:
             done: dict[Store, list[tuple[str, str, float]]] = {}
-            asset_of = _assets(chosen)
             for path, store in chosen:
                 try:
                     p = root / path
                     nbytes = p.stat().st_size if p.is_file() else 0
                     p.unlink(missing_ok=True)
                     freed += nbytes
-                    done.setdefault(store, []).append((path, asset_of[path], time.time()))
+                    done.setdefault(store, []).append((path, nodes[path] or "", time.time()))
                 except OSError:
                     failed.append(path)
             for store, rows in done.items():
@@ -298,17 +258,17 @@ def evict(root: Path, budget: int | None, target: int, cur: Currency,
         p for p, _ in chosen if p not in failed]
     tiers = {t: [p for p in ps if p not in failed] for t, ps in tiers.items()}
     return CacheReport(size, budget, target, now, tiers, tuple(rel), tuple(failed),
-                       tuple(held), dry_run)
+                       tuple(held), dry_run, sizes, nodes, parts, only, tuple(running_ids))
 
 
-def _copies(folder: Path) -> tuple[list[tuple[str, int, float, None]], list[str]]:
+def _copies(folder: Path) -> tuple[list[Candidate], list[str]]:
     """(evictable, held) copies under ``.barca/sql-cache/``: (path from the project root, size,
-    last used, no store). A copy a query used in the last minute is held: it may be between
+    last used, no store, no node). A copy a query used in the last minute is held: it may be between
     its digest check and DuckDB's read (``sql --server`` touches a copy each time it uses it)."""
     base = folder / COPIES
     if not base.is_dir():
         return [], []
-    out: list[tuple[str, int, float, None]] = []
+    out: list[Candidate] = []
     held: list[str] = []
     recent = time.time() - COPY_HOLD
     for dirpath, _dirs, names in os.walk(base):
@@ -323,19 +283,8 @@ def _copies(folder: Path) -> tuple[list[tuple[str, int, float, None]], list[str]
             if when >= recent:
                 held.append(rel)
             else:
-                out.append((rel, st.st_size, when, None))
+                out.append((rel, st.st_size, when, None, None))
     return out, held
-
-
-def _assets(chosen: list[tuple[str, Store]]) -> dict[str, str]:
-    """The node each chosen path is a result of (for the evictions table)."""
-    out: dict[str, str] = {}
-    for path, store in chosen:
-        assert store.conn is not None  # each chosen path's store is open
-        got = store.conn.execute(
-            "SELECT asset FROM materializations WHERE path=? LIMIT 1", (path,)).fetchone()
-        out[path] = got[0] if got else ""
-    return out
 
 
 def note_reads(store: Store, paths: Collection[str], more: Collection[str] = frozenset()

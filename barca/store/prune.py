@@ -24,7 +24,7 @@ class Removed:
     """One store's nodes that are gone and the memo files they left (paths from the root)."""
     __slots__ = ("store", "nodes", "files")
 
-    def __init__(self, store: Store, nodes: list[str], files: list[tuple[str, int]]) -> None:
+    def __init__(self, store: Store, nodes: list[str], files: list[tuple[str, int, str]]) -> None:
         self.store, self.nodes, self.files = store, nodes, files
 
 
@@ -40,12 +40,12 @@ def find(store: Store, gone: Callable[[str], bool]) -> Removed:
     except sqlite3.DatabaseError as exc:
         raise db_error(store.db_path, exc) from None
     nodes = sorted(a for a in ids if gone(a))
-    files: list[tuple[str, int]] = []
+    files: list[tuple[str, int, str]] = []   # (path from the root, bytes, node)
     for n in nodes:
         where = valuememo.path(str(store.root), store.prefix, n)
         with contextlib.suppress(OSError):
             files.append((Path(os.path.relpath(where, store.root)).as_posix(),
-                          os.stat(where).st_size))
+                          os.stat(where).st_size, n))
     return Removed(store, nodes, files)
 
 
@@ -53,7 +53,7 @@ def remove(found: Removed) -> tuple[int, list[str]]:
     """Delete the memo files and the snapshots (and their parts) of the gone nodes: (bytes
     freed, memo files that could not be deleted)."""
     freed, failed = 0, []
-    for rel, size in found.files:
+    for rel, size, _ in found.files:
         try:
             os.unlink(found.store.root / rel)
             freed += size
