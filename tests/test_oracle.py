@@ -254,7 +254,7 @@ def edit(proj: Project, what: str, pick: int, scratch: Path) -> None:
             proj.p = p = dict(old, keys=list(old["keys"]), prices=dict(old["prices"]),
                               feed=dict(old["feed"]))
     elif what == "gc":
-        from barca.store.cachelimit import gc
+        from barca.api import gc
         with inside(proj.root):
             gc("pipeline.py", max_size=f"{200 + pick * 10}B", env=proj.env)
     elif what in ("artifact_deleted", "artifact_corrupted"):
