@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 from barca.core.types import PREVIEW_KEYS, NodeId, Reason, State, key_preview, short_name
-from barca.core.when import utc_text
 from barca.engine.planner import Context, NodeState
 from barca.engine.states import StepState
 from barca.model.topology import Graph
@@ -216,10 +215,12 @@ def _bytes_changed(ctx: Context, last: Row | None) -> str | None:
         if r.sha256 != last.sha256:
             break
         when = r.created_at
+    from barca.core.when import utc_text  # (status only: not loaded by a cached get)
     return utc_text(when)
 
 
 def _materialization(r: Row) -> dict[str, Any]:
+    from barca.core.when import utc_text  # (status only: not loaded by a cached get)
     # artifact, size_bytes and content_hash: barca 0.30.2's words for the path, its size and
     # its SHA-256, for a script written for it
     return {"status": r.status, "run_id": r.run_id, "run_hash": r.run_hash, "path": r.path,
