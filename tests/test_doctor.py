@@ -22,9 +22,24 @@ def test_a_healthy_project(seed: Project) -> None:
     assert r.code == 0, r.err
     doc = r.json()
     assert doc["ok"] is True
-    assert all(set(c) == {"name", "ok", "detail"} for c in doc["checks"])
+    assert all(set(c) == {"name", "ok", "detail", "data"} for c in doc["checks"])
     names = [c["name"] for c in doc["checks"]]
-    assert names[:4] == ["barca.toml", "pipeline files", "metadata.db", "artifacts folder"]
+    # barca 0.30.2's names, in its order, and what each found as values
+    assert names[:11] == ["project_root", "configuration", "environment", "local_cache",
+                          "metadata", "cache_size", "capacity", "discovery",
+                          "source:pipeline.py", "python", "store:artifacts"]
+    data = {c["name"]: c["data"] for c in doc["checks"]}
+    assert data["project_root"] == {"path": str(seed.path.resolve()), "source": "cwd"}
+    assert data["configuration"] == {"found": False}
+    assert data["environment"]["name"] == "default"
+    assert data["metadata"] == {"path": ".barca/metadata.db"}
+    assert data["local_cache"]["artifacts"] == ".barca/artifacts"
+    assert data["discovery"] == {"files": ["pipeline.py"]}
+    assert data["source:pipeline.py"]["nodes"] == 4
+    assert 0 < data["cache_size"]["size_bytes"] < data["cache_size"]["limit_bytes"]
+    assert data["cache_size"]["source"] == "default"
+    assert data["capacity"]["pool_size"] >= 1 and data["python"]["version"].startswith("3.")
+    assert data["store:artifacts"] == {"enabled": False}
     pretty = seed.barca("doctor", "--pretty")
     assert pretty.code == 0 and pretty.out.rstrip().endswith("healthy")
 
@@ -58,7 +73,7 @@ def test_a_broken_file_and_a_corrupt_database_without_running_anything(seed: Pro
     doc = json.loads(seed.barca("doctor", "--json").out)
     assert doc["ok"] is False
     bad = {c["name"] for c in doc["checks"] if not c["ok"]}
-    assert bad == {"file broken.py", "metadata.db"}
+    assert bad == {"source:broken.py", "metadata"}
     # the pipeline's own module-level code ran once, in doctor's child process (#29: import
     # errors are found that way); barca itself wrote nothing
     assert (seed.path / "imported.txt").exists()
@@ -72,21 +87,21 @@ def test_a_bad_barca_toml_and_a_store_that_does_not_answer(seed: Project) -> Non
     r = seed.barca("doctor", "--json")
     assert r.code == 3
     checks = {c["name"]: c for c in r.json()["checks"]}
-    assert not checks["barca.toml"]["ok"]
-    assert "barca.toml:3" in checks["barca.toml"]["detail"]
+    assert not checks["configuration"]["ok"]
+    assert "barca.toml:3" in checks["configuration"]["detail"]
     assert sum(not c["ok"] for c in checks.values()) == 1  # not repeated by other checks
     seed.write("barca.toml", "")
     r = seed.barca("doctor", "--json", env={"BARCA_REMOTE_URI": "nope://bucket/x"})
     assert r.code == 3
     checks = {c["name"]: c for c in r.json()["checks"]}
-    assert not checks["remote store"]["ok"]
+    assert not checks["store:artifacts"]["ok"]
 
 
 def test_doctor_magic_shows_a_table(seed: Project) -> None:
     nb = notebook("%load_ext barca", "%barca doctor")
     execute(nb, seed.path)
     shown = result(nb, 1)
-    assert "<table" in shown["text/html"] and "pipeline files" in shown["text/html"]
+    assert "<table" in shown["text/html"] and "source:pipeline.py" in shown["text/html"]
     assert "application/json" not in shown
 
 
@@ -96,7 +111,7 @@ def test_a_store_without_signatures_is_reported_and_the_key_never_shown(
     seed.write("barca.toml", f'[remote]\nuri = "file://{store}"\n')
     r = seed.barca("doctor", "--json")
     checks = {c["name"]: c for c in r.json()["checks"]}
-    assert r.code == 3 and checks["remote store"]["ok"]
+    assert r.code == 3 and checks["store:artifacts"]["ok"]
     assert not checks["store signatures"]["ok"]
     assert "BARCA_STORE_KEY" in checks["store signatures"]["detail"]
     secret = "s3cr3t-" + "k" * 30

@@ -398,7 +398,7 @@ def test_doctor_checks_the_server_too(team) -> None:
     assert r.code == 0 and doc["ok"], doc
     assert {"server", "server version", "server store", "server health", "server sources",
             "server scheduler"} <= set(checks)
-    assert "pipeline files" in checks  # this machine's checks come first
+    assert "discovery" in checks  # this machine's checks come first
     local = team.here("doctor", "--server", team.srv.url, "--local", "--json")
     assert local.code == 0 and not any(c["name"].startswith("server")
                                        for c in local.json()["checks"])

@@ -25,12 +25,16 @@ _EXTRAS = {
 
 
 class Check(Record):
-    __slots__ = ("name", "ok", "detail", "fix")
-    _defaults = {"fix": ""}
+    """One check: its name (barca 0.30.2's where it checks the same: ``project_root``,
+    ``configuration``, ``metadata``, ...), whether it passed, what it found, the fix, and its
+    findings as values (``data``) for a script."""
+    __slots__ = ("name", "ok", "detail", "fix", "data")
+    _defaults = {"fix": "", "data": None}
     name: str
     ok: bool
     detail: str
     fix: str
+    data: dict[str, Any] | None
 
 
 class Checkup(Record):
@@ -44,8 +48,8 @@ class Checkup(Record):
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "checks": [
-            {"name": c.name, "ok": c.ok, "detail": c.detail + (f" -- {c.fix}" if c.fix else "")}
-            for c in self.checks]}
+            {"name": c.name, "ok": c.ok, "detail": c.detail + (f" -- {c.fix}" if c.fix else ""),
+             "data": c.data or {}} for c in self.checks]}
 
     def _rows(self) -> list[list[str]]:
         return [["ok" if c.ok else "PROBLEM", c.name, c.detail, c.fix] for c in self.checks]
@@ -72,11 +76,11 @@ class Checkup(Record):
         return json.dumps(self.to_json(), indent=2)
 
 
-def _error_check(name: str, exc: BarcaError) -> Check:
+def _error_check(name: str, exc: BarcaError, data: dict[str, Any] | None = None) -> Check:
     """A check failed with barca's own error: its first line (which names the file and line)
     and its fix."""
     first = exc.message.strip().splitlines()[0] if exc.message.strip() else exc.message
-    return Check(name, False, first, " ".join(exc.remediation.split()))
+    return Check(name, False, first, " ".join(exc.remediation.split()), data)
 
 
 def _paths(settings: Settings, files: tuple[str, ...]) -> list[Path]:
@@ -94,37 +98,41 @@ def _paths(settings: Settings, files: tuple[str, ...]) -> list[Path]:
 
 
 def _pipelines(settings: Settings, files: tuple[str, ...]) -> list[Check]:
-    """Each file parsed, the graph loaded, and each file imported in a child process: every
-    problem found is listed, one never hiding another."""
+    """The files found (``discovery``), each parsed (``source:FILE``, with its definitions),
+    the graph loaded, and each file imported in a child process: every problem found is
+    listed, one never hiding another."""
     from barca.model.discovery import parse_file
     from barca.model.topology import load_graph
     root = settings.root
     paths = _paths(settings, files)
-    out: list[Check] = []
+    shown = [str(_rel(p, root)) for p in paths]
+    out: list[Check] = [Check("discovery", bool(paths),
+                              f"{len(paths)} source file{'s' if len(paths) != 1 else ''}",
+                              "" if paths else "Name a pipeline file, or add one that imports "
+                              "barca under the project root.", {"files": shown})]
     parsed: list[Path] = []
-    for p in paths:
+    for p, rel in zip(paths, shown, strict=True):
+        name = f"source:{rel}"
         if not p.is_file():
-            out.append(Check(f"file {p.name}", False, f"{p}: not found",
-                             "Pass the path of a pipeline file, or a folder of them."))
+            out.append(Check(name, False, f"{p}: not found",
+                             "Pass the path of a pipeline file, or a folder of them.",
+                             {"file": rel}))
             continue
         try:
-            parse_file(p, root)
-            parsed.append(p)
+            model = parse_file(p, root)
         except BarcaError as exc:
-            out.append(_error_check(f"file {_rel(p, root)}", exc))
-    graph = None
-    if not out:
+            out.append(_error_check(name, exc, {"file": rel}))
+            continue
+        parsed.append(p)
+        n = len(model.nodes)
+        out.append(Check(name, True, f"{n} definition{'s' if n != 1 else ''} parsed without "
+                         "imports", data={"file": rel, "nodes": n}))
+    if len(parsed) == len(paths):
         try:
-            graph = load_graph(tuple(str(p) for p in paths), settings)
+            load_graph(tuple(str(p) for p in paths), settings)
         except BarcaError as exc:
             out.append(_error_check("pipeline graph", exc))
-    out += _imports(root, parsed)
-    if out:
-        return out
-    n = len(graph.nodes) if graph is not None else 0
-    return [Check("pipeline files", True,
-                  f"{len(paths)} file{'s' if len(paths) != 1 else ''}, "
-                  f"{n} node{'s' if n != 1 else ''}")]
+    return out + _imports(root, parsed)
 
 
 def _rel(p: Path, root: Path) -> Path:
@@ -183,68 +191,130 @@ def _imports(root: Path, paths: list[Path]) -> list[Check]:
             for path, line, kind, msg in found]
 
 
+def _root(root: Path) -> Check:
+    here = Path.cwd().resolve()
+    how = "cwd" if root == here else "barca.toml above cwd"
+    return Check("project_root", True, f"{root} (found from {'cwd' if how == 'cwd' else how})",
+                 data={"path": str(root), "source": how})
+
+
 def _config(root: Path) -> Check:
     from barca.core.config import FILE, load
-    if not (root / FILE).is_file():
-        return Check(FILE, True, "none (defaults apply)")
+    name, path = "configuration", root / FILE
+    if not path.is_file():
+        return Check(name, True, f"no {FILE}; defaults apply", data={"found": False})
+    data = {"found": True, "path": str(path)}
     try:
         load(root)
     except BarcaError as exc:
-        return _error_check(FILE, exc)
-    return Check(FILE, True, "valid")
+        return _error_check(name, exc, data)
+    return Check(name, True, f"{FILE} is valid", data=data)
+
+
+def _environment(settings: Settings) -> Check:
+    name = settings.env or "default"
+    return Check("environment", True, name, data={"name": name,
+                                                  "store": settings.store_prefix})
 
 
 def _database(root: Path, prefix: str) -> Check:
     from barca.store.database import made_by_barca_030, quick_check
     from barca.store.schema import barca_030_error
     db = root / prefix / "metadata.db"
+    data = {"path": f"{prefix}/metadata.db"}
     if not db.exists():
-        return Check("metadata.db", True, "none yet (the first run makes it)")
+        return Check("metadata", True, f"no {prefix}/metadata.db yet (the first run makes it)",
+                     data=data)
     if made_by_barca_030(db):
         e = barca_030_error(root, db)
-        return Check("metadata.db", False, e.message, e.remediation)
+        return Check("metadata", False, e.message, e.remediation, data)
     verdict = quick_check(db)
     if verdict != "ok":
-        return Check("metadata.db", False, f"{db.relative_to(root)} fails PRAGMA quick_check: "
+        return Check("metadata", False, f"{db.relative_to(root)} fails PRAGMA quick_check: "
                      f"{verdict}", f"Move it aside (mv {db} {db}.broken); the next run rebuilds "
-                     "it and adopts the results on disk.")
-    return Check("metadata.db", True, "passes PRAGMA quick_check")
+                     "it and adopts the results on disk.", data)
+    return Check("metadata", True, f"{prefix}/metadata.db passes PRAGMA quick_check", data=data)
 
 
 def _artifacts(root: Path, prefix: str) -> Check:
     folder = root / prefix / "artifacts"
+    data = {"artifacts": f"{prefix}/artifacts", "metadata": f"{prefix}/metadata.db"}
     probe = folder if folder.is_dir() else next(
         (p for p in (root / prefix, root) if p.is_dir()), root)
     if not os.access(probe, os.W_OK | os.X_OK):
-        return Check("artifacts folder", False, f"{probe} is not writable",
-                     f"Give your user write access to {probe}.")
-    return Check("artifacts folder", True, f"{probe.relative_to(root) or '.'} is writable")
+        return Check("local_cache", False, f"{probe} is not writable",
+                     f"Give your user write access to {probe}.", data)
+    return Check("local_cache", True, f"{probe.relative_to(root) or '.'} is writable",
+                 data=data)
 
 
-def _remote(settings: Settings) -> Check | list[Check] | None:
+def _cache_size(settings: Settings) -> Check:
+    from barca.store import cachelimit
+    root = settings.root
+    limit = cachelimit.limit(settings)
+    size = cachelimit.usage(root / ".barca")
+    st = os.statvfs(root)
+    disk, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+    raw = settings.cache_max_size
+    source = "default" if raw is None else settings.where("cache_max_size", "[cache] max_size")
+    written = str(raw) if raw is not None else f"{cachelimit.DEFAULT} of the filesystem"
+    from barca.store.cachereport import human
+    of = "no limit" if limit is None else f"its {human(limit)} limit ({written}, {source})"
+    ok = limit is None or size <= limit
+    return Check("cache_size", ok, f"{human(size)} of {of}; {human(free)} free of "
+                 f"{human(disk)} on its filesystem",
+                 "" if ok else "Run `barca gc`, or raise [cache] max_size.",
+                 {"size_bytes": size, "limit_bytes": limit, "max_size": written,
+                  "source": source, "available_bytes": free, "filesystem_bytes": disk})
+
+
+def _capacity(settings: Settings) -> Check:
+    from barca.present.notices import Capacity
+    cap = Capacity(settings)
+    return Check("capacity", True, f"steps running at once total at most weight "
+                 f"{cap.capacity} ({cap.source}); pool of {cap.pool_size} workers",
+                 data={"capacity": cap.capacity, "pool_size": cap.pool_size,
+                       "source": cap.source})
+
+
+def _python() -> Check:
+    import platform
+    import sys
+
+    version = sys.modules["barca"].__version__  # (barca itself: loaded before this)
+    return Check("python", True, sys.executable,
+                 data={"barca_version": version, "executable": sys.executable,
+                       "version": platform.python_version()})
+
+
+STORE = "store:artifacts"  # the shared artifact store (barca 0.30.2's name for its check)
+
+
+def _remote(settings: Settings) -> Check | list[Check]:
     from barca.core.errors import redact
     from barca.store import remote
     if settings.remote_uri is None:
-        return None
+        return Check(STORE, True, "local artifacts; no remote store", data={"enabled": False})
     uri = redact(settings.remote_uri)  # shown: never its user or password
+    data = {"enabled": True, "uri": uri}
     try:
         store = remote.Remote(settings.remote_uri, key_file=settings.store_key_file)
         store.fs.exists(store.base)  # a read: doctor writes nothing to the store
     except BarcaError as exc:
-        return _error_check("remote store", exc)
+        return _error_check(STORE, exc, data)
     except Exception as exc:
-        return Check("remote store", False, f"{uri} does not answer: {type(exc).__name__}: "
+        return Check(STORE, False, f"{uri} does not answer: {type(exc).__name__}: "
                      f"{redact(str(exc))}", "Check BARCA_REMOTE_URI or [remote] uri, the "
-                     "network and the credentials.")
+                     "network and the credentials.", data)
     from barca.core.secret import store_key
     if store_key(settings.store_key_file) is None:
-        return [Check("remote store", True, f"{uri} answers"),
+        return [Check(STORE, True, f"{uri} answers", data=data),
                 Check("store signatures", False, "no signing key: a pickle from the shared "
                       "store is trusted as code, and results that depend on env= values are "
                       "not shared across machines (barca docs remote)",
                       "Set BARCA_STORE_KEY (or [remote] key_file in barca.toml) on every "
                       "machine that shares the store.")]
-    return [Check("remote store", True, f"{uri} answers"),
+    return [Check(STORE, True, f"{uri} answers", data=data),
             Check("store signatures", True, "results are signed and checked with the key")]
 
 
@@ -294,15 +364,23 @@ def checkup(*files: str, settings: Settings | None = None, **flags: Any) -> Chec
         return [] if got is None else got if isinstance(got, list) else [got]
 
     got: list[Settings] = []
+    checks.insert(0, _root(root))
     checks += guarded("settings", lambda: got.append(settings_of(settings, **flags)))
     prefixes: list[str] = []
     if got:
-        checks += guarded("environment", lambda: prefixes.append(got[0].store_prefix))
-        checks += guarded("pipeline files", lambda: _pipelines(got[0], files))
+        def environment() -> Check:
+            prefixes.append(got[0].store_prefix)  # (an invalid --env: its error, here)
+            return _environment(got[0])
+        checks += guarded("environment", environment)
     prefix = prefixes[0] if prefixes else ".barca"
-    checks += [_database(root, prefix), _artifacts(root, prefix)]
+    checks += [_artifacts(root, prefix), _database(root, prefix)]
     if got:
-        checks += guarded("remote store", lambda: _remote(got[0]))
+        checks += guarded("cache_size", lambda: _cache_size(got[0]))
+        checks += guarded("capacity", lambda: _capacity(got[0]))
+        checks += guarded("discovery", lambda: _pipelines(got[0], files))
+    checks.append(_python())
+    if got:
+        checks += guarded(STORE, lambda: _remote(got[0]))
     if got or files:
         checks += guarded("libraries", lambda: _extras(got[0] if got else None, files))
     return Checkup(tuple(checks))
