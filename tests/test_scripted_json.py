@@ -298,10 +298,10 @@ def test_sql_show_tables_lists_the_views_and_barcas_tables(here) -> None:
     (here / "pipeline.py").write_text(DRY)
     barca.get("total", "pipeline.py")
     got = _cli("sql", "show tables", "pipeline.py", "--json").to_json()
-    assert [r["name"] for r in got["rows"]] == ["per", "total", "barca.runs",
-                                                "barca.materializations"]
-    assert got["total"] == 4 and got["columns"] == ["name"]
-    assert _cli("sql", " SHOW TABLES; ", "pipeline.py", "--json").to_json()["total"] == 4
+    assert [r["name"] for r in got["rows"]] == ["per", "total", "barca.materializations",
+                                                "barca.nodes", "barca.runs"]
+    assert got["total"] == 5 and got["columns"] == ["name"]
+    assert _cli("sql", " SHOW TABLES; ", "pipeline.py", "--json").to_json()["total"] == 5
 
 
 def test_status_names_the_result_as_barca_0_30_2_does_too(here) -> None:

@@ -72,7 +72,8 @@ def test_errors_exit_2(seed: Project) -> None:
     assert seed.barca("get", "report", "pipeline.py", "--json").code == 0
     r = seed.barca("sql", "select * from pricse", "--pretty")
     assert r.code == 2 and "No view named 'pricse'. Did you mean 'prices'?" in r.err
-    assert "Views: feed_version, prices, report, signal, barca.runs" in r.err
+    assert ("Views: feed_version, prices, report, signal, barca.materializations, "
+            "barca.nodes, barca.runs") in r.err
     r = seed.barca("sql", "select nonsense(", "--json")
     assert r.code == 2 and json.loads(r.err.strip())["kind"] == "usage"
 

@@ -80,7 +80,8 @@ def status_from_json(doc: dict[str, Any]) -> StatusReport:
             _last_run(n.get("last_materialization")),
             shapes.decode(n.get("shape")), tuple(n.get("deps") or inputs),
             inputs, n.get("partitions"), n.get("last_materialization"),
-            _rest(n, _STATUS_KEYS)))
+            _rest(n, _STATUS_KEYS),
+            {k: cache[k] for k in ("run_hash", "artifact") if k in cache} or None))
     return StatusReport(tuple(rows), targets=tuple(doc.get("targets") or ()),
                         root=doc.get("root") or "", total=doc.get("total"),
                         filter=doc.get("filter"), note=doc.get("note") or "")

@@ -32,8 +32,9 @@ def __getattr__(name: str) -> Any:
 
 class StatusRow(Record):
     __slots__ = ("id", "kind", "state", "reason", "detail", "last_run", "shape", "deps", "inputs",
-                 "partitions", "last_materialization", "extra")
-    _defaults = {"partitions": None, "last_materialization": None, "extra": None}
+                 "partitions", "last_materialization", "extra", "current")
+    _defaults = {"partitions": None, "last_materialization": None, "extra": None,
+                 "current": None}
     id: str
     kind: str
     state: str                 # JSON value: cached, stale, never_run, partial, unknown, always_runs
@@ -47,6 +48,9 @@ class StatusRow(Record):
     partitions: dict[str, Any] | None
     last_materialization: dict[str, Any] | None
     extra: dict[str, Any] | None  # keys the node's JSON has only when they apply (schedule)
+    # a node of one key: the run hash its step has now and, when cached, the result's path
+    # (``cache.run_hash``, ``cache.artifact``, as barca 0.30.2's status says them)
+    current: dict[str, str] | None
 
     @property
     def name(self) -> str:
@@ -91,7 +95,8 @@ class StatusReport(_NodeTable, _Displayable, Record):
         from barca.store import shapes
         node = {"id": r.id, "name": r.name, "kind": r.kind, "inputs": list(r.inputs),
                 "partitioned": r.partitions is not None,
-                "cache": {"state": r.state, "reason": r.reason, "detail": r.detail}}
+                "cache": {"state": r.state, "reason": r.reason, "detail": r.detail,
+                          **(r.current or {})}}
         if r.partitions is not None:  # as a step: no key when the node has no partitions
             node["partitions"] = r.partitions
         node["last_materialization"] = r.last_materialization

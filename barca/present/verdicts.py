@@ -189,8 +189,15 @@ def status_row(ctx: Context, ns: NodeState) -> StatusRow:
         from barca.store.schedstate import kept_state
         extra["schedule"] = schedule_state(m, [r.status for r in rows],
                                            kept_state(ctx.store, ns.node))
+    current = None
+    if not m.partitioned and len(ns.steps) == 1:
+        (step,) = ns.steps.values()
+        if step.run_hash:
+            current = {"run_hash": step.run_hash}
+            if state == State.CACHED and step.path:
+                current["artifact"] = step.path
     return StatusRow(ns.node, m.kind, state, reason, detail, last_run, shape, deps,
-                     _read_inputs(graph, m), parts, lm, extra or None)
+                     _read_inputs(graph, m), parts, lm, extra or None, current)
 
 
 def _read_inputs(graph: Graph, m: Any) -> tuple[str, ...]:

@@ -50,7 +50,7 @@ def current_rows(ctx: Context, nid: NodeId, ns: NodeState) -> ViewSource:
 
 _LITERAL = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.S)
 _SHOW_TABLES = re.compile(r"\s*show\s+tables\s*;?\s*", re.I)
-BARCA_TABLES = ("barca.runs", "barca.materializations")  # barca's own records, as tables
+BARCA_TABLES = ("barca.materializations", "barca.nodes", "barca.runs")  # barca's own records
 
 
 def identifiers(sql: str) -> set[str]:
@@ -268,15 +268,21 @@ def query(ctx: Context, sql: str,
     checked.save()
     if "barca" in words:
         import tempfile
+
+        from barca.queries import sqltables
         con.execute("CREATE SCHEMA barca")
         tmpdir = tempfile.TemporaryDirectory(prefix="barca-sql-")
         tmp = tmpdir.name
-        for table in ("runs", "materializations"):
-            table_rows = ctx.store.table_rows(table)
+        for table in sqltables.TABLES:
+            if table not in words:  # (each made when the query names it, as a view)
+                continue
+            table_rows = (sqltables.run_rows(ctx.store) if table == "runs" else
+                          sqltables.materialization_rows(ctx.store)
+                          if table == "materializations" else _node_rows(ctx))
             p = Path(tmp) / f"{table}.ndjson"
             p.write_text("".join(json.dumps(r) + "\n" for r in table_rows) or "{}\n")
             con.execute(f"CREATE VIEW barca.{table} AS SELECT * FROM "
-                        f"read_json({_sql_str(str(p))}, format='newline_delimited')")
+                        f"read_json({_sql_str(str(p))}, {sqltables.AS_WRITTEN})")
     try:
         cur = con.execute(sql)
     except duckdb.CatalogException as exc:
@@ -301,6 +307,18 @@ def query(ctx: Context, sql: str,
     answer = fetch(cur, limit)
     con.close()  # the views over barca's own tables read temp files: done with them now
     return answer
+
+
+def _node_rows(ctx: Context) -> list[dict[str, Any]]:
+    """``barca.nodes``: what ``barca status`` says of every node, decided as the views are."""
+    from barca.present.results import StatusReport
+    from barca.present.statusview import mark_upstream
+    from barca.present.verdicts import status_row
+    from barca.queries.sqltables import node_rows
+    states = walk(ctx, list(ctx.graph.order))
+    report = StatusReport(mark_upstream(tuple(status_row(ctx, states[n])
+                                              for n in ctx.graph.order if n in states)))
+    return node_rows(report.to_json())
 
 
 def fetch(cur: Any, limit: int | None) -> tuple[list[str], list[tuple[Any, ...]], int]:

@@ -16,10 +16,12 @@ from barca.core.errors import InfrastructureError, UsageError, did_you_mean
 from barca.core.types import NodeId, short_name
 from barca.engine.planner import Context
 from barca.queries.sql import _records, _sql_name, _sql_str, current_rows, fetch, identifiers
+from barca.queries.sqltables import AS_WRITTEN
 
 TABLES = ("runs", "materializations")  # barca.<table>: the server's records
-# the routes' words for a few columns -> the column a local barca.<table> has: a query reads
-# the same names with or without a server
+# the routes' words for a few columns -> this barca's own word a local barca.<table> also has
+# (beside barca 0.30.2's, which are the routes'): a query reads the same names with or without
+# a server
 LOCAL_NAMES = {"runs": {"steps_executed": "steps_run"},
                "materializations": {"node_id": "node", "node": "asset", "digest": "sha256",
                                     "size_bytes": "size", "elapsed_seconds": "elapsed"}}
@@ -91,12 +93,12 @@ def query(doc: dict[str, Any], tables: dict[str, list[dict[str, Any]]], sql: str
             con.execute("CREATE SCHEMA barca")
             for table in TABLES:
                 p = Path(tmp.name) / f"{table}.ndjson"
-                rename = LOCAL_NAMES[table]
-                rows = [{rename.get(k, k): v for k, v in r.items()}
+                also = LOCAL_NAMES[table]  # the server's words, and a local table's beside
+                rows = [{**r, **{also[k]: v for k, v in r.items() if k in also}}
                         for r in tables.get(table) or []]
                 p.write_text("".join(json.dumps(r) + "\n" for r in rows) or "{}\n")
                 con.execute(f"CREATE VIEW barca.{table} AS SELECT * FROM "
-                            f"read_json({_sql_str(str(p))}, format='newline_delimited')")
+                            f"read_json({_sql_str(str(p))}, {AS_WRITTEN})")
         try:
             cur = con.execute(sql)
         except duckdb.CatalogException as exc:
