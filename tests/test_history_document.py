@@ -85,3 +85,23 @@ def test_json_holds_every_run_and_a_table_the_newest_ten(here) -> None:
                                 "all 12 runs")
     assert len(str(_cli("history", "--pretty", "--all")).splitlines()) == 1 + 12
     assert len(_cli("history", "--json", "-l", "3").to_json()["runs"]) == 3
+
+
+def test_a_servers_run_row_says_the_same(here) -> None:
+    """`GET /runs`, `/history` and `/runs/{id}` render the same row (barca serve's spec:
+    files, job, attempts, failure, steps_total, steps_executed)."""
+    import sqlite3
+
+    from barca.faces.serve.render import run_summary
+    from barca.store import serverq
+    with pytest.raises(barca.StepFailed):
+        barca.get("pipeline.py")
+    conn = sqlite3.connect(here / ".barca" / "metadata.db")
+    try:
+        (row,) = serverq.recent(conn, 10)
+    finally:
+        conn.close()
+    got = run_summary(row)
+    assert got["files"] == ["pipeline.py"] and got["job"] == "all" and got["attempts"] == 4
+    assert got["failure"] == {"node": "pipeline.py:flaky", "error": "ValueError: nope"}
+    assert (got["steps_total"], got["steps_executed"], got["steps_run"]) == (2, 2, 1)

@@ -22,7 +22,7 @@ TABLES = ("runs", "materializations")  # barca.<table>: the server's records
 # the routes' words for a few columns -> this barca's own word a local barca.<table> also has
 # (beside barca 0.30.2's, which are the routes'): a query reads the same names with or without
 # a server
-LOCAL_NAMES = {"runs": {"steps_executed": "steps_run"},
+LOCAL_NAMES = {"runs": {},
                "materializations": {"node_id": "node", "node": "asset", "digest": "sha256",
                                     "size_bytes": "size", "elapsed_seconds": "elapsed"}}
 

@@ -43,10 +43,19 @@ def run_summary(row: dict[str, Any]) -> dict[str, Any]:
         "schedule_id": row.get("schedule_id"), "queued_at": rfc3339(row.get("queued_at")),
         "started_at": rfc3339(started), "finished_at": rfc3339(finished),
         "elapsed_seconds": round(finished - started, 4) if started and finished else None,
-        "steps_executed": row.get("steps_run"), "steps_cached": row.get("steps_cached"),
+        # executed: the steps whose function ran, failed ones too (as history says it)
+        "steps_executed": _sum(row, "steps_run", "steps_failed"),
+        "steps_total": _sum(row, "steps_run", "steps_cached", "steps_failed"),
+        "steps_run": row.get("steps_run"), "steps_cached": row.get("steps_cached"),
         "steps_failed": row.get("steps_failed"), "error": row.get("error"),
         "exit_code": row.get("exit_code"),  # the command's: 0, 1 failed step, 2, 3, 130
     }
+
+
+def _sum(row: dict[str, Any], *counts: str) -> int | None:
+    """The counts added up; None while the run has recorded none (queued, running)."""
+    got = [row.get(c) for c in counts]
+    return None if all(n is None for n in got) else sum(n or 0 for n in got)
 
 
 def run_detail(conn: Connection, row: dict[str, Any], limit: int | None
