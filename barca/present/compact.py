@@ -19,13 +19,15 @@ def dumps(value: Any) -> str:
 
 
 def step_entry(s: Any) -> str:
-    """``dumps(s.entry())``: a step of the usual six fields written from them."""
+    """``dumps(s.entry())``: a step of the usual six fields (and its artifact) written from
+    them."""
     if s.partitions is None and not s.extra:
-        h = s.run_hash
+        h, at = s.run_hash, s.artifact
         try:  # (a field that is not a str: the general way, which says what json.dumps says)
+            art = "" if at is None else ',"artifact":' + _text(at)
             return (f'{{"id":{_text(s.id)},"kind":{_text(s.kind)},"status":{_text(s.action)},'
                     f'"reason":{_text(s.reason)},"detail":{_text(s.detail)},"run_hash":'
-                    f'{"null" if h is None else _text(h)}}}')
+                    f'{"null" if h is None else _text(h)}{art}}}')
         except TypeError:
             pass
     return dumps(s.entry())

@@ -103,7 +103,8 @@ def status_cone(report: StatusReport, names: list[str]) -> StatusReport:
 
 # ---------------------------------------------------------------------------- runs
 
-_STEP_KEYS = ("id", "kind", "status", "reason", "detail", "run_hash", "partitions")
+_STEP_KEYS = ("id", "kind", "status", "reason", "detail", "run_hash", "partitions",
+              "artifact")
 _PATH = ("path", "format")
 
 
@@ -131,7 +132,7 @@ def run_from_json(doc: dict[str, Any], command: str, targets: list[str]) -> RunR
     """``barca get/run --json`` of a run asked for ``targets`` (names or ids; empty: all)."""
     steps = tuple(StepSummary(s["id"], s.get("kind", ""), s.get("status", ""),
                               s.get("reason", ""), s.get("detail", ""), s.get("run_hash"),
-                              s.get("partitions"), _rest(s, _STEP_KEYS))
+                              s.get("partitions"), _rest(s, _STEP_KEYS), s.get("artifact"))
                   for s in doc.get("steps", []))
     parted = {s.id: s.partitions is not None for s in steps}
     ids = {short_name(s.id): s.id for s in steps}

@@ -163,8 +163,9 @@ def keep_step_fields(doc: dict[str, Any], fields: tuple[str, ...]) -> dict[str, 
 
 
 class StepSummary(Record):
-    __slots__ = ("id", "kind", "action", "reason", "detail", "run_hash", "partitions", "extra")
-    _defaults = {"partitions": None, "extra": None}
+    __slots__ = ("id", "kind", "action", "reason", "detail", "run_hash", "partitions", "extra",
+                 "artifact")
+    _defaults = {"partitions": None, "extra": None, "artifact": None}
     id: str
     kind: str
     action: str                # ran | cached | partial | failed | skipped
@@ -173,14 +174,16 @@ class StepSummary(Record):
     run_hash: str | None
     partitions: dict[str, Any] | None
     extra: dict[str, Any] | None  # keys a step entry has only when they apply (attempts, ...)
+    artifact: str | None       # a node of one key: its result's path (ran or cached)
 
     def __init__(self, id: str, kind: str, action: str, reason: str,  # noqa: A002
                  detail: str, run_hash: str | None, partitions: dict[str, Any] | None = None,
-                 extra: dict[str, Any] | None = None) -> None:  # one per node: not generic
-        s_id, s_kind, s_action, s_reason, s_detail, s_hash, s_parts, s_extra = _SUMMARY
+                 extra: dict[str, Any] | None = None,
+                 artifact: str | None = None) -> None:  # one per node: not generic
+        s_id, s_kind, s_action, s_reason, s_detail, s_hash, s_parts, s_extra, s_art = _SUMMARY
         s_id(self, id), s_kind(self, kind), s_action(self, action), s_reason(self, reason)
         s_detail(self, detail), s_hash(self, run_hash), s_parts(self, partitions)
-        s_extra(self, extra)
+        s_extra(self, extra), s_art(self, artifact)
 
     def entry(self) -> dict[str, Any]:
         """The step's entry in a run's JSON."""
@@ -189,6 +192,8 @@ class StepSummary(Record):
                "detail": self.detail, "run_hash": self.run_hash}
         if self.partitions is not None:  # an unpartitioned step has no "partitions" key, as
             out["partitions"] = self.partitions  # barca writes it (null breaks .get(...))
+        if self.artifact is not None:  # (barca 0.30.2's word for the result's path)
+            out["artifact"] = self.artifact
         if self.extra:
             out.update(self.extra)
         return out

@@ -280,9 +280,20 @@ def step_summary(ctx: Context, ns: NodeState,
         first.detail if first else "")
     run_hash = first.run_hash if first is not None and not m.partitioned else None
     reason = first.reason if first else ""
+    artifact = None
     if one is not None:  # (as StepState.cached says a cached step)
         detail, run_hash, reason = "-", one[1], Reason.MATERIALIZED
+        at = ns.where(one[1])
+        artifact = at[0] if at is not None else None
+    elif first is not None and not m.partitioned and first.action in ("ran", "cached"):
+        artifact = first.path  # (a cached step's location is looked up when first asked)
+        if artifact is None and first.action == "cached" and first.run_hash:
+            at = ns.where(first.run_hash)
+            artifact = at[0] if at is not None else None
     extra: dict[str, Any] = {}
+    if first is not None and not m.partitioned and first.action in ("ran", "failed") \
+            and first.elapsed is not None:  # (as barca 0.30.2's entry: the call's time)
+        extra["elapsed_seconds"] = first.elapsed
     if tries:  # how many calls the function took (retries=), the most over its keys
         extra["attempts"] = max(tries)
     if undeclared:
@@ -291,7 +302,7 @@ def step_summary(ctx: Context, ns: NodeState,
         from barca.core.dotenv import values
         extra["env"] = values(m.env, ctx.graph.root)
     return StepSummary(ns.node, m.kind, action, reason, detail or "", run_hash, parts,
-                       extra or None)
+                       extra or None, artifact)
 
 
 def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs: Any,
@@ -310,8 +321,9 @@ def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs:
         one = None if m.dims or undeclared or m.env else ns.only_cached()
         if one is not None:  # its one step simply cached (as StepState.cached says it), no
             # StepState made: what step_summary would say, in line (most of a cached walk)
+            at = ns.where(one[1])
             steps.append(summary(ns.node, m.kind, "cached", materialized, "-", one[1], None,
-                                 None))
+                                 None, at[0] if at is not None else None))
             continue  # (simply cached: no odd step)
         for s in ns.odd_steps():
             if s.action == "failed":
