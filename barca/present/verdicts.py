@@ -316,6 +316,9 @@ def run_result(ctx: Context, runner: Any, command: str, elapsed: float, outputs:
     steps = []
     nodes, states, summary, materialized = ctx.graph.nodes, w.states, StepSummary, \
         Reason.MATERIALIZED
+    # where each one-key node's result is (its entry's artifact), read in one query for those
+    # the walk did not locate (a settled walk's record holds most): not one query per node
+    ctx.view.locate([t for t in w.order if not nodes[t].dims])
     for t in w.order:  # one pass over each node's odd steps (none, for a settled node)
         ns, m, undeclared = states[t], nodes[t], env.get(t)
         one = None if m.dims or undeclared or m.env else ns.only_cached()
