@@ -57,6 +57,12 @@ def test_a_run_document_is_what_json_dumps_writes(tmp_path: Path,
                 {"cached": 1, "total": 2, "will_run": 1, "will_run_keys": ["k"]}),
     StepSummary("p.py:d", "asset", "ran", "changed", "", "h", None, {"attempts": 3}),
     StepSummary("p.py:e", "asset", "ran", "changed", "", 12),  # not a str: the general way
+    # an artifact: written as it is when plain, through the encoder when it needs escapes
+    StepSummary("p.py:f", "asset", "cached", "materialized", "-", "cd" * 32, None, None,
+                ".barca/artifacts/p.py--f/" + "cd" * 32 + ".json"),
+    StepSummary("déjà.py:g", "asset", "ran", "changed", "", "h", None, None,
+                '.barca/artifacts/a "quoted" \\ back\x7f\x1f/é.json'),
+    StepSummary("p.py:h\x7f", "asset", "ran", "changed", "", "h\u2028", None, None, 7),
 ])
 def test_a_step_entry_is_what_json_dumps_writes(step: StepSummary) -> None:
     assert step_entry(step) == _dumps(step.entry())
