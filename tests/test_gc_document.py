@@ -88,3 +88,8 @@ def test_an_environment_named_for_the_command_evicts_from_its_store_alone(here: 
     assert len(os.listdir(here / ".barca/artifacts/pipeline.py--x")) == 1   # untouched
     every = api.gc("pipeline.py", max_size="1").to_json()
     assert any(e["path"].startswith(".barca/artifacts/") for e in every["evicted"])
+    # both stores' databases are metadata, never evictable; what held adds up to is the size
+    held = {h["what"]: h["bytes"] for h in every["held"]}
+    dbs = [here / ".barca/metadata.db", here / ".barca/envs/dev/metadata.db"]
+    assert held["metadata"] >= sum(p.stat().st_size for p in dbs)
+    assert sum(held.values()) == every["after_bytes"]

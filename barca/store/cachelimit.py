@@ -20,6 +20,7 @@ from barca.store.metadata import Store, reads_write  # noqa: F401 - re-exported 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:  # (nor pathlib: a cached command notes its reads here, with str paths)
     from pathlib import Path
+    from typing import Any
 
     from barca.core.settings import Settings
 
@@ -58,14 +59,18 @@ def usage_parts(folder: Path) -> dict[str, int]:
     other."""
     # depth first, one open listing per level: a node's 200,000 key folders, listed or
     # stacked at once, cost the coordinator ~100 MB after a first run
+    # each level: its listing, its path from .barca/, and the kind of every file under it
+    # (None where the file's name decides: .barca/ itself, envs/ and envs/NAME/), so a
+    # result's folder is classed once, never each of its files
     parts = {"metadata": 0, "results": 0, "other": 0}
     try:
-        stack = [(os.scandir(folder), "")]
+        stack: list[tuple[Any, str, str | None]] = [(os.scandir(folder), "", None)]
     except OSError:
         return parts
     while stack:
+        listing, rel, kind = stack[-1]
         try:
-            e = next(stack[-1][0], None)
+            e = next(listing, None)
         except OSError:
             e = None
         if e is None:
@@ -73,12 +78,25 @@ def usage_parts(folder: Path) -> dict[str, int]:
             continue
         try:
             if e.is_dir(follow_symlinks=False):
-                stack.append((os.scandir(e.path), f"{stack[-1][1]}{e.name}/"))
+                below = f"{rel}{e.name}/"
+                stack.append((os.scandir(e.path), below, kind or _folder_kind(below)))
             elif e.is_file(follow_symlinks=False):
-                parts[kind_of(stack[-1][1] + e.name)] += e.stat(follow_symlinks=False).st_size
+                parts[kind or kind_of(rel + e.name)] += e.stat(follow_symlinks=False).st_size
         except OSError:
             continue
     return parts
+
+
+def _folder_kind(rel: str) -> str | None:
+    """The kind of every file under a folder of ``.barca/`` (``rel``: its path from there,
+    ending in /): results under a store's artifacts, other elsewhere; None for envs/ and
+    envs/NAME/, whose files' own names decide."""
+    parts = rel.rstrip("/").split("/")
+    if parts[0] == "envs":
+        if len(parts) <= 2:
+            return None
+        parts = parts[2:]
+    return "results" if parts[0] == "artifacts" else "other"
 
 
 # an evictable file: (path from the project root, bytes, last created or read, its store, its
