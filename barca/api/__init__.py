@@ -7,10 +7,8 @@ Every function takes the command's settings as keyword arguments (``env="dev"``,
 apply to that call alone."""
 from __future__ import annotations
 
-import functools
 import os
 import time
-from collections.abc import Callable, Iterable
 
 from barca.api.check import (  # the request's parts, as every run command reads them
     _check_flags,
@@ -36,6 +34,7 @@ from barca.store.process import new_run_id
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable  # (annotations: not collections at run time)
     from typing import Any
 
     from barca.present.plans import PhasePlan, Plan  # imported by plan and --dry-run only
@@ -68,6 +67,8 @@ class Session:
         if any(fm.abspath == PSEUDO_ABSPATH for fm in self.graph.files.values()):
             # a renamed notebook keeps its results: rows of this very definition under the
             # notebook's old name (never another notebook's function of the same name)
+            import functools
+
             from barca.model.notebook import is_notebook_id
             for n, m in self.graph.nodes.items():
                 if self.graph.files[m.file].abspath == PSEUDO_ABSPATH and self.store.is_open:

@@ -3,8 +3,6 @@ writing anything: what ``barca serve`` does before it queues a run, so a refused
 records nothing."""
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from barca.core.errors import UsageError
 from barca.core.settings import Settings
 from barca.core.types import NodeId, short_name
@@ -12,6 +10,7 @@ from barca.engine.selection import Selection
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
     from barca.model.topology import Graph

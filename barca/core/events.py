@@ -3,9 +3,11 @@
 Frozen records (``barca.core.record.Record``): compared, hashed and shown by their fields."""
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from barca.core.record import Record
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _set = object.__setattr__
 
@@ -111,7 +113,10 @@ class RunEnded(Record):
 
 
 Event = Importing | StepsStarted | StepCompleted | StepCached | StepFailedEvent | Note | RunEnded
-EventCallback = Callable[[Event], None]
+if TYPE_CHECKING:
+    EventCallback = Callable[[Event], None]
+else:  # (a name for annotations: no collections.abc at run time)
+    EventCallback = None
 
 
 def ignore(_event: Event) -> None:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
 
 from barca.core.record import Record, _set
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
     from typing import Any, ClassVar
 

@@ -1,11 +1,9 @@
 """Domain value types shared by every layer: node ids, run hashes, partition keys."""
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterable
-
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2): a cached command
 if TYPE_CHECKING:      # would load it for these three names alone
+    from collections.abc import Iterable
     from typing import Any as Any  # (re-exported: see engine.runner)
     from typing import NewType
     from typing import cast as cast  # (re-exported: the engine imports it from here)
@@ -197,9 +195,20 @@ def one_dim_keys(dim: str, values: list[str], joined: str | None = None
     return cast(list[PartitionKey], list(map(prefix.__add__, values)))
 
 
-@functools.lru_cache(maxsize=1 << 16)
+_PARSED: dict[str, dict[str, str]] = {}  # parse_key's memo (a dict: no functools, #31 item 2)
+
+
 def parse_key(key: str) -> dict[str, str]:
     """Inverse of :func:`format_key` (memoised: do not mutate the result)."""
+    got = _PARSED.get(key)
+    if got is None:
+        if len(_PARSED) >= 1 << 16:  # bounded: 65,536 keys, then it starts again
+            _PARSED.clear()
+        got = _PARSED[key] = _parse_key(key)
+    return got
+
+
+def _parse_key(key: str) -> dict[str, str]:
     out: dict[str, str] = {}
     if not key:
         return out

@@ -7,7 +7,6 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Callable
 
 from barca.core.sha import sha256 as _sha256  # (no OpenSSL for a small one)
 from barca.core.types import Reason
@@ -16,6 +15,7 @@ from barca.engine.states import NodeState, StepState
 _POSIX = os.name == "posix"
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:  # (nor pathlib: str paths on a cached command's path)
+    from collections.abc import Callable
     from pathlib import Path
     from typing import Any
 

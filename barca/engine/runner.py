@@ -1,11 +1,9 @@
-"""Runs a plan: walks the cone node by node in phase order, decides each node's steps
-(engine.decision), adopts artifacts found with no record (engine.adoption), sends the steps that
-must run to the executor, records results in the store. The same walk, without executing,
-predicts every node's state for ``status``, ``--dry-run``."""
+"""Runs a plan: walks the cone node by node in phase order, decides each node's steps (engine.
+decision), adopts unrecorded artifacts (engine.adoption), sends the steps to run to the executor
+and records results. The same walk, not executing, predicts ``status`` and ``--dry-run``."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence  # noqa: F401 (Callable: in a cast string)
 
 from barca.core import events as ev
 from barca.core.errors import Cancelled
@@ -21,6 +19,8 @@ from barca.engine.states import NodeState, SourceOutput, StepState, producer_of,
 from barca.model.discovery import PSEUDO_ABSPATH
 
 if TYPE_CHECKING:  # (typing is not imported at run time: #31 item 2)
+    from collections.abc import Callable, Sequence  # noqa: F401 (Callable: in a cast string)
+
     from barca.core.types import Any
     from barca.engine.executors import Executor
     from barca.engine.executors.job import StepJob, StepRecord

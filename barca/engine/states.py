@@ -3,7 +3,6 @@ as run: what the runner, the results and the views read."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence, Set
 
 from barca.core.types import Action, NodeId, Reason, step_id
 from barca.identity.digests import digest
@@ -12,6 +11,7 @@ from barca.store.view import NodeHistory
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence, Set
     from typing import Any
 
     from barca.engine.keyindex import KeyIndex

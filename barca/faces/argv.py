@@ -10,7 +10,13 @@ order) and the on/off flags read here; tests/test_cli_argv.py checks both agains
 so a flag added there and not here fails a test rather than reading a line differently."""
 from __future__ import annotations
 
-from types import SimpleNamespace as Namespace
+import sys
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from types import SimpleNamespace as Namespace
+else:  # types.SimpleNamespace without importing types: sys.implementation is one
+    Namespace = type(sys.implementation)
 
 COMMANDS = ("get", "run", "list", "status", "graph", "sql", "plan", "history", "logs", "gc",
             "doctor", "docs", "version", "stats", "serve")

@@ -3,7 +3,6 @@ Nothing here imports user code: the model is read from the source text."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
@@ -14,6 +13,7 @@ from barca.model.refs import DimSpec, InputRef  # noqa: F401 - re-exported: the 
 
 if TYPE_CHECKING:  # ast and the argument readers load where a file is parsed: a cached model
     import ast  # (a command whose files did not change) needs neither; nor pathlib, re
+    from collections.abc import Sequence
     from pathlib import Path
     from typing import Any
 

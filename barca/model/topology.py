@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Sequence
 
 from barca.core.errors import UsageError, did_you_mean
 from barca.core.record import Fields
@@ -23,6 +22,7 @@ from barca.model.discovery import (
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
     from typing import Any
 

@@ -2,13 +2,12 @@
 is about to run, before any runs: warnings on stderr, and the capacity they share."""
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from barca.core import events as ev
 from barca.core.types import NodeId, short_name
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
 

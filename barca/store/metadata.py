@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
 
 from barca.core.errors import InfrastructureError
 from barca.store import quietclose, schema, snapchunks
@@ -14,6 +13,7 @@ from barca.store.schema import RUN_COLUMNS, SCHEMA, barca_030_error, db_error, f
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Iterable, Sequence
     from pathlib import Path
     from typing import Any, NoReturn
 

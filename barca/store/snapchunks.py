@@ -17,13 +17,13 @@ hashes (``hashes``) are hex, so ``@`` never begins a row written inline."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
 
 from barca.store.driver import sqlite3
 from barca.store.rows import Snapshot
 
 TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
     from typing import Any
 
 PART = 131_072  # characters: 2,048 run hashes

@@ -4,12 +4,14 @@ writes: recording results, snapshots and adopted artifacts is the runner's work,
 decision."""
 from __future__ import annotations
 
-from collections.abc import Set
-
 from barca.core.types import NodeId, cast
 from barca.store.driver import sqlite3
 from barca.store.metadata import Row, Snapshot, Store
 from barca.store.schema import db_error
+
+TYPE_CHECKING = False  # typing is not imported at run time (#31 item 2)
+if TYPE_CHECKING:
+    from collections.abc import Set
 
 
 class NodeHistory:
