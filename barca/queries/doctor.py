@@ -194,7 +194,7 @@ def _imports(root: Path, paths: list[Path]) -> list[Check]:
 def _root(root: Path) -> Check:
     here = Path.cwd().resolve()
     how = "cwd" if root == here else "barca.toml above cwd"
-    return Check("project_root", True, f"{root} (found from {'cwd' if how == 'cwd' else how})",
+    return Check("project_root", True, f"{root} (found from {how})",
                  data={"path": str(root), "source": how})
 
 
