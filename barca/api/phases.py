@@ -37,8 +37,9 @@ def plan(*files: str, target: str | None = None, partition: str | dict[str, Any]
                                              for s in w.states[n].steps.values())]
         phases: dict[int, list[dict[str, Any]]] = {}
         nodes: list[dict[str, Any]] = []
+        left_out = set(skipped)
         for n in w.order:
-            if n in skipped:
+            if n in left_out:
                 continue
             ns = w.states[n]
             for s in ns.steps.values():

@@ -98,6 +98,22 @@ class StepLog(Record):
 
 TABLE_RUNS = 10  # the runs a history table shows without --limit or --all (JSON: every run)
 
+def error_parts(error: str | None) -> tuple[str | None, str | None]:
+    """An error text's two parts as barca 0.30.2 names them (``error_type``, ``error_message``:
+    "ValueError: no"); a text that names no type is all message."""
+    kind, sep, message = (error or "").partition(": ")
+    return (kind if sep else None), ((message if sep else error) or None)
+
+
+def run_counts(ran: int | None, cached: int | None, failed: int | None
+               ) -> tuple[int | None, int | None]:
+    """(steps_executed, steps_total) of a run's counts: executed, the steps whose function ran,
+    failed ones too; None while it has recorded none (queued, running)."""
+    if ran is None and cached is None and failed is None:
+        return None, None
+    return (ran or 0) + (failed or 0), (ran or 0) + (cached or 0) + (failed or 0)
+
+
 # the keys of a run's JSON, in order (its fields and the run documents' words for the same)
 RUN_FIELDS = ("run_id", "command", "target", "status", "started_at", "finished_at", "steps_run",
               "steps_cached", "steps_failed", "pool_size", "error", "triggered_by", "files",
@@ -145,10 +161,8 @@ class RunRow(Record):
         doc["failure"] = _json_of(self.failure)
         # the words a run document (get/run --json) and barca 0.30.2's history use for the
         # same counts and time: a script reads a run the same way wherever it finds one
-        doc["steps_executed"] = (None if self.steps_run is None and self.steps_failed is None
-                                 else (self.steps_run or 0) + (self.steps_failed or 0))
-        doc["steps_total"] = sum(n or 0 for n in (self.steps_run, self.steps_cached,
-                                                  self.steps_failed))
+        executed, total = run_counts(self.steps_run, self.steps_cached, self.steps_failed)
+        doc["steps_executed"], doc["steps_total"] = executed, total or 0
         doc["elapsed_seconds"] = (
             self.elapsed if self.elapsed is not None else None
             if self.finished_at is None or not self.started_at
@@ -249,11 +263,7 @@ class StepRow(Record):
 
     def to_json(self) -> dict[str, Any]:
         doc = {f: getattr(self, f) for f in self.__slots__}
-        # the error's two parts as barca 0.30.2 names them too ("ValueError: no"); a text that
-        # names no type is all message
-        kind, sep, message = (self.error or "").partition(": ")
-        doc["error_type"] = kind if sep else None
-        doc["error_message"] = (message if sep else self.error) or None
+        doc["error_type"], doc["error_message"] = error_parts(self.error)
         return doc
 
 
@@ -306,7 +316,8 @@ class RunDetail(_Displayable, Record):
                 + ("-" if took is None else f"{took:.1f}s"),
                 f"started {utc(r.started_at)}  finished {utc(r.finished_at)}",
                 f"triggered by {r.triggered_by or '-'}",
-                f"steps: {r.steps_run or 0} executed, {r.steps_failed or 0} failed, "
+                # (executed, as the JSON says it: those that ran, failed ones too)
+                f"steps: {r.steps_run or 0} ran, {r.steps_failed or 0} failed, "
                 f"{r.steps_cached or 0} cached"]
 
     def _repr_html_(self) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from barca.core.when import utc_text
+from barca.present.journal import error_parts
 
 TABLES = ("runs", "materializations", "nodes")
 # read_json's options for these tables: times stay text, as the documents write them (a format
@@ -33,7 +34,7 @@ def materialization(raw: dict[str, Any]) -> dict[str, Any]:
     """A ``materializations`` row as the table shows it: barca 0.30.2's columns, then this
     barca's own (``id``, ``node``: the step, ``asset``: the node, ``path``, ``sha256``,
     ``size``, ``elapsed``, ``traceback``, ``shape``)."""
-    kind, sep, message = (raw.get("error") or "").partition(": ")
+    kind, message = error_parts(raw.get("error"))
     return {
         "node_id": raw.get("node"), "partition": raw.get("partition") or None,
         "run_id": raw.get("run_id"), "run_hash": raw.get("run_hash"),
@@ -41,8 +42,7 @@ def materialization(raw: dict[str, Any]) -> dict[str, Any]:
         "elapsed_seconds": raw.get("elapsed"), "cpu_seconds": None, "max_rss_bytes": None,
         "attempts": raw.get("attempts"), "format": raw.get("format"),
         "size_bytes": raw.get("size"), "artifact": raw.get("path"),
-        "content_hash": raw.get("sha256"), "error_type": kind if sep else None,
-        "error_message": (message if sep else raw.get("error")) or None,
+        "content_hash": raw.get("sha256"), "error_type": kind, "error_message": message,
         "id": raw.get("id"), "node": raw.get("node"), "asset": raw.get("asset"),
         "path": raw.get("path"), "sha256": raw.get("sha256"), "size": raw.get("size"),
         "elapsed": raw.get("elapsed"), "error": raw.get("error"),

@@ -91,12 +91,9 @@ def _folder_kind(rel: str) -> str | None:
     """The kind of every file under a folder of ``.barca/`` (``rel``: its path from there,
     ending in /): results under a store's artifacts, other elsewhere; None for envs/ and
     envs/NAME/, whose files' own names decide."""
-    parts = rel.rstrip("/").split("/")
-    if parts[0] == "envs":
-        if len(parts) <= 2:
-            return None
-        parts = parts[2:]
-    return "results" if parts[0] == "artifacts" else "other"
+    if rel == "envs/" or rel.startswith("envs/") and rel.count("/") == 2:
+        return None
+    return kind_of(rel + "-")  # (any file under it: kind_of's one rule)
 
 
 # an evictable file: (path from the project root, bytes, last created or read, its store, its

@@ -34,6 +34,7 @@ class Store(RunTable):
         self._evicted: set[str] | None = None
         self._seen: snapchunks.Seen = {}  # the chunked snapshots read (see snapchunks)
         self._opened_at: int | None = None  # the generation when opened (see quietclose)
+        self._floors: dict[str, int] = {}  # run id -> newest row id at its start (runtable)
         if create:
             self._open(create=True)
         elif os.path.exists(self.db_file):

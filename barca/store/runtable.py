@@ -56,7 +56,7 @@ class RunTable:
         # end (no index on run_id to keep up at every row written)
         (floor,) = self.conn.execute("SELECT coalesce(max(id), 0) FROM materializations"
                                      ).fetchone()
-        self._floors = {**getattr(self, "_floors", {}), run_id: floor}
+        self._floors[run_id] = floor
 
     def reap_crashed(self) -> list[str]:
         """``process.reap_crashed``: runs whose process is gone marked ``crashed``."""
@@ -77,7 +77,7 @@ class RunTable:
         """A run ends: its counts, and from the rows it recorded how many times its steps'
         functions were called (retries too) and its first failed step (node and error)."""
         attempts, failure = 0, None
-        floor = getattr(self, "_floors", {}).pop(run_id, None)
+        floor = self._floors.pop(run_id, None)
         if (run or failed) and floor is not None and self.conn is not None:
             (attempts,) = self.conn.execute(
                 "SELECT coalesce(sum(coalesce(attempts, 1)), 0) FROM materializations "

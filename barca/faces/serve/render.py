@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from barca.core.errors import BarcaError, UsageError
+from barca.present.journal import run_counts
 from barca.store.database import Connection
 
 STEP_LIMIT = 1000
@@ -32,6 +33,8 @@ def run_summary(row: dict[str, Any]) -> dict[str, Any]:
     """A run row without its request and outcome: ``GET /runs``, ``/queue``, ``/history``."""
     request = json.loads(row["request"]) if row.get("request") else None
     started, finished = row.get("started_at"), row.get("finished_at")
+    executed, total = run_counts(row.get("steps_run"), row.get("steps_cached"),
+                                 row.get("steps_failed"))
     return {
         "run_id": row["run_id"], "status": row["status"], "command": row["command"],
         "target": row["target"],
@@ -43,19 +46,11 @@ def run_summary(row: dict[str, Any]) -> dict[str, Any]:
         "schedule_id": row.get("schedule_id"), "queued_at": rfc3339(row.get("queued_at")),
         "started_at": rfc3339(started), "finished_at": rfc3339(finished),
         "elapsed_seconds": round(finished - started, 4) if started and finished else None,
-        # executed: the steps whose function ran, failed ones too (as history says it)
-        "steps_executed": _sum(row, "steps_run", "steps_failed"),
-        "steps_total": _sum(row, "steps_run", "steps_cached", "steps_failed"),
+        "steps_executed": executed, "steps_total": total,
         "steps_run": row.get("steps_run"), "steps_cached": row.get("steps_cached"),
         "steps_failed": row.get("steps_failed"), "error": row.get("error"),
         "exit_code": row.get("exit_code"),  # the command's: 0, 1 failed step, 2, 3, 130
     }
-
-
-def _sum(row: dict[str, Any], *counts: str) -> int | None:
-    """The counts added up; None while the run has recorded none (queued, running)."""
-    got = [row.get(c) for c in counts]
-    return None if all(n is None for n in got) else sum(n or 0 for n in got)
 
 
 def run_detail(conn: Connection, row: dict[str, Any], limit: int | None
